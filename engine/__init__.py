@@ -1,0 +1,239 @@
+"""The git-tune engine: Git's file-system hot paths, measured on this host.
+
+Each function runs one C kernel (see gittune.h) and returns a frozen
+dataclass. Engine failures raise EngineError with the engine's sentence;
+Ctrl-C cancels the running kernel, which removes what it created.
+"""
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from git_tune.engine import _lib
+
+SPLIT_SLICES = "slices"
+SPLIT_STREAMS = "streams"
+_SPLITS = {SPLIT_SLICES: 0, SPLIT_STREAMS: 1}
+ALLOC_MALLOC = "malloc"
+ALLOC_POOL = "pool"
+_ALLOCS = {ALLOC_MALLOC: 0, ALLOC_POOL: 1}
+LATENCY_OPS = ("lstat_hit", "lstat_miss", "read_4k", "create", "fsync")
+MAX_THREADS = _lib.MAX_THREADS
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A latency distribution in seconds, from the engine's log histogram."""
+
+    count: int
+    min: float
+    max: float
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def from_hist(cls, h) -> "Latency":
+        if not h.count:
+            return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        buckets = list(h.bucket)
+
+        def quantile(q):
+            target = q * h.count
+            seen = 0
+            for b, n in enumerate(buckets):
+                seen += n
+                if n and seen >= target:
+                    lo, hi = _lib.hist_lower(b), _lib.hist_lower(b + 1)
+                    mid = (lo * hi) ** 0.5 if lo else hi / 2
+                    return min(max(mid, h.min_ns), h.max_ns) / 1e9
+            return h.max_ns / 1e9
+
+        return cls(int(h.count), h.min_ns / 1e9, h.max_ns / 1e9, h.sum_ns / h.count / 1e9,
+                   quantile(0.5), quantile(0.9), quantile(0.99))
+
+
+@dataclass(frozen=True)
+class ThreadTiming:
+    start: float
+    end: float
+    ops: int
+    errors: int
+    bytes: int
+
+
+def _threads(array, n) -> Tuple[ThreadTiming, ...]:
+    return tuple(ThreadTiming(t.start_ns / 1e9, t.end_ns / 1e9, int(t.ops), int(t.errors),
+                              int(t.bytes)) for t in array[:n])
+
+
+@dataclass(frozen=True)
+class PreloadResult:
+    wall: float
+    entries: int
+    done: int
+    errors: int
+    threads: Tuple[ThreadTiming, ...]
+    errors_by_errno: dict
+    latency: Latency
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    wall: float
+    remove: float
+    files: int
+    bytes: int
+    dirs_created: int
+    workers_used: int
+    workers: Tuple[ThreadTiming, ...]
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    version: int
+    entries: int
+    file_bytes: int
+    read: float
+    checksum: float
+    parse: float
+    free: float
+    peak_bytes: int
+    allocations: int
+    name_bytes: int
+    threads_used: int
+    has_eoie: bool
+    has_ieot: bool
+    ieot_blocks: int
+    extensions: Tuple[str, ...]
+    skip_hash: bool
+
+
+@dataclass(frozen=True)
+class SmallfileResult:
+    create: float
+    sync_create: float
+    stat: float
+    read: float
+    remove: float
+    sync_remove: float
+    files: int
+    dirs: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds for one engine call: seconds (0 = none) and bytes (0 = none)."""
+
+    timeout: float = 0.0
+    byte_budget: int = 0
+
+
+NO_LIMITS = Limits()
+
+
+def _path_list(paths: Sequence[str]) -> bytes:
+    return b"".join(p.encode() + b"\0" for p in paths)
+
+
+def _enc(path) -> bytes:
+    return str(path).encode()
+
+
+def version() -> int:
+    return _lib.lib().gt_abi_version()
+
+
+def library_path() -> str:
+    return _lib.loaded_path()
+
+
+def preload(paths: Sequence[str], base: Optional[str] = None, threads: int = 1,
+            split: str = SPLIT_SLICES, io_streams: int = 1, batch: int = 500,
+            record_latency: bool = False, limits: Limits = NO_LIMITS) -> PreloadResult:
+    """lstat() every path with `threads` threads (see gt_preload_run)."""
+    opts = _lib.PreloadOpts(threads=threads, split=_SPLITS[split], io_streams=io_streams,
+                            batch=batch, record_latency=int(record_latency))
+    r = _lib.call("gt_preload_run",
+                  (_enc(base) if base is not None else None, _path_list(paths), len(paths),
+                   _lib.by_ref(opts)),
+                  _lib.PreloadResult(), limits.timeout, limits.byte_budget)
+    by_errno = {e: int(n) for e, n in enumerate(r.errno_count) if n}
+    return PreloadResult(r.wall_ns / 1e9, int(r.entries), int(r.done), int(r.errors),
+                         _threads(r.thread, r.threads), by_errno, Latency.from_hist(r.latency))
+
+
+def checkout(directory, paths: Sequence[str], sizes: Sequence[int], workers: int = 1,
+             threshold: int = 100, fsync: bool = False, keep: bool = False,
+             limits: Limits = NO_LIMITS) -> CheckoutResult:
+    """Write files like Git's (parallel) checkout, then remove them unless keep."""
+    if len(sizes) != len(paths):
+        raise ValueError("paths and sizes differ in length")
+    opts = _lib.CheckoutOpts(workers=workers, threshold=threshold, fsync=int(fsync),
+                             keep=int(keep))
+    r = _lib.call("gt_checkout_run",
+                  (_enc(directory), _path_list(paths), _lib.u64_array(sizes), len(paths),
+                   _lib.by_ref(opts)),
+                  _lib.CheckoutResult(), limits.timeout, limits.byte_budget)
+    return CheckoutResult(r.wall_ns / 1e9, r.remove_ns / 1e9, int(r.files), int(r.bytes),
+                          int(r.dirs_created), r.workers_used, _threads(r.worker, r.workers_used))
+
+
+def _index_result(r) -> IndexResult:
+    sigs = tuple(bytes(r.ext_sig[i][:]).decode("latin-1") for i in range(min(r.extensions, 16)))
+    return IndexResult(r.version, r.entries, int(r.file_bytes), r.read_ns / 1e9,
+                       r.checksum_ns / 1e9, r.parse_ns / 1e9, r.free_ns / 1e9,
+                       int(r.peak_bytes), int(r.allocations), int(r.name_bytes), r.threads_used,
+                       bool(r.has_eoie), bool(r.has_ieot), r.ieot_blocks, sigs, bool(r.skip_hash))
+
+
+def _index_opts(threads, alloc, pool_block, verify_checksum):
+    return _lib.IndexOpts(threads=threads, alloc=_ALLOCS[alloc], pool_block=pool_block,
+                          verify_checksum=int(verify_checksum))
+
+
+def index_read(path, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
+               verify_checksum: bool = True, limits: Limits = NO_LIMITS) -> IndexResult:
+    """Read a Git index file and materialise its entries (see gt_index_read)."""
+    opts = _index_opts(threads, alloc, pool_block, verify_checksum)
+    r = _lib.call("gt_index_read", (_enc(path), _lib.by_ref(opts)), _lib.IndexResult(),
+                  limits.timeout, limits.byte_budget)
+    return _index_result(r)
+
+
+def index_parse(data: bytes, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
+                verify_checksum: bool = True, limits: Limits = NO_LIMITS) -> IndexResult:
+    """Same as index_read, from bytes in memory."""
+    opts = _index_opts(threads, alloc, pool_block, verify_checksum)
+    r = _lib.call("gt_index_parse", (_lib.buffer_address(data), len(data), _lib.by_ref(opts)),
+                  _lib.IndexResult(), limits.timeout, limits.byte_budget)
+    return _index_result(r)
+
+
+def index_write_synthetic(path, entries: int, version: int = 2, depth: int = 4,
+                          width: int = 10, files: int = 9, ieot_blocks: int = 0,
+                          limits: Limits = NO_LIMITS) -> None:
+    """Write a many-files.sh shaped index (0 entries = the whole shape)."""
+    shape = _lib.IndexShape(version=version, entries=entries, depth=depth, width=width,
+                            files=files, ieot_blocks=ieot_blocks)
+    _lib.call("gt_index_write_synthetic", (_enc(path), _lib.by_ref(shape)), None,
+              limits.timeout, limits.byte_budget)
+
+
+def smallfile(directory, files: int, file_size: int = 4096, per_dir: int = 10,
+              sync: bool = False, limits: Limits = NO_LIMITS) -> SmallfileResult:
+    """Create, stat, read and remove small files (seed 002)."""
+    opts = _lib.SmallfileOpts(files=files, file_size=file_size, per_dir=per_dir, sync=int(sync))
+    r = _lib.call("gt_smallfile_run", (_enc(directory), _lib.by_ref(opts)),
+                  _lib.SmallfileResult(), limits.timeout, limits.byte_budget)
+    return SmallfileResult(r.create_ns / 1e9, r.sync_create_ns / 1e9, r.stat_ns / 1e9,
+                           r.read_ns / 1e9, r.remove_ns / 1e9, r.sync_remove_ns / 1e9,
+                           int(r.files), int(r.dirs), int(r.bytes))
+
+
+def latency(directory, samples: int = 200, fsync_samples: int = 5,
+            limits: Limits = NO_LIMITS) -> dict:
+    """Per-operation latency distributions, keyed by LATENCY_OPS names."""
+    r = _lib.call("gt_latency_run", (_enc(directory), samples, fsync_samples),
+                  _lib.LatencyResult(), limits.timeout, limits.byte_budget)
+    return {name: Latency.from_hist(r.op[i]) for i, name in enumerate(LATENCY_OPS)}

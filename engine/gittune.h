@@ -1,0 +1,286 @@
+#ifndef GITTUNE_H
+#define GITTUNE_H
+
+/*
+ * git-tune engine: Git's file-system hot paths, reproduced so they can be
+ * measured on this host without running Git thousands of times.
+ *
+ * Conventions shared by every call:
+ *
+ *  - A call returns GT_OK (0) or a negative `enum gt_status`, and on error
+ *    writes one lower-case sentence into `err` (at most `errlen` bytes,
+ *    always NUL-terminated when errlen > 0).
+ *  - Nothing here calls exit() or abort(), and there is no global mutable
+ *    state: everything a call needs comes through its arguments.
+ *  - Every long call takes a `struct gt_ctl`, owned by the caller, that
+ *    bounds it (deadline, byte budget) and lets another thread cancel it
+ *    with gt_ctl_cancel(). A cancelled or timed-out call stops within a
+ *    few milliseconds, cleans up what it created, fills the result with
+ *    what it measured so far and returns GT_ECANCELED or GT_ETIMEDOUT.
+ *  - Path lists are passed as one buffer of `count` NUL-terminated strings
+ *    laid end to end ("a\0b/c\0"), which keeps pointer arrays out of the
+ *    bindings.
+ *  - Results are plain structs the caller allocates; gt_sizeof() reports
+ *    their sizes so a binding can check the layout it mirrors.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bumped whenever a struct layout or a signature below changes. */
+#define GT_ABI_VERSION 1
+
+#define GT_MAX_THREADS 64
+#define GT_HIST_BUCKETS 128	/* 4 buckets per power of two, 1 ns .. ~8.6 s */
+#define GT_ERRNO_SLOTS 160	/* errno values 0..159 counted one by one */
+
+enum gt_status {
+	GT_OK = 0,
+	GT_EINVAL = -1,		/* bad argument */
+	GT_ESYS = -2,		/* a system call failed; err names it */
+	GT_ENOMEM = -3,
+	GT_ECORRUPT = -4,	/* input file is not what it claims to be */
+	GT_ECANCELED = -5,
+	GT_ETIMEDOUT = -6,
+	GT_EBUDGET = -7,	/* the work would exceed ctl->byte_budget */
+};
+
+/*
+ * Bounds and cancellation for one call. Initialise with gt_ctl_init();
+ * `timeout_ns` (0 = none) counts from the start of the call that uses it,
+ * `byte_budget` (0 = none) caps bytes written to disk or allocated.
+ */
+struct gt_ctl {
+	int cancel;		/* set only through gt_ctl_cancel() */
+	int reserved;
+	uint64_t timeout_ns;
+	uint64_t byte_budget;
+};
+
+void gt_ctl_init(struct gt_ctl *ctl, uint64_t timeout_ns, uint64_t byte_budget);
+/* Safe to call from any thread while a call using `ctl` runs. */
+void gt_ctl_cancel(struct gt_ctl *ctl);
+
+/* Latency histogram: bucket b holds samples in [gt_hist_lower(b), gt_hist_lower(b+1)). */
+struct gt_hist {
+	uint64_t count;
+	uint64_t min_ns;
+	uint64_t max_ns;
+	uint64_t sum_ns;
+	uint64_t bucket[GT_HIST_BUCKETS];
+};
+uint64_t gt_hist_lower(int bucket);
+
+/* Start and end of one worker, in ns since the call started. */
+struct gt_thread_stat {
+	uint64_t start_ns;
+	uint64_t end_ns;
+	uint64_t ops;
+	uint64_t errors;
+	uint64_t bytes;
+};
+
+/* ---- 1. preload: lstat() a list of paths, as preload-index.c does ---- */
+
+enum gt_split {
+	/* preload-index.c: contiguous DIV_ROUND_UP slices, one per thread. */
+	GT_SPLIT_SLICES = 0,
+	/*
+	 * Seed 000's "parallel IO": `io_streams` cursors walk the list in
+	 * order, each owning a contiguous region; threads take batches of
+	 * `batch` entries from their stream's cursor. One stream is the
+	 * "optimize for sequential IO" patch.
+	 */
+	GT_SPLIT_STREAMS = 1,
+};
+
+struct gt_preload_opts {
+	int threads;		/* 1..GT_MAX_THREADS */
+	int split;		/* enum gt_split */
+	int io_streams;		/* GT_SPLIT_STREAMS: 1..threads */
+	int batch;		/* GT_SPLIT_STREAMS: entries per grab, >= 1 */
+	int record_latency;	/* fill `latency` (two clock reads per lstat) */
+	int reserved;
+};
+
+struct gt_preload_result {
+	uint64_t wall_ns;
+	uint64_t entries;
+	uint64_t done;		/* lstat calls made */
+	uint64_t errors;
+	int threads;
+	int reserved;
+	struct gt_thread_stat thread[GT_MAX_THREADS];
+	uint64_t errno_count[GT_ERRNO_SLOTS];
+	struct gt_hist latency;
+};
+
+/*
+ * lstat() each of `count` paths (relative ones resolve against `base`, or
+ * the working directory when `base` is NULL). A path that fails lstat is
+ * counted by errno, not an error of the call.
+ */
+int gt_preload_run(const char *base, const char *paths, size_t count,
+		   const struct gt_preload_opts *opts, struct gt_ctl *ctl,
+		   struct gt_preload_result *out, char *err, size_t errlen);
+
+/* ---- 2. checkout: write files as parallel-checkout.c's workers do ---- */
+
+struct gt_checkout_opts {
+	int workers;		/* 1..GT_MAX_THREADS (threads; Git uses processes) */
+	int threshold;		/* fewer files than this: write sequentially */
+	int fsync;		/* fsync() each file before close() */
+	int keep;		/* leave the files in place (default: remove them) */
+};
+
+struct gt_checkout_result {
+	uint64_t wall_ns;	/* writing only */
+	uint64_t remove_ns;	/* removing what was written */
+	uint64_t files;
+	uint64_t bytes;
+	uint64_t dirs_created;
+	int workers_used;	/* 1 when the threshold kept it sequential */
+	int reserved;
+	struct gt_thread_stat worker[GT_MAX_THREADS];
+};
+
+/*
+ * Create `count` files named by `paths` (relative, no "..") below the
+ * existing directory `dir`, `sizes[i]` bytes each: leading directories,
+ * open(O_WRONLY|O_CREAT|O_EXCL), write, optional fsync, close. Files are
+ * split among workers in contiguous batches like run_parallel_checkout().
+ * Everything created is removed again unless opts->keep, also on error.
+ */
+int gt_checkout_run(const char *dir, const char *paths, const uint64_t *sizes,
+		    size_t count, const struct gt_checkout_opts *opts,
+		    struct gt_ctl *ctl, struct gt_checkout_result *out,
+		    char *err, size_t errlen);
+
+/* ---- 3. index: read and write Git index files ---- */
+
+enum gt_alloc {
+	GT_ALLOC_MALLOC = 0,	/* one malloc() per entry, as before Git 2.19 */
+	GT_ALLOC_POOL = 1,	/* a mem-pool.c style pool (seed 003) */
+};
+
+struct gt_index_opts {
+	int threads;		/* >1 uses the IEOT table when the file has one */
+	int alloc;		/* enum gt_alloc */
+	uint64_t pool_block;	/* GT_ALLOC_POOL: block size, 0 = 1 MiB like Git */
+	int verify_checksum;	/* check the trailing SHA-1 (skipped if all zero) */
+	int reserved;
+};
+
+struct gt_index_result {
+	uint32_t version;
+	uint32_t entries;
+	uint64_t file_bytes;
+	uint64_t read_ns;	/* reading the file into memory */
+	uint64_t checksum_ns;
+	uint64_t parse_ns;	/* decoding entries, allocation included */
+	uint64_t free_ns;	/* releasing the entries */
+	uint64_t peak_bytes;	/* memory held for entries at the peak */
+	uint64_t allocations;	/* malloc() calls made for entries */
+	uint64_t name_bytes;	/* sum of path lengths */
+	int threads_used;
+	int has_eoie;
+	int has_ieot;
+	int ieot_blocks;
+	int extensions;		/* number of extensions seen */
+	int skip_hash;		/* trailer was all zero */
+	char ext_sig[16][4];	/* first 16 extension signatures */
+};
+
+/*
+ * Parse the index file at `path` (SHA-1 repositories), materialise every
+ * entry and release them again, timing each phase. Corrupt input returns
+ * GT_ECORRUPT with the reason; nothing is leaked on any path.
+ */
+int gt_index_read(const char *path, const struct gt_index_opts *opts,
+		  struct gt_ctl *ctl, struct gt_index_result *out,
+		  char *err, size_t errlen);
+
+/*
+ * Same, from a buffer already in memory (fuzzing, tests). `buf` is not
+ * modified.
+ */
+int gt_index_parse(const unsigned char *buf, size_t len,
+		   const struct gt_index_opts *opts, struct gt_ctl *ctl,
+		   struct gt_index_result *out, char *err, size_t errlen);
+
+struct gt_index_shape {
+	uint32_t version;	/* 2, 3 or 4 */
+	uint32_t entries;
+	int depth;		/* many-files.sh: depth, width, files per dir */
+	int width;
+	int files;
+	int ieot_blocks;	/* >1 writes EOIE and IEOT like index.threads=N */
+};
+
+/*
+ * Write a synthetic, valid index of `shape->entries` sorted paths shaped
+ * like t/perf/repos/many-files.sh (all pointing to the empty blob) to
+ * `path`, atomically (temporary file and rename).
+ */
+int gt_index_write_synthetic(const char *path, const struct gt_index_shape *shape,
+			     struct gt_ctl *ctl, char *err, size_t errlen);
+
+/* ---- 4. smallfile: seed 002's many small files ---- */
+
+struct gt_smallfile_opts {
+	uint64_t files;
+	uint64_t file_size;
+	uint32_t per_dir;	/* files per directory, >= 1 */
+	int sync;		/* syncfs() after create and after remove */
+};
+
+struct gt_smallfile_result {
+	uint64_t create_ns;	/* mkdir + create + write + close */
+	uint64_t sync_create_ns;
+	uint64_t stat_ns;
+	uint64_t read_ns;
+	uint64_t remove_ns;	/* unlink + rmdir */
+	uint64_t sync_remove_ns;
+	uint64_t files;
+	uint64_t dirs;
+	uint64_t bytes;
+};
+
+/* Create, stat, read and remove files below the existing directory `dir`. */
+int gt_smallfile_run(const char *dir, const struct gt_smallfile_opts *opts,
+		     struct gt_ctl *ctl, struct gt_smallfile_result *out,
+		     char *err, size_t errlen);
+
+/* ---- 5. latency: the cost of single operations ---- */
+
+enum gt_latency_op {
+	GT_LAT_LSTAT_HIT = 0,
+	GT_LAT_LSTAT_MISS = 1,	/* negative lookup, seed 004 */
+	GT_LAT_READ_4K = 2,	/* open + read 4 KiB + close */
+	GT_LAT_CREATE = 3,	/* create + write 4 KiB + close */
+	GT_LAT_FSYNC = 4,	/* fsync of a freshly written 4 KiB file */
+	GT_LAT_NR = 5,
+};
+
+struct gt_latency_result {
+	struct gt_hist op[GT_LAT_NR];
+};
+
+/*
+ * Sample each operation `samples` times on files it creates in the
+ * existing directory `dir` (and removes again). `fsync_samples` bounds the
+ * slow fsync class separately.
+ */
+int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
+		   struct gt_ctl *ctl, struct gt_latency_result *out,
+		   char *err, size_t errlen);
+
+/* ---- layout checks for bindings ---- */
+
+int gt_abi_version(void);
+/* sizeof the named public struct ("struct gt_preload_result"), 0 if unknown. */
+size_t gt_sizeof(const char *name);
+/* Human name of a status code. */
+const char *gt_strstatus(int status);
+
+#endif /* GITTUNE_H */

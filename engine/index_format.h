@@ -1,0 +1,43 @@
+#ifndef GT_INDEX_FORMAT_H
+#define GT_INDEX_FORMAT_H
+
+/* On-disk constants of Git's index (gitformat-index(5)), SHA-1 only. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GT_HASH_SZ 20
+#define GT_INDEX_HEADER 12		/* "DIRC", version, entry count */
+#define GT_ONDISK_FIXED (40 + GT_HASH_SZ + 2)	/* stat data, oid, flags */
+#define GT_CE_NAMEMASK 0x0fff
+#define GT_CE_EXTENDED 0x4000
+#define GT_EOIE_SIZE (4 + GT_HASH_SZ)
+#define GT_EXT_HEADER 8
+/* The smallest entry of any version: 62 fixed bytes + two for the name. */
+#define GT_MIN_ENTRY 64
+
+static inline uint32_t gt_get_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint16_t gt_get_be16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline void gt_put_be32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+/* v2/v3 entries are NUL-padded to a multiple of eight bytes. */
+static inline size_t gt_ondisk_ce_size(size_t fixed, size_t namelen)
+{
+	return (fixed + namelen + 8) & ~(size_t)7;
+}
+
+#endif

@@ -1,0 +1,544 @@
+/*
+ * Read a Git index the way read-cache.c's do_read_index() does: verify the
+ * header and checksum, find EOIE/IEOT, decode the entries (one thread, or
+ * one per group of IEOT blocks) into in-memory cache entries allocated one
+ * malloc() each or from a memory pool, then release them. Every length
+ * read from the file is checked against the bytes that are really there.
+ */
+#include "internal.h"
+#include "index_format.h"
+#include "mem_pool.h"
+#include "sha1.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The in-memory entry, shaped like Git's struct cache_entry. */
+struct cache_entry {
+	uint32_t ctime_sec, ctime_nsec, mtime_sec, mtime_nsec;
+	uint32_t dev, ino, mode, uid, gid, size;
+	uint32_t flags;
+	uint32_t namelen;
+	unsigned char oid[GT_HASH_SZ];
+	char name[];
+};
+
+struct ieot_block {
+	uint32_t offset;
+	uint32_t nr;
+};
+
+struct index_file {
+	const unsigned char *buf;
+	size_t len;
+	uint32_t version;
+	uint32_t entries;
+	size_t entries_end;		/* where extensions start, from EOIE */
+	struct ieot_block *ieot;	/* NULL when absent or unusable */
+	uint32_t ieot_nr;
+};
+
+/* One range of entries decoded by one thread. */
+struct loader {
+	pthread_t tid;
+	const struct index_file *ix;
+	const struct gt_run *run;
+	const struct gt_index_opts *opts;
+	struct cache_entry **ce;	/* this loader's slots in the entry array */
+	size_t offset;			/* first entry's byte offset */
+	size_t limit;			/* entries must end by here */
+	uint32_t nr;
+	size_t end;			/* offset after the last entry decoded */
+	struct gt_mem_pool pool;
+	uint64_t malloc_bytes, allocations, name_bytes;
+	int status;
+	char err[256];
+};
+
+/* Git's varint.c decode_varint(), bounded by `end`. */
+static int decode_varint(const unsigned char **p, const unsigned char *end, uint64_t *out)
+{
+	const unsigned char *b = *p;
+	unsigned char c;
+	uint64_t val;
+
+	if (b >= end)
+		return -1;
+	c = *b++;
+	val = c & 127;
+	while (c & 128) {
+		val += 1;
+		if (!val || (val >> 57))
+			return -1;
+		if (b >= end)
+			return -1;
+		c = *b++;
+		val = (val << 7) + (c & 127);
+	}
+	*p = b;
+	*out = val;
+	return 0;
+}
+
+static struct cache_entry *alloc_ce(struct loader *l, size_t namelen)
+{
+	size_t sz = sizeof(struct cache_entry) + namelen + 1;
+
+	if (l->opts->alloc == GT_ALLOC_POOL)
+		return gt_mem_pool_alloc(&l->pool, sz);
+	l->allocations++;
+	l->malloc_bytes += sz;
+	return malloc(sz);
+}
+
+static int corrupt(struct loader *l, const char *fmt, uint32_t i, uint64_t a)
+{
+	l->status = gt_error(GT_ECORRUPT, l->err, sizeof(l->err), fmt, i, (unsigned long long)a);
+	return -1;
+}
+
+/* Decode entry `i` at *pos into a new cache entry; prev is the one before it. */
+static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
+			    const struct cache_entry *prev, struct cache_entry **out)
+{
+	const struct index_file *ix = l->ix;
+	const unsigned char *p = ix->buf + *pos, *end = ix->buf + l->limit;
+	const unsigned char *name, *nul;
+	size_t fixed = GT_ONDISK_FIXED, len, copy_len = 0, ondisk;
+	uint16_t flags;
+	uint64_t strip = 0;
+	struct cache_entry *ce;
+
+	if ((size_t)(end - p) < fixed)
+		return corrupt(l, "entry %u is truncated (%llu bytes left)", i, (uint64_t)(end - p));
+	flags = gt_get_be16(p + 40 + GT_HASH_SZ);
+	if (flags & GT_CE_EXTENDED) {
+		if (ix->version < 3)
+			return corrupt(l, "entry %u has extended flags in a version %llu index",
+				       i, ix->version);
+		fixed += 2;
+		if ((size_t)(end - p) < fixed)
+			return corrupt(l, "entry %u is truncated (%llu bytes left)", i,
+				       (uint64_t)(end - p));
+	}
+	name = p + fixed;
+	if (ix->version == 4) {
+		if (decode_varint(&name, end, &strip))
+			return corrupt(l, "entry %u has a bad path prefix length at offset %llu", i,
+				       (uint64_t)*pos);
+		copy_len = prev ? prev->namelen : 0;
+		if (strip > copy_len)
+			return corrupt(l, "entry %u strips %llu bytes from a shorter previous path",
+				       i, strip);
+		copy_len -= (size_t)strip;
+	}
+	nul = memchr(name, '\0', (size_t)(end - name));
+	if (!nul)
+		return corrupt(l, "entry %u: path runs past the end of the entries (%llu bytes)",
+			       i, (uint64_t)(end - name));
+	len = (size_t)(nul - name);
+	if (ix->version != 4 && (flags & GT_CE_NAMEMASK) != GT_CE_NAMEMASK &&
+	    (flags & GT_CE_NAMEMASK) != len)
+		return corrupt(l, "entry %u: path length %llu does not match its flags", i, len);
+	ondisk = ix->version == 4 ? (size_t)(nul + 1 - p) : gt_ondisk_ce_size(fixed, len);
+	if (ondisk > (size_t)(end - p))
+		return corrupt(l, "entry %u: padding runs past the end (%llu bytes)", i, ondisk);
+
+	ce = alloc_ce(l, copy_len + len);
+	if (!ce) {
+		l->status = gt_error(GT_ENOMEM, l->err, sizeof(l->err),
+				     "out of memory at entry %u", i);
+		return -1;
+	}
+	ce->ctime_sec = gt_get_be32(p);
+	ce->ctime_nsec = gt_get_be32(p + 4);
+	ce->mtime_sec = gt_get_be32(p + 8);
+	ce->mtime_nsec = gt_get_be32(p + 12);
+	ce->dev = gt_get_be32(p + 16);
+	ce->ino = gt_get_be32(p + 20);
+	ce->mode = gt_get_be32(p + 24);
+	ce->uid = gt_get_be32(p + 28);
+	ce->gid = gt_get_be32(p + 32);
+	ce->size = gt_get_be32(p + 36);
+	memcpy(ce->oid, p + 40, GT_HASH_SZ);
+	ce->flags = flags;
+	ce->namelen = (uint32_t)(copy_len + len);
+	if (copy_len)
+		memcpy(ce->name, prev->name, copy_len);
+	memcpy(ce->name + copy_len, name, len);
+	ce->name[copy_len + len] = '\0';
+	l->name_bytes += ce->namelen;
+	*pos += ondisk;
+	*out = ce;
+	return 0;
+}
+
+static void *load_entries(void *arg)
+{
+	struct loader *l = arg;
+	const struct cache_entry *prev = NULL;
+	size_t pos = l->offset;
+	uint32_t i;
+
+	for (i = 0; i < l->nr; i++) {
+		if (!(i % 1024) && (l->status = gt_run_check(l->run))) {
+			gt_error_run(l->status, l->err, sizeof(l->err), "index load");
+			break;
+		}
+		if (create_from_disk(l, i, &pos, prev, &l->ce[i]))
+			break;
+		prev = l->ce[i];
+	}
+	l->end = pos;
+	return NULL;
+}
+
+static int check_header(struct index_file *ix, char *err, size_t errlen)
+{
+	uint32_t most;
+
+	if (ix->len < GT_INDEX_HEADER + GT_HASH_SZ)
+		return gt_error(GT_ECORRUPT, err, errlen,
+				"index is too short (%zu bytes)", ix->len);
+	if (memcmp(ix->buf, "DIRC", 4))
+		return gt_error(GT_ECORRUPT, err, errlen, "bad index signature");
+	ix->version = gt_get_be32(ix->buf + 4);
+	if (ix->version < 2 || ix->version > 4)
+		return gt_error(GT_ECORRUPT, err, errlen,
+				"bad index version %u", ix->version);
+	ix->entries = gt_get_be32(ix->buf + 8);
+	most = (uint32_t)((ix->len - GT_INDEX_HEADER - GT_HASH_SZ) / GT_MIN_ENTRY);
+	if (ix->entries > most)
+		return gt_error(GT_ECORRUPT, err, errlen,
+				"index claims %u entries but its %zu bytes hold at most %u",
+				ix->entries, ix->len, most);
+	return GT_OK;
+}
+
+static int verify_checksum(const struct index_file *ix, int *skip_hash,
+			   char *err, size_t errlen)
+{
+	static const unsigned char zero[GT_HASH_SZ];
+	const unsigned char *trailer = ix->buf + ix->len - GT_HASH_SZ;
+	unsigned char sum[GT_HASH_SZ];
+	struct gt_sha1 c;
+
+	*skip_hash = !memcmp(trailer, zero, GT_HASH_SZ);
+	if (*skip_hash)
+		return GT_OK;
+	gt_sha1_init(&c);
+	gt_sha1_update(&c, ix->buf, ix->len - GT_HASH_SZ);
+	gt_sha1_final(&c, sum);
+	if (memcmp(sum, trailer, GT_HASH_SZ))
+		return gt_error(GT_ECORRUPT, err, errlen, "index checksum mismatch");
+	return GT_OK;
+}
+
+/*
+ * Find EOIE in the last extension slot and, through it, IEOT, as
+ * read_eoie_extension() and read_ieot_extension() do. Anything that does
+ * not check out is ignored, leaving a sequential load.
+ */
+static void find_offset_tables(struct index_file *ix, struct gt_index_result *out)
+{
+	const unsigned char *eoie;
+	size_t at, off, end, ext_sz;
+	unsigned char sum[GT_HASH_SZ];
+	struct gt_sha1 c;
+	uint64_t total = 0;
+	uint32_t k;
+
+	if (ix->len < GT_INDEX_HEADER + GT_EXT_HEADER + GT_EOIE_SIZE + GT_HASH_SZ)
+		return;
+	at = ix->len - GT_HASH_SZ - GT_EXT_HEADER - GT_EOIE_SIZE;
+	eoie = ix->buf + at;
+	if (memcmp(eoie, "EOIE", 4) || gt_get_be32(eoie + 4) != GT_EOIE_SIZE)
+		return;
+	off = gt_get_be32(eoie + 8);
+	if (off < GT_INDEX_HEADER || off > at)
+		return;
+	gt_sha1_init(&c);
+	for (end = off; end < at; end += GT_EXT_HEADER + ext_sz) {
+		if (at - end < GT_EXT_HEADER)
+			goto drop;
+		ext_sz = gt_get_be32(ix->buf + end + 4);
+		if (ext_sz > at - end - GT_EXT_HEADER)
+			goto drop;
+		gt_sha1_update(&c, ix->buf + end, GT_EXT_HEADER);
+		if (!memcmp(ix->buf + end, "IEOT", 4) && ext_sz >= 4 &&
+		    !((ext_sz - 4) % 8) && gt_get_be32(ix->buf + end + 8) == 1) {
+			free(ix->ieot);
+			ix->ieot_nr = (uint32_t)((ext_sz - 4) / 8);
+			ix->ieot = calloc(ix->ieot_nr ? ix->ieot_nr : 1, sizeof(*ix->ieot));
+			if (!ix->ieot)
+				goto drop;
+			for (k = 0; k < ix->ieot_nr; k++) {
+				ix->ieot[k].offset = gt_get_be32(ix->buf + end + 12 + 8 * k);
+				ix->ieot[k].nr = gt_get_be32(ix->buf + end + 16 + 8 * k);
+			}
+		}
+	}
+	gt_sha1_final(&c, sum);
+	if (end != at || memcmp(sum, eoie + 12, GT_HASH_SZ))
+		goto drop;
+	out->has_eoie = 1;
+	ix->entries_end = off;
+	/* IEOT blocks must tile the entries in order. */
+	for (k = 0; ix->ieot && k < ix->ieot_nr; k++) {
+		if (ix->ieot[k].offset < (k ? ix->ieot[k - 1].offset + GT_MIN_ENTRY : GT_INDEX_HEADER) ||
+		    ix->ieot[k].offset >= off || (k == 0 && ix->ieot[k].offset != GT_INDEX_HEADER))
+			break;
+		total += ix->ieot[k].nr;
+	}
+	if (ix->ieot && (k != ix->ieot_nr || total != ix->entries))
+		goto drop;
+	if (ix->ieot) {
+		out->has_ieot = 1;
+		out->ieot_blocks = (int)ix->ieot_nr;
+	}
+	return;
+drop:
+	free(ix->ieot);
+	ix->ieot = NULL;
+	ix->ieot_nr = 0;
+}
+
+/* Walk the extensions from `pos` to the trailer, recording their names. */
+static int walk_extensions(const struct index_file *ix, size_t pos,
+			   struct gt_index_result *out, char *err, size_t errlen)
+{
+	size_t stop = ix->len - GT_HASH_SZ, sz;
+
+	while (pos < stop) {
+		if (stop - pos < GT_EXT_HEADER)
+			return gt_error(GT_ECORRUPT, err, errlen,
+					"extension header at offset %zu is truncated", pos);
+		sz = gt_get_be32(ix->buf + pos + 4);
+		if (sz > stop - pos - GT_EXT_HEADER)
+			return gt_error(GT_ECORRUPT, err, errlen,
+					"extension '%.4s' at offset %zu runs past the end",
+					(const char *)ix->buf + pos, pos);
+		if (out->extensions < 16)
+			memcpy(out->ext_sig[out->extensions], ix->buf + pos, 4);
+		out->extensions++;
+		pos += GT_EXT_HEADER + sz;
+	}
+	return GT_OK;
+}
+
+/* Split the IEOT blocks into `nr` consecutive groups, one per loader. */
+static void plan_loaders(const struct index_file *ix, struct loader *l, int nr,
+			 uint32_t per, struct cache_entry **ce)
+{
+	uint32_t b = 0, k;
+	size_t first = 0;
+	int t;
+
+	for (t = 0; t < nr; t++) {
+		l[t].offset = ix->ieot[b].offset;
+		l[t].ce = ce + first;
+		l[t].nr = 0;
+		for (k = 0; k < per && b < ix->ieot_nr; k++, b++)
+			l[t].nr += ix->ieot[b].nr;
+		l[t].limit = b < ix->ieot_nr ? ix->ieot[b].offset : ix->entries_end;
+		first += l[t].nr;
+	}
+}
+
+static int load_all(struct index_file *ix, const struct gt_index_opts *opts,
+		    const struct gt_run *run, struct cache_entry **ce,
+		    struct gt_index_result *out, struct gt_mem_pool *pool,
+		    char *err, size_t errlen)
+{
+	struct loader *l;
+	int nr = 1, t, started = 0, status = GT_OK;
+	uint32_t per = 0;
+	size_t ext_start;
+
+	/* Consecutive groups of `per` blocks; the last group may be short. */
+	if (opts->threads > 1 && ix->ieot && ix->ieot_nr > 1) {
+		nr = opts->threads < (int)ix->ieot_nr ? opts->threads : (int)ix->ieot_nr;
+		per = DIV_ROUND_UP(ix->ieot_nr, (uint32_t)nr);
+		nr = (int)DIV_ROUND_UP(ix->ieot_nr, per);
+	}
+	l = calloc((size_t)nr, sizeof(*l));
+	if (!l)
+		return gt_error(GT_ENOMEM, err, errlen, "out of memory for loaders");
+	for (t = 0; t < nr; t++) {
+		l[t].ix = ix;
+		l[t].run = run;
+		l[t].opts = opts;
+		gt_mem_pool_init(&l[t].pool, (size_t)opts->pool_block);
+	}
+	if (nr == 1) {
+		l[0].offset = GT_INDEX_HEADER;
+		l[0].limit = ix->entries_end;
+		l[0].nr = ix->entries;
+		l[0].ce = ce;
+		load_entries(&l[0]);
+		started = 1;
+	} else {
+		plan_loaders(ix, l, nr, per, ce);
+		for (t = 0; t < nr; t++, started++)
+			if (pthread_create(&l[t].tid, NULL, load_entries, &l[t])) {
+				status = gt_error(GT_ESYS, err, errlen, "unable to create loader thread");
+				break;
+			}
+		for (t = 0; t < started; t++)
+			pthread_join(l[t].tid, NULL);
+	}
+	out->threads_used = started;
+	for (t = 0; t < nr; t++) {
+		if (!status && l[t].status) {
+			status = l[t].status;
+			gt_error(status, err, errlen, "%s", l[t].err);
+		}
+		out->allocations += l[t].allocations;
+		out->peak_bytes += l[t].malloc_bytes;
+		out->name_bytes += l[t].name_bytes;
+		gt_mem_pool_combine(pool, &l[t].pool);
+	}
+	out->peak_bytes += pool->pool_bytes;
+	out->allocations += pool->blocks;
+	ext_start = nr == 1 ? l[0].end : ix->entries_end;
+	free(l);
+	if (!status)
+		status = walk_extensions(ix, ext_start, out, err, errlen);
+	return status;
+}
+
+int gt_index_parse(const unsigned char *buf, size_t len,
+		   const struct gt_index_opts *opts, struct gt_ctl *ctl,
+		   struct gt_index_result *out, char *err, size_t errlen)
+{
+	struct index_file ix = { .buf = buf, .len = len };
+	struct gt_mem_pool pool;
+	struct cache_entry **ce = NULL;
+	struct gt_run run;
+	uint64_t t0, need;
+	uint32_t i;
+	int status;
+
+	if (!opts || !out || (!buf && len))
+		return gt_error(GT_EINVAL, err, errlen, "buf, opts and out are required");
+	memset(out, 0, sizeof(*out));
+	if (opts->alloc != GT_ALLOC_MALLOC && opts->alloc != GT_ALLOC_POOL)
+		return gt_error(GT_EINVAL, err, errlen, "unknown allocator %d", opts->alloc);
+	gt_run_start(&run, ctl);
+	out->file_bytes = len;
+	if ((status = check_header(&ix, err, errlen)))
+		return status;
+	out->version = ix.version;
+	out->entries = ix.entries;
+	need = (uint64_t)ix.entries * (sizeof(struct cache_entry) + sizeof(*ce) + 64);
+	if (gt_run_budget(&run, need))
+		return gt_error(GT_EBUDGET, err, errlen,
+				"loading %u entries needs about %llu bytes, over the budget",
+				ix.entries, (unsigned long long)need);
+
+	t0 = gt_now_ns();
+	if (opts->verify_checksum &&
+	    (status = verify_checksum(&ix, &out->skip_hash, err, errlen)))
+		return status;
+	out->checksum_ns = gt_now_ns() - t0;
+	ix.entries_end = len - GT_HASH_SZ;
+	find_offset_tables(&ix, out);
+
+	ce = calloc(ix.entries ? ix.entries : 1, sizeof(*ce));
+	if (!ce) {
+		free(ix.ieot);
+		return gt_error(GT_ENOMEM, err, errlen, "out of memory for %u entries", ix.entries);
+	}
+	gt_mem_pool_init(&pool, (size_t)opts->pool_block);
+	t0 = gt_now_ns();
+	status = load_all(&ix, opts, &run, ce, out, &pool, err, errlen);
+	out->parse_ns = gt_now_ns() - t0;
+	out->peak_bytes += (uint64_t)ix.entries * sizeof(*ce);
+
+	t0 = gt_now_ns();
+	if (opts->alloc == GT_ALLOC_MALLOC)
+		for (i = 0; i < ix.entries; i++)
+			free(ce[i]);
+	gt_mem_pool_discard(&pool);
+	free(ce);
+	out->free_ns = gt_now_ns() - t0;
+	free(ix.ieot);
+	return status;
+}
+
+static int read_file(const char *path, const struct gt_run *run, unsigned char **buf,
+		     size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	size_t got = 0;
+	ssize_t n;
+	int fd, status;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gt_error_errno(errno, err, errlen, "unable to open '%s'", path);
+	if (fstat(fd, &st)) {
+		status = gt_error_errno(errno, err, errlen, "unable to stat '%s'", path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		status = gt_error(GT_EINVAL, err, errlen, "'%s' is not a regular file", path);
+		goto out;
+	}
+	if ((status = gt_run_budget(run, (uint64_t)st.st_size))) {
+		status = gt_error(status, err, errlen, "'%s' is larger than the byte budget", path);
+		goto out;
+	}
+	*buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!*buf) {
+		status = gt_error(GT_ENOMEM, err, errlen, "out of memory reading '%s'", path);
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		n = read(fd, *buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			status = n ? gt_error_errno(errno, err, errlen, "unable to read '%s'", path)
+				   : gt_error(GT_ECORRUPT, err, errlen, "'%s' shrank while read", path);
+			free(*buf);
+			*buf = NULL;
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	*len = got;
+	status = GT_OK;
+out:
+	close(fd);
+	return status;
+}
+
+int gt_index_read(const char *path, const struct gt_index_opts *opts,
+		  struct gt_ctl *ctl, struct gt_index_result *out,
+		  char *err, size_t errlen)
+{
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	struct gt_run run;
+	uint64_t t0;
+	int status;
+
+	if (!path || !opts || !out)
+		return gt_error(GT_EINVAL, err, errlen, "path, opts and out are required");
+	memset(out, 0, sizeof(*out));
+	gt_run_start(&run, ctl);
+	t0 = gt_now_ns();
+	if ((status = read_file(path, &run, &buf, &len, err, errlen)))
+		return status;
+	t0 = gt_now_ns() - t0;
+	status = gt_index_parse(buf, len, opts, ctl, out, err, errlen);
+	out->read_ns = t0;
+	free(buf);
+	return status;
+}

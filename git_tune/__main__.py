@@ -1,0 +1,3 @@
+from git_tune.cli import main
+
+main()
