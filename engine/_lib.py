@@ -214,21 +214,27 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
     err = ctypes.create_string_buffer(ERR_LEN)
     tail = (ctypes.byref(result),) if result is not None else ()
     outcome = {}
+    done = threading.Event()
 
     def target():
-        outcome["status"] = fn(*args, ctypes.byref(ctl), *tail, err, ERR_LEN)
+        try:
+            outcome["status"] = fn(*args, ctypes.byref(ctl), *tail, err, ERR_LEN)
+        finally:
+            done.set()
 
     if threading.current_thread() is not threading.main_thread():
         target()  # only the main thread receives KeyboardInterrupt
     else:
-        worker = threading.Thread(target=target, name="git-tune-engine", daemon=True)
-        worker.start()
+        # An Event, not Thread.join: a join interrupted by Ctrl-C can return
+        # early on the next call (CPython gh-90882), before the engine cleaned up.
+        threading.Thread(target=target, name="git-tune-engine", daemon=True).start()
         try:
-            while worker.is_alive():
-                worker.join(0.02)
+            while not done.wait(0.02):
+                pass
         except KeyboardInterrupt:
             handle.gt_ctl_cancel(ctypes.byref(ctl))
-            worker.join()
+            while not done.wait(0.02):
+                pass
             raise
     _check(outcome["status"], err)
     return result

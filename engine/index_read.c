@@ -131,11 +131,13 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 		if (decode_varint(&name, end, &strip))
 			return corrupt(l, "entry %u has a bad path prefix length at offset %llu", i,
 				       (uint64_t)*pos);
-		copy_len = prev ? prev->namelen : 0;
-		if (strip > copy_len)
-			return corrupt(l, "entry %u strips %llu bytes from a shorter previous path",
-				       i, strip);
-		copy_len -= (size_t)strip;
+		/* The first entry of an IEOT block ignores its strip, as Git does. */
+		if (prev) {
+			if (strip > prev->namelen)
+				return corrupt(l, "entry %u strips %llu bytes from a shorter previous path",
+					       i, strip);
+			copy_len = prev->namelen - (size_t)strip;
+		}
 	}
 	nul = memchr(name, '\0', (size_t)(end - name));
 	if (!nul)

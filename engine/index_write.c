@@ -113,7 +113,13 @@ static int cmp_path(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void put_entry(struct out *o, uint32_t version, const char *name, const char *prev)
+/*
+ * v4 names are stored as (bytes to strip from the previous name, suffix).
+ * At the start of an IEOT block `share` is 0: nothing is shared with the
+ * previous name, so the whole of it is stripped, as do_write_index() does.
+ */
+static void put_entry(struct out *o, uint32_t version, const char *name, const char *prev,
+		      int share)
 {
 	unsigned char fixed[GT_ONDISK_FIXED] = { 0 };
 	unsigned char pad[8] = { 0 }, vbuf[16];
@@ -126,7 +132,7 @@ static void put_entry(struct out *o, uint32_t version, const char *name, const c
 	out_put(o, fixed, sizeof(fixed));
 	if (version == 4) {
 		prevlen = prev ? strlen(prev) : 0;
-		while (common < len && common < prevlen && name[common] == prev[common])
+		while (share && common < len && common < prevlen && name[common] == prev[common])
 			common++;
 		out_put(o, vbuf, encode_varint(prevlen - common, vbuf));
 		out_put(o, name + common, len - common + 1);
@@ -188,8 +194,7 @@ static void write_index(struct out *o, const struct gt_index_shape *s, char **v,
 			cnt[b] = nr - i < per ? nr - i : per;
 			b++;
 		}
-		/* v4 prefixes restart at each IEOT block, as do_write_index() does. */
-		put_entry(o, s->version, v[i], (i && !block_start) ? v[i - 1] : NULL);
+		put_entry(o, s->version, v[i], i ? v[i - 1] : NULL, !block_start);
 	}
 	entries_end = o->offset;
 	if (blocks) {

@@ -1,0 +1,1 @@
+"""Planning, recommending and writing Git configuration."""

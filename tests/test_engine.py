@@ -1,0 +1,213 @@
+"""The real engine library on real files and real Git index files."""
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from git_tune import engine
+from git_tune.errors import EngineError, EngineLoadError
+from git_tune.engine import _lib
+from tests.conftest import git_out
+
+
+def test_abi_and_path():
+    assert engine.version() == _lib.ABI_VERSION
+    assert engine.library_path().endswith("libgittune.so")
+
+
+def test_wrong_library_named_in_error(tmp_path, monkeypatch):
+    # A real shared library of another ABI: libc has none of our symbols.
+    monkeypatch.setattr(_lib, "_lib", None)
+    monkeypatch.setenv("GIT_TUNE_ENGINE", "libc.so.6")
+    with pytest.raises(EngineLoadError, match="'libc.so.6' lacks gt_"):
+        _lib.lib()
+    monkeypatch.setenv("GIT_TUNE_ENGINE", str(tmp_path / "missing.so"))
+    with pytest.raises(EngineLoadError, match="missing.so"):
+        _lib.lib()
+    monkeypatch.delenv("GIT_TUNE_ENGINE")
+    monkeypatch.setattr(_lib, "_lib", None)
+    assert _lib.lib() is not None
+
+
+def test_preload_counts_hits_and_misses(small_repo):
+    files = git_out(small_repo, "ls-files").split()
+    listing = files + [f + ".missing" for f in files[:100]]
+    for split in (engine.SPLIT_SLICES, engine.SPLIT_STREAMS):
+        r = engine.preload(listing, base=str(small_repo), threads=3, split=split,
+                           io_streams=2, batch=50, record_latency=True)
+        assert r.done == len(listing)
+        assert r.errors == 100 and r.errors_by_errno == {2: 100}
+        assert len(r.threads) == 3 and all(t.end >= t.start for t in r.threads)
+        assert sum(t.ops for t in r.threads) == len(listing)
+        assert r.latency.count == len(listing)
+        assert r.latency.min <= r.latency.p50 <= r.latency.p99 <= r.latency.max
+
+
+def test_preload_rejects_bad_arguments():
+    with pytest.raises(EngineError) as e:
+        engine.preload(["a"], threads=0)
+    assert e.value.name == "invalid-argument" and "threads must be" in e.value.message
+
+
+def test_checkout_writes_and_removes(tmp_path):
+    paths = [f"d{i % 7}/sub/f{i}" for i in range(300)]
+    sizes = [i * 13 for i in range(300)]
+    r = engine.checkout(tmp_path, paths, sizes, workers=4, threshold=100)
+    assert r.files == 300 and r.bytes == sum(sizes) and r.workers_used == 4
+    assert sorted(w.ops for w in r.workers) == [75, 75, 75, 75]
+    assert list(tmp_path.iterdir()) == []
+    r = engine.checkout(tmp_path, paths, sizes, workers=4, threshold=1000, keep=True)
+    assert r.workers_used == 1
+    assert (tmp_path / "d3/sub/f3").stat().st_size == 39
+
+
+def test_checkout_full_disk_is_an_error_and_cleans_up(tmp_path):
+    # /dev/full-like behaviour from a real tiny tmpfs needs root; a byte
+    # budget is the portable bound and must refuse before writing.
+    with pytest.raises(EngineError) as e:
+        engine.checkout(tmp_path, ["a", "b"], [10, 10],
+                        limits=engine.Limits(byte_budget=15))
+    assert e.value.name == "over-budget"
+    assert list(tmp_path.iterdir()) == []
+
+
+def _make_index(repo, version, threads=None):
+    args = ["-c", f"index.threads={threads}"] if threads else []
+    subprocess.run(["git", "-C", str(repo), *args, "update-index", "--force-write-index",
+                    "--index-version", str(version)], check=True)
+    return repo / ".git" / "index"
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("alloc", [engine.ALLOC_MALLOC, engine.ALLOC_POOL])
+def test_reads_real_git_indexes(small_repo, tmp_path, version, alloc):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    if version == 3:  # v3 is only kept when an entry has extended flags
+        (repo / "new-file").write_text("x")
+        subprocess.run(["git", "-C", str(repo), "add", "-N", "new-file"], check=True)
+    index = _make_index(repo, version, threads=4)
+    names = git_out(repo, "ls-files", "-z").split("\0")[:-1]
+    raw = index.read_bytes()
+    for threads in (1, 4):
+        r = engine.index_read(index, threads=threads, alloc=alloc)
+        assert r.version == version == int.from_bytes(raw[4:8], "big")
+        assert r.entries == len(names)
+        assert r.name_bytes == sum(len(n.encode()) for n in names)
+        assert r.has_ieot == (b"IEOT" in raw) and r.has_eoie == (b"EOIE" in raw)
+        assert r.has_ieot, "git -c index.threads=4 writes an offset table"
+        assert r.threads_used == (min(threads, r.ieot_blocks) if threads > 1 else 1)
+        assert r.allocations == (r.entries if alloc == engine.ALLOC_MALLOC else r.allocations)
+
+
+def test_index_extensions_are_listed(small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    subprocess.run(["git", "-C", str(repo), "-c", "core.untrackedCache=true", "status"],
+                   check=True, stdout=subprocess.DEVNULL)
+    r = engine.index_read(repo / ".git" / "index")
+    assert "TREE" in r.extensions and "UNTR" in r.extensions
+
+
+@pytest.mark.parametrize("version,blocks", [(2, 0), (4, 0), (2, 3), (4, 5)])
+def test_synthetic_index_is_read_by_real_git(tmp_path, version, blocks):
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    index = repo / ".git" / "index"
+    engine.index_write_synthetic(index, entries=5000, version=version, depth=3, width=10,
+                                 files=9, ieot_blocks=blocks)
+    listed = git_out(repo, "-c", "index.threads=4", "ls-files").splitlines()
+    assert len(set(listed)) == 5000 and listed == sorted(listed)
+    assert all(name.startswith(("dir", "file")) for name in listed)
+    assert git_out(repo, "ls-files", "-s", listed[0]).split()[1].startswith("e69de29")
+    r = engine.index_read(index, threads=4)
+    assert (r.entries, r.version, r.has_ieot) == (5000, version, blocks > 1)
+    assert r.name_bytes == engine.index_read(index, threads=1).name_bytes == sum(map(len, listed))
+    # git verifies the checksum and the EOIE hash too: rewrite and compare.
+    subprocess.run(["git", "-C", str(repo), "update-index", "--index-version", str(version)],
+                   check=True)
+    assert engine.index_read(index).entries == 5000
+
+
+CORRUPTIONS = {
+    "truncated": lambda b: b[: len(b) // 2],
+    "signature": lambda b: b"XXXX" + b[4:],
+    "version": lambda b: b[:4] + (7).to_bytes(4, "big") + b[8:],
+    "count": lambda b: b[:8] + (10 ** 8).to_bytes(4, "big") + b[12:],
+    "checksum": lambda b: b[:-1] + bytes([b[-1] ^ 1]),
+    "empty": lambda b: b"",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_corrupt_index_is_a_clear_error(small_repo, tmp_path, kind):
+    data = CORRUPTIONS[kind]((small_repo / ".git" / "index").read_bytes())
+    bad = tmp_path / "index"
+    bad.write_bytes(data)
+    with pytest.raises(EngineError) as e:
+        engine.index_read(bad)
+    assert e.value.name == "corrupt"
+    assert e.value.message and e.value.message == str(e.value)
+
+
+def test_errors_from_many_threads_keep_their_own_message(tmp_path):
+    files = []
+    for i in range(8):
+        f = tmp_path / f"idx{i}"
+        f.write_bytes(b"DIRC" + (10 + i).to_bytes(4, "big") + bytes(40))
+        files.append(f)
+    messages = {}
+
+    def read(i):
+        for _ in range(50):
+            try:
+                engine.index_read(files[i])
+            except EngineError as e:
+                messages.setdefault(i, set()).add(e.message)
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {i: m for i, m in messages.items()} == {
+        i: {f"bad index version {10 + i}"} for i in range(8)}
+
+
+def test_smallfile_and_latency_leave_nothing(tmp_path):
+    r = engine.smallfile(tmp_path, files=500, file_size=4096, per_dir=10, sync=True)
+    assert (r.files, r.dirs, r.bytes) == (500, 50, 500 * 4096)
+    lat = engine.latency(tmp_path, samples=50, fsync_samples=2)
+    assert lat["lstat_miss"].count == 50 and lat["fsync"].count == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_deadline_stops_a_long_call(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(EngineError) as e:
+        engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100,
+                         limits=engine.Limits(timeout=0.2))
+    assert e.value.name == "timed-out"
+    assert time.monotonic() - start < 5
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_cancels_within_100ms_and_cleans_up(tmp_path):
+    fired = {}
+
+    def interrupt():
+        fired["at"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.3, interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100)
+    stopped = time.monotonic() - fired["at"]
+    timer.join()
+    assert stopped < 0.1, f"took {stopped:.3f}s to stop"
+    assert list(tmp_path.iterdir()) == []
