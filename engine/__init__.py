@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 from git_tune.engine import _lib
+from git_tune.errors import EngineError
 
 SPLIT_SLICES = "slices"
 SPLIT_STREAMS = "streams"
@@ -15,7 +16,7 @@ _SPLITS = {SPLIT_SLICES: 0, SPLIT_STREAMS: 1}
 ALLOC_MALLOC = "malloc"
 ALLOC_POOL = "pool"
 _ALLOCS = {ALLOC_MALLOC: 0, ALLOC_POOL: 1}
-LATENCY_OPS = ("lstat_hit", "lstat_miss", "read_4k", "create", "fsync")
+LATENCY_OPS = ("lstat_hit", "lstat_miss", "read_4k", "create", "fsync", "cold_read")
 MAX_THREADS = _lib.MAX_THREADS
 
 
@@ -106,6 +107,12 @@ class IndexResult:
     ieot_blocks: int
     extensions: Tuple[str, ...]
     skip_hash: bool
+    dirs: int
+    max_depth: int
+    size_histogram: Tuple[int, ...]  # [0]: empty files; [k]: 2**(k-1) <= size < 2**k
+    gitlinks: int
+    symlinks: int
+    skip_worktree: int
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,9 @@ def _index_result(r) -> IndexResult:
     return IndexResult(r.version, r.entries, int(r.file_bytes), r.read_ns / 1e9,
                        r.checksum_ns / 1e9, r.parse_ns / 1e9, r.free_ns / 1e9,
                        int(r.peak_bytes), int(r.allocations), int(r.name_bytes), r.threads_used,
-                       bool(r.has_eoie), bool(r.has_ieot), r.ieot_blocks, sigs, bool(r.skip_hash))
+                       bool(r.has_eoie), bool(r.has_ieot), r.ieot_blocks, sigs, bool(r.skip_hash),
+                       r.dirs, r.max_depth, tuple(int(n) for n in r.size_hist), int(r.gitlinks),
+                       int(r.symlinks), int(r.skip_worktree))
 
 
 def _index_opts(threads, alloc, pool_block, verify_checksum):
@@ -231,9 +240,52 @@ def smallfile(directory, files: int, file_size: int = 4096, per_dir: int = 10,
                            int(r.files), int(r.dirs), int(r.bytes))
 
 
-def latency(directory, samples: int = 200, fsync_samples: int = 5,
+def latency(directory, samples: int = 200, fsync_samples: int = 5, cold_samples: int = 0,
             limits: Limits = NO_LIMITS) -> dict:
     """Per-operation latency distributions, keyed by LATENCY_OPS names."""
-    r = _lib.call("gt_latency_run", (_enc(directory), samples, fsync_samples),
+    r = _lib.call("gt_latency_run", (_enc(directory), samples, fsync_samples, cold_samples),
                   _lib.LatencyResult(), limits.timeout, limits.byte_budget)
     return {name: Latency.from_hist(r.op[i]) for i, name in enumerate(LATENCY_OPS)}
+
+
+@dataclass(frozen=True)
+class FsInfo:
+    magic: int
+    block_size: int
+    blocks: int
+    blocks_free: int
+    read_only: bool
+    dev: Tuple[int, int]
+    name_max: int
+
+
+ST_RDONLY = 1
+
+
+def fs_info(path) -> FsInfo:
+    """statfs() and the st_dev of path."""
+    r = _lib.call_quick("gt_fs_info", (_enc(path),), _lib.FsInfo())
+    return FsInfo(int(r.magic), int(r.block_size), int(r.blocks), int(r.blocks_free),
+                  bool(r.flags & ST_RDONLY), (r.dev_major, r.dev_minor), r.name_max)
+
+
+@dataclass(frozen=True)
+class Residency:
+    bytes: int
+    pages: int
+    resident: int
+
+    @property
+    def fraction(self) -> float:
+        return self.resident / self.pages if self.pages else 1.0
+
+
+def cache_residency(paths: Sequence) -> Residency:
+    """Page-cache residency summed over regular files (unreadable ones are skipped)."""
+    total = _lib.Residency()
+    for p in paths:
+        try:
+            _lib.call_quick("gt_cache_residency", (_enc(p),), total)
+        except EngineError:
+            continue
+    return Residency(int(total.bytes), int(total.pages), int(total.resident))

@@ -11,11 +11,12 @@ from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint6
 
 from git_tune.errors import EngineError, EngineLoadError
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_THREADS = 64
 HIST_BUCKETS = 128
 ERRNO_SLOTS = 160
-LAT_NR = 5
+LAT_NR = 6
+SIZE_BUCKETS = 34
 ERR_LEN = 512
 
 STATUS_NAMES = {
@@ -78,7 +79,10 @@ class IndexResult(ctypes.Structure):
                 ("free_ns", c_uint64), ("peak_bytes", c_uint64), ("allocations", c_uint64),
                 ("name_bytes", c_uint64), ("threads_used", c_int), ("has_eoie", c_int),
                 ("has_ieot", c_int), ("ieot_blocks", c_int), ("extensions", c_int),
-                ("skip_hash", c_int), ("ext_sig", (c_char * 4) * 16)]
+                ("skip_hash", c_int), ("ext_sig", (c_char * 4) * 16),
+                ("dirs", c_uint32), ("max_depth", c_uint32),
+                ("size_hist", c_uint64 * SIZE_BUCKETS), ("gitlinks", c_uint64),
+                ("symlinks", c_uint64), ("skip_worktree", c_uint64)]
 
 
 class IndexShape(ctypes.Structure):
@@ -99,6 +103,16 @@ class SmallfileResult(ctypes.Structure):
 
 class LatencyResult(ctypes.Structure):
     _fields_ = [("op", Hist * LAT_NR)]
+
+
+class FsInfo(ctypes.Structure):
+    _fields_ = [("magic", c_uint64), ("block_size", c_uint64), ("blocks", c_uint64),
+                ("blocks_free", c_uint64), ("flags", c_uint64), ("dev_major", c_uint32),
+                ("dev_minor", c_uint32), ("name_max", c_uint32), ("reserved", c_int)]
+
+
+class Residency(ctypes.Structure):
+    _fields_ = [("bytes", c_uint64), ("pages", c_uint64), ("resident", c_uint64)]
 
 
 _CTL = POINTER(Ctl)
@@ -122,8 +136,10 @@ _FUNCTIONS = {
     "gt_index_write_synthetic": (c_int, (c_char_p, POINTER(IndexShape), _CTL) + _ERR),
     "gt_smallfile_run": (c_int, (c_char_p, POINTER(SmallfileOpts), _CTL,
                                  POINTER(SmallfileResult)) + _ERR),
-    "gt_latency_run": (c_int, (c_char_p, c_uint32, c_uint32, _CTL,
+    "gt_latency_run": (c_int, (c_char_p, c_uint32, c_uint32, c_uint32, _CTL,
                                POINTER(LatencyResult)) + _ERR),
+    "gt_fs_info": (c_int, (c_char_p, POINTER(FsInfo)) + _ERR),
+    "gt_cache_residency": (c_int, (c_char_p, POINTER(Residency)) + _ERR),
 }
 
 _STRUCTS = {
@@ -133,6 +149,7 @@ _STRUCTS = {
     "struct gt_index_opts": IndexOpts, "struct gt_index_result": IndexResult,
     "struct gt_index_shape": IndexShape, "struct gt_smallfile_opts": SmallfileOpts,
     "struct gt_smallfile_result": SmallfileResult, "struct gt_latency_result": LatencyResult,
+    "struct gt_fs_info": FsInfo, "struct gt_residency": Residency,
 }
 
 _lib = None
@@ -237,6 +254,13 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
                 pass
             raise
     _check(outcome["status"], err)
+    return result
+
+
+def call_quick(name: str, args: tuple, result):
+    """Call a short, uncancellable `name(*args, &result, err, errlen)`."""
+    err = ctypes.create_string_buffer(ERR_LEN)
+    _check(getattr(lib(), name)(*args, ctypes.byref(result), err, ERR_LEN), err)
     return result
 
 

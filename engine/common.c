@@ -205,6 +205,8 @@ size_t gt_sizeof(const char *name)
 		{ "struct gt_smallfile_opts", sizeof(struct gt_smallfile_opts) },
 		{ "struct gt_smallfile_result", sizeof(struct gt_smallfile_result) },
 		{ "struct gt_latency_result", sizeof(struct gt_latency_result) },
+		{ "struct gt_fs_info", sizeof(struct gt_fs_info) },
+		{ "struct gt_residency", sizeof(struct gt_residency) },
 	};
 	size_t i;
 

@@ -28,11 +28,12 @@
 #include <stdint.h>
 
 /* Bumped whenever a struct layout or a signature below changes. */
-#define GT_ABI_VERSION 1
+#define GT_ABI_VERSION 2
 
 #define GT_MAX_THREADS 64
 #define GT_HIST_BUCKETS 128	/* 4 buckets per power of two, 1 ns .. ~8.6 s */
 #define GT_ERRNO_SLOTS 160	/* errno values 0..159 counted one by one */
+#define GT_SIZE_BUCKETS 34	/* file sizes by power of two, up to 4 GiB */
 
 enum gt_status {
 	GT_OK = 0,
@@ -189,6 +190,13 @@ struct gt_index_result {
 	int extensions;		/* number of extensions seen */
 	int skip_hash;		/* trailer was all zero */
 	char ext_sig[16][4];	/* first 16 extension signatures */
+	/* The tree the index describes (sequentially loaded entries only). */
+	uint32_t dirs;		/* distinct leading directories */
+	uint32_t max_depth;	/* most '/' in one path */
+	uint64_t size_hist[GT_SIZE_BUCKETS];	/* [0]: empty; [k]: 2^(k-1) <= size < 2^k */
+	uint64_t gitlinks;	/* submodule entries */
+	uint64_t symlinks;
+	uint64_t skip_worktree;	/* sparse-checkout entries */
 };
 
 /*
@@ -259,7 +267,12 @@ enum gt_latency_op {
 	GT_LAT_READ_4K = 2,	/* open + read 4 KiB + close */
 	GT_LAT_CREATE = 3,	/* create + write 4 KiB + close */
 	GT_LAT_FSYNC = 4,	/* fsync of a freshly written 4 KiB file */
-	GT_LAT_NR = 5,
+	/*
+	 * pread of 4 KiB at 1 MiB strides from a file written, fsynced and
+	 * evicted with posix_fadvise(DONTNEED): a device read, one seek apart.
+	 */
+	GT_LAT_COLD_READ = 5,
+	GT_LAT_NR = 6,
 };
 
 struct gt_latency_result {
@@ -268,12 +281,42 @@ struct gt_latency_result {
 
 /*
  * Sample each operation `samples` times on files it creates in the
- * existing directory `dir` (and removes again). `fsync_samples` bounds the
- * slow fsync class separately.
+ * existing directory `dir` (and removes again). The slow classes have
+ * their own counts: `fsync_samples` fsyncs and `cold_samples` cold reads
+ * (a cold_samples MiB file is written for them; 0 skips both writes).
  */
 int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
-		   struct gt_ctl *ctl, struct gt_latency_result *out,
-		   char *err, size_t errlen);
+		   uint32_t cold_samples, struct gt_ctl *ctl,
+		   struct gt_latency_result *out, char *err, size_t errlen);
+
+/* ---- 6. file-system facts ---- */
+
+struct gt_fs_info {
+	uint64_t magic;		/* statfs f_type */
+	uint64_t block_size;
+	uint64_t blocks;
+	uint64_t blocks_free;
+	uint64_t flags;		/* statfs f_flags (ST_RDONLY, ...) */
+	uint32_t dev_major;	/* st_dev of the path */
+	uint32_t dev_minor;
+	uint32_t name_max;
+	int reserved;
+};
+
+/* statfs() and stat() of `path`. */
+int gt_fs_info(const char *path, struct gt_fs_info *out, char *err, size_t errlen);
+
+struct gt_residency {
+	uint64_t bytes;
+	uint64_t pages;
+	uint64_t resident;	/* pages in the page cache */
+};
+
+/*
+ * How much of the regular file `path` is in the page cache (mmap and
+ * mincore, so nothing is read or faulted in). Adds to `out`.
+ */
+int gt_cache_residency(const char *path, struct gt_residency *out, char *err, size_t errlen);
 
 /* ---- layout checks for bindings ---- */
 

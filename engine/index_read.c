@@ -169,6 +169,8 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 	ce->size = gt_get_be32(p + 36);
 	memcpy(ce->oid, p + 40, GT_HASH_SZ);
 	ce->flags = flags;
+	if (flags & GT_CE_EXTENDED)
+		ce->flags |= (uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16;
 	ce->namelen = (uint32_t)(copy_len + len);
 	if (copy_len)
 		memcpy(ce->name, prev->name, copy_len);
@@ -198,6 +200,59 @@ static void *load_entries(void *arg)
 	}
 	l->end = pos;
 	return NULL;
+}
+
+#define CE_SKIP_WORKTREE (0x4000u << 16)
+#define S_IFGITLINK 0160000
+
+static size_t dir_len(const struct cache_entry *ce)
+{
+	const char *slash = memrchr(ce->name, '/', ce->namelen);
+
+	return slash ? (size_t)(slash - ce->name) : 0;
+}
+
+/*
+ * Describe the tree: entries are sorted, so everything below a directory
+ * is contiguous and a directory is new exactly when it is not shared with
+ * the previous entry's directory, component by component.
+ */
+static void summarise(struct cache_entry *const *ce, uint32_t n, struct gt_index_result *out)
+{
+	const char *prev = "";
+	size_t prev_len = 0, len, k, j;
+	uint32_t i, depth;
+	int b;
+
+	for (i = 0; i < n; i++) {
+		const char *name = ce[i]->name;
+
+		len = dir_len(ce[i]);
+		for (k = 0; k < len && k < prev_len && name[k] == prev[k]; k++)
+			;
+		for (j = k; j > 0; j--)
+			if ((j == len || name[j] == '/') && (j == prev_len || prev[j] == '/'))
+				break;
+		/* Components of this directory past the shared ones are new. */
+		if (j < len)
+			out->dirs += (j == 0);
+		for (k = j; k < len; k++)
+			out->dirs += name[k] == '/';
+		for (depth = 0, k = 0; k < ce[i]->namelen; k++)
+			depth += name[k] == '/';
+		if (depth > out->max_depth)
+			out->max_depth = depth;
+		b = ce[i]->size ? 64 - __builtin_clzll(ce[i]->size) : 0;
+		out->size_hist[b < GT_SIZE_BUCKETS ? b : GT_SIZE_BUCKETS - 1]++;
+		if ((ce[i]->mode & S_IFMT) == S_IFLNK)
+			out->symlinks++;
+		else if ((ce[i]->mode & S_IFMT) == S_IFGITLINK)
+			out->gitlinks++;
+		if (ce[i]->flags & CE_SKIP_WORKTREE)
+			out->skip_worktree++;
+		prev = name;
+		prev_len = len;
+	}
 }
 
 static int check_header(struct index_file *ix, char *err, size_t errlen)
@@ -461,6 +516,8 @@ int gt_index_parse(const unsigned char *buf, size_t len,
 	status = load_all(&ix, opts, &run, ce, out, &pool, err, errlen);
 	out->parse_ns = gt_now_ns() - t0;
 	out->peak_bytes += (uint64_t)ix.entries * sizeof(*ce);
+	if (!status)
+		summarise(ce, ix.entries, out);
 
 	t0 = gt_now_ns();
 	if (opts->alloc == GT_ALLOC_MALLOC)

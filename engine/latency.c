@@ -25,6 +25,7 @@ struct lat {
 	size_t errlen;
 	int pool_made;
 	int probes_made;
+	int cold_made;
 };
 
 static int make_file(struct lat *l, const char *name, int do_fsync)
@@ -86,6 +87,61 @@ static int sample(struct lat *l, int op, uint32_t i, struct gt_hist *h)
 	return GT_OK;
 }
 
+#define COLD_STRIDE (1u << 20)
+#define COLD_MAX_MIB 64
+
+/* Write, fsync and evict a file of `mib` MiB for the cold-read samples. */
+static int make_cold_file(struct lat *l, uint32_t mib)
+{
+	char *chunk = malloc(COLD_STRIDE);
+	int fd, rc = -1;
+	uint32_t i;
+
+	if (!chunk) {
+		errno = ENOMEM;
+		return -1;
+	}
+	memset(chunk, 'c', COLD_STRIDE);
+	fd = openat(l->dirfd, "gt-lat-cold", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd >= 0) {
+		l->cold_made = 1;
+		for (i = 0; i < mib; i++)
+			if (write(fd, chunk, COLD_STRIDE) != (ssize_t)COLD_STRIDE)
+				break;
+		if (i == mib && !fsync(fd) && !posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
+			rc = 0;
+		if (rc && !errno)
+			errno = ENOSPC;
+		close(fd);
+	}
+	free(chunk);
+	return rc;
+}
+
+static int cold_reads(struct lat *l, uint32_t n, struct gt_hist *h)
+{
+	uint64_t t0;
+	uint32_t i, at;
+	int fd, status = GT_OK;
+
+	if (make_cold_file(l, n))
+		return gt_error_errno(errno, l->err, l->errlen, "unable to prepare the cold-read file");
+	fd = openat(l->dirfd, "gt-lat-cold", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gt_error_errno(errno, l->err, l->errlen, "unable to open the cold-read file");
+	for (i = 0; i < n && !status; i++) {
+		/* Visit the strides out of order so readahead cannot guess. */
+		at = (uint32_t)(((uint64_t)i * 7 + 3) % n);
+		t0 = gt_now_ns();
+		if (pread(fd, l->buf, SAMPLE_BYTES, (off_t)at * COLD_STRIDE + 512 * 1024) < 0)
+			status = gt_error_errno(errno, l->err, l->errlen, "cold read failed");
+		else
+			gt_hist_add(h, gt_now_ns() - t0);
+	}
+	close(fd);
+	return status;
+}
+
 static void cleanup(struct lat *l)
 {
 	char name[64];
@@ -95,11 +151,13 @@ static void cleanup(struct lat *l)
 		snprintf(name, sizeof(name), "gt-lat-%d", i);
 		unlinkat(l->dirfd, name, 0);
 	}
+	if (l->cold_made)
+		unlinkat(l->dirfd, "gt-lat-cold", 0);
 }
 
 int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
-		   struct gt_ctl *ctl, struct gt_latency_result *out,
-		   char *err, size_t errlen)
+		   uint32_t cold_samples, struct gt_ctl *ctl,
+		   struct gt_latency_result *out, char *err, size_t errlen)
 {
 	struct gt_run run;
 	struct lat l = { .run = &run, .err = err, .errlen = errlen };
@@ -113,9 +171,13 @@ int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
 	for (op = 0; op < GT_LAT_NR; op++)
 		gt_hist_init(&out->op[op]);
 	gt_run_start(&run, ctl);
-	if (gt_run_budget(&run, (uint64_t)(POOL_FILES + 1) * SAMPLE_BYTES))
-		return gt_error(GT_EBUDGET, err, errlen, "latency probe needs %d bytes",
-				(POOL_FILES + 1) * SAMPLE_BYTES);
+	if (cold_samples > COLD_MAX_MIB)
+		cold_samples = COLD_MAX_MIB;
+	if (gt_run_budget(&run, (uint64_t)(POOL_FILES + 1) * SAMPLE_BYTES +
+				(uint64_t)cold_samples * COLD_STRIDE))
+		return gt_error(GT_EBUDGET, err, errlen, "latency probe needs %llu bytes",
+				(unsigned long long)((POOL_FILES + 1) * SAMPLE_BYTES +
+						     (uint64_t)cold_samples * COLD_STRIDE));
 	l.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (l.dirfd < 0)
 		return gt_error_errno(errno, err, errlen, "unable to open '%s'", dir);
@@ -127,7 +189,7 @@ int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
 			goto out;
 		}
 	}
-	for (op = 0; op < GT_LAT_NR && !status; op++) {
+	for (op = 0; op < GT_LAT_COLD_READ && !status; op++) {
 		n = op == GT_LAT_FSYNC ? fsync_samples : samples;
 		for (i = 0; i < n && !status; i++) {
 			if (!(i % 16) && (status = gt_run_check(&run)))
@@ -136,6 +198,8 @@ int gt_latency_run(const char *dir, uint32_t samples, uint32_t fsync_samples,
 				status = sample(&l, op, i, &out->op[op]);
 		}
 	}
+	if (!status && cold_samples)
+		status = cold_reads(&l, cold_samples, &out->op[GT_LAT_COLD_READ]);
 out:
 	cleanup(&l);
 	close(l.dirfd);

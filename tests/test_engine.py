@@ -196,18 +196,68 @@ def test_deadline_stops_a_long_call(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_cancels_within_100ms_and_cleans_up(tmp_path):
-    fired = {}
-
+def _interrupt_after(seconds, fired):
     def interrupt():
         fired["at"] = time.monotonic()
         os.kill(os.getpid(), signal.SIGINT)
 
-    timer = threading.Timer(0.3, interrupt)
+    timer = threading.Timer(seconds, interrupt)
     timer.start()
+    return timer
+
+
+def test_ctrl_c_stops_a_sweep_within_100ms(small_repo):
+    listing = git_out(small_repo, "ls-files").split() * 3000  # ~3M lstat calls, seconds
+    fired = {}
+    timer = _interrupt_after(0.3, fired)
     with pytest.raises(KeyboardInterrupt):
-        engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100)
+        engine.preload(listing, base=str(small_repo), threads=2)
     stopped = time.monotonic() - fired["at"]
     timer.join()
     assert stopped < 0.1, f"took {stopped:.3f}s to stop"
+
+
+def test_ctrl_c_removes_what_the_kernel_created(tmp_path):
+    fired = {}
+    timer = _interrupt_after(0.3, fired)
+    with pytest.raises(KeyboardInterrupt):
+        engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100)
+    timer.join()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_index_describes_the_tree(small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    os.symlink("file0", repo / "link")
+    subprocess.run(["git", "-C", str(repo), "add", "link"], check=True)
+    names = git_out(repo, "ls-files").split()
+    dirs = {str(p) for n in names for p in __import__("pathlib").PurePosixPath(n).parents
+            if str(p) != "."}
+    r = engine.index_read(repo / ".git" / "index")
+    assert r.dirs == len(dirs) == 110
+    assert r.max_depth == max(n.count("/") for n in names) == 2
+    assert sum(r.size_histogram) == r.entries and r.symlinks == 1
+    sizes = [(repo / n).lstat().st_size for n in names]
+    assert r.size_histogram[0] == sum(1 for s in sizes if s == 0)
+    big = sum(1 for s in sizes if 4096 <= s < 8192)
+    assert r.size_histogram[13] == big
+
+
+def test_fs_info_and_residency(tmp_path):
+    info = engine.fs_info(tmp_path)
+    st = os.stat(tmp_path)
+    assert info.dev == (os.major(st.st_dev), os.minor(st.st_dev))
+    assert not info.read_only and info.block_size > 0
+    f = tmp_path / "data"
+    f.write_bytes(b"x" * (1 << 20))
+    r = engine.cache_residency([f, tmp_path / "missing"])
+    assert r.bytes == 1 << 20 and r.pages == (1 << 20) // os.sysconf("SC_PAGE_SIZE")
+    assert r.resident == r.pages  # just written: in the page cache
+    fd = os.open(f, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    assert engine.cache_residency([f]).resident < r.pages
+    with pytest.raises(EngineError):
+        engine.fs_info(tmp_path / "missing")

@@ -262,10 +262,11 @@ static int test_smallfile_and_latency(void)
 	CHECK(rc == GT_OK, "rc %d %s", rc, err);
 	CHECK(r.files == 250 && r.dirs == 25, "files %llu", (unsigned long long)r.files);
 	CHECK(count_entries(dir) == 0, "left %d", count_entries(dir));
-	rc = gt_latency_run(dir, 100, 3, NULL, &l, err, sizeof(err));
+	rc = gt_latency_run(dir, 100, 3, 4, NULL, &l, err, sizeof(err));
 	CHECK(rc == GT_OK, "rc %d %s", rc, err);
 	CHECK(l.op[GT_LAT_LSTAT_MISS].count == 100 && l.op[GT_LAT_FSYNC].count == 3, "counts");
 	CHECK(l.op[GT_LAT_READ_4K].min_ns > 0, "read timed");
+	CHECK(l.op[GT_LAT_COLD_READ].count == 4, "cold reads");
 	CHECK(count_entries(dir) == 0, "latency left %d", count_entries(dir));
 	free(dir);
 	return 0;
@@ -292,6 +293,9 @@ static int test_index_roundtrip(void)
 				rc = gt_index_read(path_in("index"), &o, NULL, &r, err, sizeof(err));
 				CHECK(rc == GT_OK, "v%u read rc %d %s", v, rc, err);
 				CHECK(r.entries == 30000 && r.version == v, "entries %u", r.entries);
+				/* 30 files per dir: 1 + 10 + 100 + 889 dirs hold 30000 */
+				CHECK(r.dirs == 999 && r.max_depth == 3, "dirs %u depth %u", r.dirs, r.max_depth);
+				CHECK(r.size_hist[0] == 30000, "all empty");
 				CHECK(r.has_ieot == (v != 3), "ieot %d", r.has_ieot);
 				CHECK(r.threads_used == ((v != 3 && threads == 4) ? 4 : 1),
 				      "threads %d", r.threads_used);
