@@ -1,0 +1,91 @@
+"""Human-readable views of command results (the JSON is the same data, whole)."""
+from typing import List
+
+from git_tune.output import seconds, size
+
+
+def _lat(latency: dict, op: str) -> str:
+    v = latency.get(op)
+    return seconds(v["p50"]) if v else "-"
+
+
+def storage_lines(role: str, s: dict) -> List[str]:
+    devs = []
+
+    def walk(d):
+        flag = "" if d["rotational"] is None else f" rotational={int(d['rotational'])}"
+        devs.append(f"{d['name']}{flag}")
+        for sub in d["slaves"]:
+            walk(sub)
+
+    for d in s["devices"]:
+        walk(d)
+    where = f"{s['fstype']} on {s['source']}" if s["source"] else s["fstype"]
+    extra = f" [{', '.join(f'{k}={v}' if v else k for k, v in s['network_options'].items())}]" \
+        if s["network_options"] else ""
+    lines = [f"{role}: {where}{extra}{' (' + ', '.join(devs) + ')' if devs else ''}"
+             f"{' read-only' if s['read_only'] else ''} -> {s['storage_class']}"]
+    lat = s["latency"]
+    if lat:
+        lines.append("  p50: " + " · ".join(
+            f"{name} {_lat(lat, op)}" for name, op in (
+                ("lstat", "lstat_hit"), ("miss", "lstat_miss"), ("read 4K", "read_4k"),
+                ("create", "create"), ("fsync", "fsync"), ("cold read", "cold_read"))
+            if op in lat))
+    lines += [f"  note: {n}" for n in s["notes"]]
+    return lines
+
+
+def probe_view(r: dict) -> str:
+    h = r["host"]
+    out = [f"Host        {h['logical_cpus']} CPUs ({h['physical_cores']} cores), "
+           f"{h['effective_cores']} usable; {size(h['memory_total'])} memory, "
+           f"{size(h['memory_available'])} available; load {h['load_average'][0]}"]
+    out += [f"            note: {n}" for n in h["notes"]]
+    rep = r["repository"]
+    if rep:
+        ix = rep["index"]
+        where = rep["layout"]["worktree"] or rep["layout"]["git_dir"]
+        if ix:
+            out.append(f"Repository  {where}: {ix['entries']} files in {ix['dirs']} directories, "
+                       f"depth {ix['max_depth']}; index v{ix['version']} ({size(ix['file_bytes'])}"
+                       f"{', ' + ' '.join(ix['extensions']) if ix['extensions'] else ''})")
+        else:
+            out.append(f"Repository  {where}: no readable index")
+        out.append(f"            untracked ~{rep['untracked_estimate']}; {rep['packs']} packs "
+                   f"({size(rep['pack_bytes'])}), {rep['loose_objects']} loose objects; "
+                   f"commit-graph {'yes' if rep['commit_graph'] else 'no'}"
+                   f"{'; sparse' if rep['sparse_checkout'] else ''}"
+                   f"{'; %d submodules' % rep['submodules'] if rep['submodules'] else ''}"
+                   f"{'; %d worktrees' % rep['worktrees'] if rep['worktrees'] > 1 else ''}")
+        out += [f"            note: {n}" for n in rep["notes"]]
+    st = r["storage"]
+    if r["same_file_system"]:
+        out += ["Storage     " + l if i == 0 else "            " + l
+                for i, l in enumerate(storage_lines("worktree and git dir", st["worktree"]))]
+    else:
+        first = True
+        for role, s in st.items():
+            for l in storage_lines(role.replace("_", " "), s):
+                out.append(("Storage     " if first else "            ") + l)
+                first = False
+    c = r["cache"]
+    if c:
+        frac = f"{c['data_fraction'] * 100:.0f}%" if c["data_fraction"] is not None else "-"
+        ratio = f"{c['metadata_ratio']}x" if c["metadata_ratio"] is not None else "-"
+        out.append(f"Cache       {c['state']} (data {frac} in page cache, lstat {ratio} the hot figure)")
+    g = r["git"]
+    if g["version"]:
+        missing = ", ".join(f"{k} {v}" for k, v in sorted(g["keys_not_understood"].items()))
+        out.append(f"Git         {g['version']} at {g['binary']}; reads {len(g['keys_understood'])} "
+                   f"of {len(g['keys_understood']) + len(g['keys_not_understood'])} tuning keys"
+                   f"{' (needs newer: ' + missing + ')' if missing else ''}")
+        for key, settings in sorted(g["values"].items()):
+            last = settings[-1]
+            out.append(f"            set: {key}={last['value']} ({last['scope']} {last['origin']})")
+        ut = {True: "works", False: "does not work", None: "unknown"}[g["untracked_cache_works"]]
+        out.append(f"            untracked cache: {ut} — {g['untracked_cache_detail']}")
+        out.append(f"            fsmonitor daemon: {g['fsmonitor_detail']}")
+    out += [f"            note: {n}" for n in g["notes"]]
+    out += [f"Note        {n}" for n in r["notes"]]
+    return "\n".join(out)

@@ -1,0 +1,1 @@
+"""What measurements mean: the catalogue of Git keys, storage classes, cost models."""

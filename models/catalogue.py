@@ -1,0 +1,106 @@
+"""The catalogue of Git keys git-tune may recommend (keys.toml), as data."""
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Dict, Optional, Tuple
+
+from git_tune.errors import UsageError
+
+Version = Tuple[int, ...]
+
+
+def parse_version(text: str) -> Version:
+    """'git version 2.39.5' or '2.39.5.windows.1' -> (2, 39, 5)."""
+    for word in text.split():
+        parts = []
+        for piece in word.split("."):
+            if not piece.isdigit():
+                break
+            parts.append(int(piece))
+        if len(parts) >= 2:
+            return tuple(parts + [0] * (3 - len(parts)))[:3]
+    raise ValueError(f"no version in {text!r}")
+
+
+def format_version(v: Version) -> str:
+    return ".".join(map(str, v))
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str
+    default: str
+    since: Version
+    affects: Tuple[str, ...]
+    measured_by: str
+    facts: str
+    min: Optional[int] = None
+    max: Optional[int] = None
+    values: Tuple[str, ...] = ()
+    needs_index_rewrite: bool = False
+    since_linux: Optional[Version] = None
+
+    def available(self, git_version: Version, platform: str = sys.platform) -> bool:
+        since = self.since_linux if (platform.startswith("linux") and self.since_linux) else self.since
+        return git_version >= since
+
+    def validate(self, value: str) -> str:
+        """The canonical text of value, or UsageError saying why it is not valid."""
+        text = str(value).strip().lower() if self.type in ("bool", "enum") else str(value).strip()
+        if self.type == "bool":
+            if text in ("true", "yes", "on", "1"):
+                return "true"
+            if text in ("false", "no", "off", "0"):
+                return "false"
+        elif self.type == "enum":
+            if text in self.values:
+                return text
+        elif self.type in ("int", "bool-or-int"):
+            if self.type == "bool-or-int" and text.lower() in ("true", "false"):
+                return text.lower()
+            try:
+                number = int(text)
+            except ValueError:
+                number = None
+            if number is not None and self.min <= number <= self.max:
+                return str(number)
+        raise UsageError(f"{self.name}={value!r} is not a valid value ({self.describe_range()})")
+
+    def describe_range(self) -> str:
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "enum":
+            return " | ".join(self.values)
+        extra = " or true/false" if self.type == "bool-or-int" else ""
+        return f"{self.min}..{self.max}{extra}"
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> Dict[str, Key]:
+    raw = tomllib.loads(resources.files("git_tune.models").joinpath("keys.toml").read_text())
+    keys = {}
+    for name, k in raw["keys"].items():
+        keys[name] = Key(
+            name=name, type=k["type"], default=k["default"], since=parse_version(k["since"]),
+            affects=tuple(k["affects"]), measured_by=k["measured_by"], facts=" ".join(k["facts"].split()),
+            min=k.get("min"), max=k.get("max"), values=tuple(k.get("values", ())),
+            needs_index_rewrite=k.get("needs_index_rewrite", False),
+            since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None)
+    return keys
+
+
+def lookup(name: str) -> Key:
+    """The catalogue entry for a key (case-insensitive section and name, as Git)."""
+    for key_name, key in catalogue().items():
+        if key_name.lower() == name.lower():
+            return key
+    raise UsageError(f"'{name}' is not a key git-tune knows; known keys: "
+                     + ", ".join(sorted(catalogue())))
+
+
+def understood(git_version: Version, platform: str = sys.platform) -> Dict[str, Key]:
+    """The keys this git reads (an older git silently ignores newer keys)."""
+    return {n: k for n, k in catalogue().items() if k.available(git_version, platform)}

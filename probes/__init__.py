@@ -1,0 +1,1 @@
+"""Host and repository probes: what this machine and repository really are."""

@@ -1,0 +1,81 @@
+"""Page-cache state of a repository: is Git about to read from memory or from the device?
+
+Residency comes from mincore() through the engine, which reads nothing;
+metadata hotness from timing lstat() of tracked files against the same
+call on files the probe just created. Run it before anything else reads
+the repository, or it measures itself.
+"""
+import glob
+import os
+from dataclasses import asdict, dataclass
+from typing import List, Optional, Sequence
+
+from git_tune import engine
+from git_tune.models import storage as storage_model
+
+
+@dataclass(frozen=True)
+class Residency:
+    files: int
+    bytes: int
+    pages: int
+    resident_pages: int
+    fraction: float
+
+
+@dataclass(frozen=True)
+class CacheFacts:
+    method: str
+    index: Residency
+    packs: Residency
+    tracked_sample: Residency
+    data_fraction: Optional[float]
+    metadata_lstat_p50: Optional[float]
+    hot_lstat_p50: Optional[float]
+    metadata_ratio: Optional[float]
+    state: str
+    notes: tuple
+
+
+def residency(paths: Sequence[str]) -> Residency:
+    r = engine.cache_residency(paths)
+    return Residency(len(paths), r.bytes, r.pages, r.resident, round(r.fraction, 4))
+
+
+def object_files(common_dir: str) -> List[str]:
+    pack_dir = os.path.join(common_dir, "objects", "pack")
+    return sorted(glob.glob(os.path.join(pack_dir, "*.pack")) + glob.glob(os.path.join(pack_dir, "*.idx")))
+
+
+@dataclass(frozen=True)
+class DataResidency:
+    """Taken before any git command reads the index."""
+
+    index: Residency
+    packs: Residency
+
+
+def data_residency(index_file: str, common_dir: str) -> DataResidency:
+    return DataResidency(residency([index_file] if os.path.exists(index_file) else []),
+                         residency(object_files(common_dir)))
+
+
+def cache_facts(data: DataResidency, worktree: Optional[str], sample: Sequence[str],
+                hot_lstat_p50: Optional[float]) -> CacheFacts:
+    notes = []
+    files = residency([os.path.join(worktree, p) for p in sample]) if worktree else residency([])
+    pages = data.index.pages + data.packs.pages + files.pages
+    resident = data.index.resident_pages + data.packs.resident_pages + files.resident_pages
+    fraction = resident / pages if pages else None
+    meta_p50 = ratio = None
+    if worktree and sample:
+        r = engine.preload(list(sample), base=worktree, threads=1, record_latency=True)
+        meta_p50 = r.latency.p50
+        if hot_lstat_p50:
+            ratio = round(meta_p50 / hot_lstat_p50, 2)
+        else:
+            notes.append("no hot lstat figure from this file system to compare with")
+    return CacheFacts("mincore", data.index, data.packs, files,
+                      round(fraction, 4) if fraction is not None else None,
+                      meta_p50, hot_lstat_p50, ratio,
+                      storage_model.cache_state(fraction, ratio), tuple(notes))

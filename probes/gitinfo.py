@@ -1,0 +1,132 @@
+"""The installed git: where, which version, which tuning keys it reads, and their values."""
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from git_tune.models import catalogue
+from git_tune.probes import memo
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    key: str
+    value: str
+    scope: str       # system | global | local | worktree | command
+    origin: str      # file:/path or command line
+
+
+@dataclass(frozen=True)
+class GitFacts:
+    binary: Optional[str]
+    version: Optional[str]
+    keys_understood: Dict[str, str]      # key -> first version
+    keys_not_understood: Dict[str, str]  # key -> version that would be needed
+    values: Dict[str, List[dict]]        # key -> every setting, last wins
+    untracked_cache_works: Optional[bool]
+    untracked_cache_detail: str
+    fsmonitor_daemon: Optional[bool]
+    fsmonitor_detail: str
+    notes: Tuple[str, ...]
+
+
+def run_git(args: List[str], cwd: Optional[str] = None, timeout: float = 30,
+            env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout, env=env)
+
+
+def git_version() -> Optional[catalogue.Version]:
+    if not shutil.which("git"):
+        return None
+    try:
+        return catalogue.parse_version(run_git(["--version"]).stdout)
+    except (ValueError, OSError, subprocess.SubprocessError):
+        return None
+
+
+def config_values(repo: Optional[str]) -> Dict[str, List[ConfigValue]]:
+    """Every config entry whose key is in the catalogue, with scope and origin."""
+    proc = run_git(["config", "--list", "--show-origin", "--show-scope", "-z"], cwd=repo)
+    wanted = {k.lower(): k for k in catalogue.catalogue()}
+    out: Dict[str, List[ConfigValue]] = {}
+    fields = proc.stdout.split("\0")
+    for i in range(0, len(fields) - 2, 3):
+        scope, origin, kv = fields[i], fields[i + 1], fields[i + 2]
+        key, _, value = kv.partition("\n")
+        name = wanted.get(key.lower())
+        if name:
+            out.setdefault(name, []).append(ConfigValue(name, value, scope, origin))
+    return out
+
+
+UNTRACKED_CACHE_MAX_AGE = 30 * 86400
+
+
+def _fs_key(scratch: str, version: str) -> str:
+    st = os.stat(scratch)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)} git {version}"
+
+
+def untracked_cache_verdict(scratch: Optional[str], version: str,
+                            run_test: bool) -> Tuple[Optional[bool], str]:
+    """Git's own test, remembered per file system and git version because it
+    sleeps for seconds: a quick probe reuses a verdict or reports none."""
+    if not scratch:
+        return None, "not tested: no writable scratch directory on this file system"
+    key = _fs_key(scratch, version)
+    remembered = memo.load("untracked-cache", key, UNTRACKED_CACHE_MAX_AGE)
+    if remembered and not run_test:
+        return remembered["works"], remembered["detail"] + " (remembered)"
+    if not run_test:
+        return None, ("not tested in a quick probe: git's test sleeps for seconds; "
+                      "`git-tune probe --thorough` runs it once and remembers the verdict")
+    works, detail = test_untracked_cache(scratch)
+    if works is not None:
+        memo.save("untracked-cache", key, {"works": works, "detail": detail})
+    return works, detail
+
+
+def test_untracked_cache(scratch: str) -> Tuple[Optional[bool], str]:
+    """Run git's own mtime test in a throw-away repository on the same file system."""
+    repo = os.path.join(scratch, "ut")
+    init = run_git(["init", "-q", repo])
+    if init.returncode:
+        return None, f"not tested: git init failed: {init.stderr.strip()}"
+    proc = run_git(["update-index", "--test-untracked-cache"], cwd=repo, timeout=60)
+    detail = " ".join((proc.stdout + proc.stderr).split()) or "no output"
+    return proc.returncode == 0, detail
+
+
+def fsmonitor_daemon(repo: Optional[str]) -> Tuple[Optional[bool], str]:
+    proc = run_git(["fsmonitor--daemon", "status"], cwd=repo or None)
+    text = " ".join((proc.stdout + proc.stderr).split())
+    if "not supported" in text or "is not a git command" in text:
+        return False, text
+    if not repo:
+        return None, "not checked outside a repository"
+    return True, text or "available"
+
+
+def git_facts(repo: Optional[str], scratch: Optional[str], thorough: bool = False) -> GitFacts:
+    notes = []
+    binary = shutil.which("git")
+    version = git_version()
+    if not binary or not version:
+        return GitFacts(binary, None, {}, {}, {}, None, "git not found", None, "git not found",
+                        ("git is not on PATH: nothing about git could be probed",))
+    understood = catalogue.understood(version)
+    not_understood = {n: catalogue.format_version(k.since_linux if (k.since_linux and sys.platform.startswith("linux")) else k.since)
+                      for n, k in catalogue.catalogue().items() if n not in understood}
+    values = {k: [v.__dict__ for v in vs] for k, vs in config_values(repo).items()}
+    for key, settings in values.items():
+        if key not in understood:
+            notes.append(f"{key} is set ({settings[-1]['origin']}) but git "
+                         f"{catalogue.format_version(version)} ignores it")
+    ut, ut_detail = untracked_cache_verdict(scratch, catalogue.format_version(version), thorough)
+    fsm, fsm_detail = fsmonitor_daemon(repo)
+    return GitFacts(binary, catalogue.format_version(version),
+                    {n: catalogue.format_version(k.since) for n, k in understood.items()},
+                    not_understood, values, ut, ut_detail, fsm, fsm_detail, tuple(notes))

@@ -1,0 +1,144 @@
+"""CPUs, memory and load: what this process may really use.
+
+Effective cores are the CPUs in this process's affinity mask, further
+bounded by a cgroup CPU quota (v2 cpu.max, v1 cpu.cfs_quota_us /
+cpu.cfs_period_us), which Git's own online_cpus() ignores.
+"""
+import math
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import psutil
+
+from git_tune.probes.sysfs import SysRoot, read_int
+
+
+@dataclass(frozen=True)
+class CgroupLimits:
+    version: Optional[int]         # 1, 2 or None (no cgroup found)
+    path: Optional[str]
+    cpu_quota: Optional[float]     # CPUs, e.g. 1.5; None = unlimited
+    memory_limit: Optional[int]    # bytes; None = unlimited
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    logical_cpus: int
+    physical_cores: Optional[int]
+    affinity_cpus: int
+    cgroup: CgroupLimits
+    effective_cores: int
+    memory_total: int
+    memory_available: int
+    memory_limit: Optional[int]
+    load_average: Tuple[float, float, float]
+    notes: Tuple[str, ...]
+
+
+def _cgroup_paths(sys: SysRoot) -> List[Tuple[str, str, str]]:
+    """(hierarchy id, controllers, path) lines of /proc/self/cgroup."""
+    text = sys.read("proc/self/cgroup") or ""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def _walk_up(sys: SysRoot, base: str, cg_path: str, filename: str) -> List[str]:
+    """Values of filename from the process's cgroup up to the root (the tightest wins)."""
+    values = []
+    path = cg_path
+    while True:
+        text = sys.read(base, path.lstrip("/"), filename)
+        if text is not None:
+            values.append(text)
+        if path in ("/", ""):
+            break
+        path = os.path.dirname(path.rstrip("/")) or "/"
+    return values
+
+
+def _v2_limits(sys: SysRoot, path: str) -> Tuple[Optional[float], Optional[int]]:
+    quotas, memories = [], []
+    for text in _walk_up(sys, "sys/fs/cgroup", path, "cpu.max"):
+        quota, _, period = text.partition(" ")
+        if quota != "max" and read_int(quota) and read_int(period):
+            quotas.append(int(quota) / int(period))
+    for text in _walk_up(sys, "sys/fs/cgroup", path, "memory.max"):
+        if text != "max" and read_int(text):
+            memories.append(int(text))
+    return (min(quotas) if quotas else None), (min(memories) if memories else None)
+
+
+def _v1_mount(sys: SysRoot, controller: str) -> Optional[str]:
+    for candidate in (controller, f"{controller},cpuacct", f"cpu,cpuacct", f"cpuacct,{controller}"):
+        if sys.exists("sys/fs/cgroup", candidate):
+            return f"sys/fs/cgroup/{candidate}"
+    return None
+
+
+def _v1_limits(sys: SysRoot, lines) -> Tuple[Optional[float], Optional[int]]:
+    quota_cpus, memory = None, None
+    for _, controllers, path in lines:
+        names = controllers.split(",")
+        if "cpu" in names and (base := _v1_mount(sys, "cpu")):
+            quotas = []
+            for q_text, p_text in zip(_walk_up(sys, base, path, "cpu.cfs_quota_us"),
+                                      _walk_up(sys, base, path, "cpu.cfs_period_us")):
+                q, p = read_int(q_text), read_int(p_text)
+                if q and q > 0 and p:
+                    quotas.append(q / p)
+            quota_cpus = min(quotas) if quotas else None
+        if "memory" in names and sys.exists("sys/fs/cgroup/memory"):
+            limits = [read_int(t) for t in _walk_up(sys, "sys/fs/cgroup/memory", path,
+                                                    "memory.limit_in_bytes")]
+            # v1 reports "no limit" as a huge page-aligned number.
+            limits = [v for v in limits if v and v < (1 << 60)]
+            memory = min(limits) if limits else None
+    return quota_cpus, memory
+
+
+def cgroup_limits(sys: SysRoot) -> CgroupLimits:
+    lines = _cgroup_paths(sys)
+    unified = [p for h, c, p in lines if h == "0" and c == ""]
+    v1 = [l for l in lines if l[1]]
+    if v1 and any("cpu" in l[1].split(",") or "memory" in l[1].split(",") for l in v1):
+        cpu, mem = _v1_limits(sys, v1)
+        path = next((p for _, c, p in v1 if "cpu" in c.split(",")), v1[0][2])
+        return CgroupLimits(1, path, cpu, mem)
+    if unified and sys.exists("sys/fs/cgroup/cgroup.controllers"):
+        cpu, mem = _v2_limits(sys, unified[0])
+        return CgroupLimits(2, unified[0], cpu, mem)
+    return CgroupLimits(None, None, None, None)
+
+
+def host_facts(root: str = "/") -> HostFacts:
+    sys = SysRoot(root)
+    notes = []
+    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    physical = psutil.cpu_count(logical=False)
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = logical
+    limits = cgroup_limits(sys)
+    effective = affinity
+    if limits.cpu_quota is not None:
+        effective = max(1, min(affinity, math.ceil(limits.cpu_quota)))
+        notes.append(f"cgroup v{limits.version} CPU quota of {limits.cpu_quota:g} CPUs: "
+                     f"Git's online_cpus() still sees {logical}")
+    if affinity < logical:
+        notes.append(f"CPU affinity allows {affinity} of {logical} CPUs")
+    vm = psutil.virtual_memory()
+    memory_limit = limits.memory_limit if limits.memory_limit and limits.memory_limit < vm.total else None
+    try:
+        load = tuple(round(x, 2) for x in os.getloadavg())
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+        notes.append("load average unavailable")
+    return HostFacts(logical, physical, affinity, limits, effective, vm.total,
+                     min(vm.available, memory_limit) if memory_limit else vm.available,
+                     memory_limit, load, tuple(notes))

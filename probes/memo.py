@@ -1,0 +1,47 @@
+"""Small JSON records remembered between runs, in the user's cache directory.
+
+Keys name what a result depends on (file system, git version, host), so a
+changed host never reuses a stale answer. Writes are atomic; an unreadable
+or unwritable cache is treated as empty and never fails a command.
+"""
+import hashlib
+import json
+import os
+import tempfile
+import time
+from typing import Any, Optional
+
+import platformdirs
+
+
+def cache_dir() -> str:
+    return os.environ.get("GIT_TUNE_CACHE_DIR") or platformdirs.user_cache_dir("git-tune")
+
+
+def _path(kind: str, key: str) -> str:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return os.path.join(cache_dir(), kind, digest + ".json")
+
+
+def load(kind: str, key: str, max_age: float) -> Optional[Any]:
+    try:
+        with open(_path(kind, key)) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if record.get("key") != key or time.time() - record.get("time", 0) > max_age:
+        return None
+    return record.get("value")
+
+
+def save(kind: str, key: str, value: Any) -> Optional[str]:
+    path = _path(kind, key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"key": key, "time": time.time(), "value": value}, f)
+        os.replace(tmp, path)
+        return path
+    except OSError:
+        return None

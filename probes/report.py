@@ -1,0 +1,148 @@
+"""`git-tune probe`: everything git-tune knows about this host and repository, as one record.
+
+The JSON form is versioned (SCHEMA_VERSION) and documented in README.md;
+fleet scripts and the other commands consume it.
+"""
+import contextlib
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+from git_tune import __version__
+from git_tune.errors import EngineError, UsageError
+from git_tune.probes import cache, gitinfo, host, mounts, repo, storage
+from git_tune.probes.scratch import scratch_dir
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    schema: int
+    git_tune_version: str
+    path: Optional[str]
+    host: dict
+    repository: Optional[dict]
+    storage: Dict[str, dict]           # "worktree" and "git_dir" (the same dict when shared)
+    same_file_system: Optional[bool]
+    cache: Optional[dict]
+    git: dict
+    timings: Dict[str, float]
+    notes: List[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def primary_storage(self) -> Optional[dict]:
+        return self.storage.get("worktree") or self.storage.get("git_dir")
+
+
+def _dev(path: str):
+    st = os.stat(path)
+    return st.st_dev
+
+
+def _scratch_candidates(target: str, layout: Optional[repo.RepoLayout]) -> List[str]:
+    """Where a scratch directory may go for measuring target's file system:
+    the git directory first, never the working tree itself."""
+    out = []
+    if layout:
+        out.append(layout.git_dir)
+    out += [os.path.dirname(os.path.abspath(target)), tempfile.gettempdir(),
+            os.path.expanduser("~")]
+    if not layout:
+        out.append(target)
+    return out
+
+
+class _Clock:
+    def __init__(self):
+        self.timings: Dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def section(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - t0, 4)
+
+
+def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -> ProbeReport:
+    """Probe the host and the repository at path (default: the current directory's, if any)."""
+    explicit = path is not None
+    path = os.path.abspath(path or os.getcwd())
+    if explicit and not os.path.exists(path):
+        raise UsageError(f"--repo '{path}' does not exist")
+    if explicit and not os.path.isdir(path):
+        raise UsageError(f"--repo '{path}' is not a directory")
+    clock = _Clock()
+    notes: List[str] = []
+
+    with clock.section("host"):
+        host_facts = host.host_facts(root)
+    layout = None
+    with clock.section("locate"):
+        try:
+            layout = repo.locate(path)
+        except (OSError, UsageError):
+            layout = None
+    if layout is None:
+        notes.append(f"'{path}' is not inside a git repository: host and storage only")
+
+    data = sample = None
+    if layout:
+        with clock.section("cache_residency"):
+            data = cache.data_residency(layout.index_file, layout.common_dir)
+        with clock.section("sample"):
+            sample = repo.tracked_sample(layout)
+
+    mount_table = mounts.read_mounts(root)
+    targets = {}
+    if layout:
+        if layout.worktree:
+            targets["worktree"] = layout.worktree
+        targets["git_dir"] = layout.git_dir
+    else:
+        targets["worktree"] = path
+    same_fs = None
+    if len(targets) == 2:
+        same_fs = _dev(targets["worktree"]) == _dev(targets["git_dir"])
+
+    storage_reports: Dict[str, dict] = {}
+    git_facts = None
+    with contextlib.ExitStack() as stack:
+        scratches = {}
+        for role, target in targets.items():
+            if same_fs and role == "git_dir":
+                scratches[role] = scratches["worktree"]
+                continue
+            scratches[role] = stack.enter_context(
+                scratch_dir(_scratch_candidates(target, layout), same_fs_as=target))
+        with clock.section("storage"):
+            for role, target in targets.items():
+                if same_fs and role == "git_dir":
+                    storage_reports[role] = storage_reports["worktree"]
+                    continue
+                files = sample if (role == "worktree" and sample) else []
+                storage_reports[role] = asdict(storage.probe_storage(
+                    target, scratches[role], files, thorough, root, mount_table))
+        with clock.section("git"):
+            git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
+                                          scratches.get("worktree"), thorough)
+    if same_fs is False:
+        notes.append("the working tree and the git directory are on different file systems")
+
+    cache_facts = repo_facts = None
+    if layout:
+        hot = storage_reports.get("worktree", storage_reports["git_dir"])["latency"].get("lstat_hit")
+        with clock.section("cache"):
+            cache_facts = asdict(cache.cache_facts(data, layout.worktree, sample or [],
+                                                   hot["p50"] if hot else None))
+        with clock.section("repository"):
+            repo_facts = asdict(repo.repo_facts(layout))
+    return ProbeReport(SCHEMA_VERSION, __version__, path, asdict(host_facts), repo_facts,
+                       storage_reports, same_fs, cache_facts, asdict(git_facts),
+                       clock.timings, notes)

@@ -1,0 +1,109 @@
+"""Storage under a path: its file system, mount, devices, measured latencies and class."""
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from git_tune import engine
+from git_tune.errors import EngineError
+from git_tune.models import storage as storage_model
+from git_tune.probes import blockdev, mounts
+
+# statfs f_type values (linux/magic.h) for the types git-tune cares about.
+FS_MAGIC = {
+    0xEF53: "ext2/3/4", 0x01021994: "tmpfs", 0x858458F6: "ramfs", 0x58465342: "xfs",
+    0x9123683E: "btrfs", 0x2FC12FC1: "zfs", 0x6969: "nfs", 0x65735546: "fuse",
+    0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x01021997: "9p", 0x00C36400: "ceph",
+    0x794C7630: "overlay", 0x0BD00BD0: "lustre", 0x6A656A63: "virtiofs",
+    0x5346544E: "ntfs", 0x4D44: "vfat", 0xF2F52010: "f2fs",
+}
+
+QUICK = dict(samples=200, fsync_samples=5, cold_samples=8)
+THOROUGH = dict(samples=2000, fsync_samples=20, cold_samples=32)
+
+
+@dataclass(frozen=True)
+class StorageReport:
+    path: str
+    fstype: str
+    statfs_type: str
+    mount_point: Optional[str]
+    source: Optional[str]
+    mount_options: Tuple[str, ...]
+    network_options: Dict[str, str]
+    fuse_subtype: Optional[str]
+    read_only: bool
+    dev: Tuple[int, int]
+    devices: Tuple[dict, ...]
+    rotational: Optional[bool]
+    latency: Dict[str, dict]
+    measured: str                 # "scratch" | "read-only sample" | "none"
+    storage_class: str
+    evidence: Tuple[str, ...]
+    notes: Tuple[str, ...]
+
+
+def _latency_dicts(lat: Dict[str, engine.Latency]) -> Dict[str, dict]:
+    return {k: asdict(v) for k, v in lat.items() if v.count}
+
+
+def _measure_read_only(sample_files: Sequence[str], base: str) -> Dict[str, dict]:
+    """Only lookups can be measured where nothing may be written."""
+    if not sample_files:
+        return {}
+    hit = engine.preload(list(sample_files), base=base, threads=1, record_latency=True)
+    miss = engine.preload([f + ".git-tune-missing" for f in sample_files], base=base,
+                          threads=1, record_latency=True)
+    return {"lstat_hit": asdict(hit.latency), "lstat_miss": asdict(miss.latency)}
+
+
+def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str] = (),
+                  thorough: bool = False, root: str = "/",
+                  mount_table: Optional[List[mounts.Mount]] = None) -> StorageReport:
+    """Describe and measure the storage holding `path`.
+
+    Latencies come from the engine in `scratch`, a directory on the same
+    file system (see scratch.scratch_dir); without one (a read-only file
+    system) only lookups of `sample_files` (relative to path) are timed.
+    """
+    notes: List[str] = []
+    info = engine.fs_info(path)
+    mount = mounts.find_mount(path, mount_table if mount_table is not None else mounts.read_mounts(root),
+                              info.dev)
+    statfs_type = FS_MAGIC.get(info.magic, hex(info.magic))
+    fstype = mount.fstype if mount else statfs_type
+    if mount is None:
+        notes.append("no /proc/self/mountinfo entry for this path; type from statfs only")
+    dev = mount.dev if mount else info.dev
+    stack = blockdev.resolve(dev, root)
+    leaves = stack.leaves() if stack else []
+    rotational = any(l.rotational for l in leaves) if any(l.rotational is not None for l in leaves) else None
+
+    latency: Dict[str, dict] = {}
+    measured = "none"
+    params = THOROUGH if thorough else QUICK
+    if scratch:
+        try:
+            latency = _latency_dicts(engine.latency(scratch, **params))
+            measured = "scratch"
+        except EngineError as e:
+            notes.append(f"latency measurement failed: {e.message}")
+    if not latency:
+        reason = "the file system is read-only" if info.read_only else "no writable directory on it"
+        notes.append(f"writes not measured: {reason}")
+        try:
+            latency = _measure_read_only(sample_files, path)
+            measured = "read-only sample" if latency else "none"
+        except EngineError as e:
+            notes.append(f"lookup measurement failed: {e.message}")
+
+    cls = storage_model.classify(fstype, latency, rotational)
+    return StorageReport(
+        path=path, fstype=fstype, statfs_type=statfs_type,
+        mount_point=mount.mount_point if mount else None, source=mount.source if mount else None,
+        mount_options=mount.options if mount else (),
+        network_options=mount.network_options() if mount else {},
+        fuse_subtype=mount.subtype if mount and mount.base_type == "fuse" else None,
+        read_only=info.read_only, dev=dev,
+        devices=tuple(asdict(d) for d in ([stack] if stack else [])), rotational=rotational,
+        latency=latency, measured=measured, storage_class=cls.storage_class,
+        evidence=cls.evidence, notes=tuple(notes) + cls.notes)
