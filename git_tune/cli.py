@@ -4,7 +4,6 @@ Exit codes (also in README.md): 0 success; 1 unexpected error; 2 usage;
 3 engine; 4 git; 5 config write refused or failed; 6 would change (apply
 --check); 130 interrupted.
 """
-import functools
 import signal
 import sys
 
@@ -46,7 +45,22 @@ def _print_version(ctx, _param, value):
         ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class TuneGroup(click.Group):
+    """Maps typed errors to exit codes in one place, for every subcommand."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, Interrupted):
+            click.echo("git-tune: interrupted; scratch files were removed, nothing was changed",
+                       err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except GitTuneError as e:
+            click.echo(f"git-tune: {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+@click.group(cls=TuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version, engine ABI and library path.")
 def cli():
@@ -72,18 +86,4 @@ def _terminate(signum, _frame):
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
-    try:
-        cli.main(args=argv, prog_name="git-tune", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("git-tune: interrupted; nothing was changed", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except (KeyboardInterrupt, Interrupted):
-        click.echo("git-tune: interrupted; scratch files were removed", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except GitTuneError as e:
-        click.echo(f"git-tune: {e}", err=True)
-        sys.exit(e.exit_code)
-    sys.exit(EXIT_OK)
+    cli.main(args=argv, prog_name="git-tune")

@@ -10,6 +10,9 @@ from typing import List, Optional, Tuple
 
 from git_tune.probes.sysfs import SysRoot, read_int
 
+# Device nodes are followed to absolute real paths, already below any root.
+_abs = SysRoot("/")
+
 
 @dataclass(frozen=True)
 class BlockDevice:
@@ -63,32 +66,32 @@ def resolve(dev: Tuple[int, int], root: str = "/", _depth: int = 0) -> Optional[
         whole = _device_dev(sys, parent)
         inner = resolve(whole, root, _depth + 1) if whole else None
         return BlockDevice(name, kind, inner.rotational if inner else None, None, None, None,
-                           _size(sys, node), None, slaves=(inner,) if inner else ())
+                           _size(node), None, slaves=(inner,) if inner else ())
     slaves = []
-    for slave in sys.listdir(node, "slaves"):
+    for slave in _abs.listdir(node, "slaves"):
         sdev = _device_dev(sys, slave)
         if sdev and (sd := resolve(sdev, root, _depth + 1)):
             slaves.append(sd)
     backing = None
     if kind == "loop":
-        backing = sys.read(node, "loop/backing_file")
+        backing = _abs.read(node, "loop/backing_file")
         if backing and root == "/" and os.path.exists(backing):
             st = os.stat(backing)
             bd = resolve((os.major(st.st_dev), os.minor(st.st_dev)), root, _depth + 1)
             if bd:
                 slaves.append(bd)
-    rot = read_int(sys.read(node, "queue/rotational"))
+    rot = read_int(_abs.read(node, "queue/rotational"))
     return BlockDevice(
         name=name, kind=kind, rotational=None if rot is None else bool(rot),
-        scheduler=_scheduler(sys.read(node, "queue/scheduler")),
-        nr_requests=read_int(sys.read(node, "queue/nr_requests")),
-        read_ahead_kb=read_int(sys.read(node, "queue/read_ahead_kb")),
-        size_bytes=_size(sys, node), model=sys.read(node, "device/model"),
+        scheduler=_scheduler(_abs.read(node, "queue/scheduler")),
+        nr_requests=read_int(_abs.read(node, "queue/nr_requests")),
+        read_ahead_kb=read_int(_abs.read(node, "queue/read_ahead_kb")),
+        size_bytes=_size(node), model=_abs.read(node, "device/model"),
         backing_file=backing, slaves=tuple(slaves))
 
 
-def _size(sys: SysRoot, node: str) -> Optional[int]:
-    sectors = read_int(sys.read(node, "size"))
+def _size(node: str) -> Optional[int]:
+    sectors = read_int(_abs.read(node, "size"))
     return sectors * 512 if sectors is not None else None
 
 
