@@ -1,0 +1,158 @@
+"""Search strategies behind one small ask/tell interface.
+
+A strategy only proposes points and records results; the sweep loop
+(advisor/sweep.py) owns budgets, repetitions, failures and progress.
+Dimensions are named by the Git key they stand for.
+"""
+import itertools
+import random
+import warnings
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+Point = Dict[str, object]
+
+
+@dataclass(frozen=True)
+class Dim:
+    """An integer range or a list of categories, named by its Git key."""
+
+    name: str
+    low: int = 0
+    high: int = 0
+    categories: Tuple = ()
+    default: object = None
+
+    def values(self, max_points: int = 64) -> List:
+        if self.categories:
+            return list(self.categories)
+        span = self.high - self.low + 1
+        if span <= max_points:
+            return list(range(self.low, self.high + 1))
+        # Roughly geometric spacing: fine where small counts differ most.
+        vals = {self.low, self.high}
+        x = float(max(self.low, 1))
+        while x < self.high and len(vals) < max_points:
+            vals.add(int(round(x)))
+            x *= (self.high / max(self.low, 1)) ** (1 / (max_points - 1))
+        return sorted(v for v in vals if self.low <= v <= self.high)
+
+    def to_skopt(self):
+        from skopt.space import Categorical, Integer
+        if self.categories:
+            return Categorical(list(self.categories), name=self.name)
+        return Integer(self.low, self.high, name=self.name)
+
+
+def _py(v):
+    """numpy scalars to Python (json.dumps(np.int64(5)) fails)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+class Strategy:
+    name = "base"
+
+    def __init__(self, dims: Sequence[Dim], seed: int = 0):
+        self.dims = list(dims)
+        self.seed = seed
+
+    def ask(self) -> Point:
+        raise NotImplementedError
+
+    def tell(self, point: Point, value: float) -> None:
+        pass
+
+
+class GridStrategy(Strategy):
+    """Every point of the grid, in a seeded order, then again."""
+
+    name = "grid"
+
+    def __init__(self, dims, seed=0):
+        super().__init__(dims, seed)
+        self.points = [dict(zip([d.name for d in dims], combo))
+                       for combo in itertools.product(*(d.values() for d in dims))]
+        random.Random(seed).shuffle(self.points)
+        self.i = 0
+
+    def ask(self):
+        p = self.points[self.i % len(self.points)]
+        self.i += 1
+        return dict(p)
+
+
+class RandomStrategy(Strategy):
+    name = "random"
+
+    def __init__(self, dims, seed=0):
+        super().__init__(dims, seed)
+        self.rng = random.Random(seed)
+
+    def ask(self):
+        return {d.name: self.rng.choice(d.values()) for d in self.dims}
+
+
+class CoordinateStrategy(Strategy):
+    """One key at a time from Git's defaults, like a careful human would tune."""
+
+    name = "coordinate"
+
+    def __init__(self, dims, seed=0):
+        super().__init__(dims, seed)
+        self.current = {d.name: d.default if d.default is not None else d.values()[0] for d in dims}
+        self.best_value = None
+        self.queue: List[Point] = []
+        self.dim_index = -1
+
+    def _refill(self):
+        self.dim_index = (self.dim_index + 1) % len(self.dims)
+        d = self.dims[self.dim_index]
+        here = self.current[d.name]
+        vals = d.values()
+        # Nearest values first: a small step is likelier to help than a leap.
+        if not d.categories:
+            vals = sorted(vals, key=lambda v: (abs(v - here), v))
+        self.queue = [dict(self.current, **{d.name: v}) for v in vals]
+
+    def ask(self):
+        if not self.queue:
+            self._refill()
+        return self.queue.pop(0)
+
+    def tell(self, point, value):
+        if self.best_value is None or value < self.best_value:
+            self.best_value = value
+            self.current = dict(point)
+
+
+class SkoptStrategy(Strategy):
+    """Gaussian-process Bayesian optimisation (scikit-optimize), noise-aware."""
+
+    name = "gp"
+
+    def __init__(self, dims, seed=0, initial_points: Optional[int] = None):
+        super().__init__(dims, seed)
+        from skopt import Optimizer
+        n_init = initial_points or min(6, max(3, 2 * len(dims) + 1))
+        self.opt = Optimizer([d.to_skopt() for d in dims], base_estimator="GP",
+                             acq_func="EI", n_initial_points=n_init,
+                             initial_point_generator="lhs", random_state=seed)
+        self.names = [d.name for d in dims]
+
+    def ask(self):
+        with warnings.catch_warnings():
+            # Re-proposing a measured point is fine here: the objective is noisy.
+            warnings.simplefilter("ignore", UserWarning)
+            x = self.opt.ask()
+        return {n: _py(v) for n, v in zip(self.names, x)}
+
+    def tell(self, point, value):
+        self.opt.tell([point[n] for n in self.names], float(value))
+
+
+STRATEGIES = {s.name: s for s in (SkoptStrategy, GridStrategy, RandomStrategy, CoordinateStrategy)}
+DEFAULT_STRATEGY = "gp"
+
+
+def make(name: str, dims: Sequence[Dim], seed: int = 0) -> Strategy:
+    return STRATEGIES[name](dims, seed)

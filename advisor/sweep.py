@@ -1,0 +1,111 @@
+"""The sweep loop: ask a strategy, measure, tell, within a wall-clock budget.
+
+It owns what the strategies do not: the budget, repeated measurements at
+the incumbent (noise control), failed measurements (recorded as failed,
+never as a fake huge time), early stopping and progress.
+"""
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from git_tune.advisor.search import Point, Strategy
+
+
+class MeasurementFailed(Exception):
+    """One measurement could not be taken; the sweep records it and goes on."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    point: Point
+    value: Optional[float]    # seconds; None = failed
+    error: Optional[str] = None
+    repeat: bool = False
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    strategy: str
+    evaluations: Tuple[Evaluation, ...]
+    best: Point
+    best_value: float
+    best_samples: int
+    seconds: float
+    stopped: str              # budget | evaluations | converged | failures
+
+    def by_point(self) -> Dict[tuple, List[float]]:
+        return _group(self.evaluations)
+
+
+def _key(point: Point) -> tuple:
+    return tuple(sorted(point.items()))
+
+
+def _group(evals) -> Dict[tuple, List[float]]:
+    out: Dict[tuple, List[float]] = {}
+    for e in evals:
+        if e.value is not None:
+            out.setdefault(_key(e.point), []).append(e.value)
+    return out
+
+
+def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
+    groups = _group(evals)
+    if not groups:
+        return None, float("inf"), 0
+    key = min(groups, key=lambda k: (statistics.median(groups[k]), k))
+    return key, statistics.median(groups[key]), len(groups[key])
+
+
+def run(strategy: Strategy, measure: Callable[[Point], float], budget: float,
+        max_evals: int = 200, repeat_every: int = 4, patience: int = 10,
+        min_gain: float = 0.02, clock: Callable[[], float] = time.monotonic,
+        progress: Optional[Callable[[int], None]] = None) -> SweepResult:
+    """Measure points until the budget, max_evals or convergence.
+
+    Every `repeat_every` evaluations the incumbent is measured again so a
+    lucky single draw cannot win; the sweep stops early when `patience`
+    evaluations in a row have not improved the incumbent's median by
+    `min_gain`.
+    """
+    start = clock()
+    evals: List[Evaluation] = []
+    failures = 0
+    since_improvement = 0
+    best_seen = float("inf")
+    stopped = "evaluations"
+    while len(evals) < max_evals:
+        if clock() - start >= budget:
+            stopped = "budget"
+            break
+        repeat = bool(evals) and len(evals) % repeat_every == 0
+        key, _, _ = _incumbent(evals)
+        point = dict(key) if (repeat and key) else strategy.ask()
+        try:
+            value = measure(point)
+        except MeasurementFailed as e:
+            evals.append(Evaluation(point, None, str(e)))
+            failures += 1
+            if failures >= 3:
+                stopped = "failures"
+                break
+            continue
+        failures = 0
+        evals.append(Evaluation(point, value, None, repeat and key is not None))
+        strategy.tell(point, value)
+        if progress:
+            progress(len(evals))
+        _, inc_value, _ = _incumbent(evals)
+        if inc_value < best_seen * (1 - min_gain):
+            best_seen = inc_value
+            since_improvement = 0
+        else:
+            since_improvement += 1
+            if since_improvement >= patience:
+                stopped = "converged"
+                break
+    key, value, n = _incumbent(evals)
+    if key is None:
+        raise MeasurementFailed("; ".join(e.error for e in evals if e.error) or "no measurement")
+    return SweepResult(strategy.name, tuple(evals), dict(key), value, n, clock() - start, stopped)
