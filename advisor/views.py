@@ -89,3 +89,46 @@ def probe_view(r: dict) -> str:
     out += [f"            note: {n}" for n in g["notes"]]
     out += [f"Note        {n}" for n in r["notes"]]
     return "\n".join(out)
+
+
+def _gain(g) -> str:
+    if not g:
+        return "-"
+    return f"{g['speedup']:.2f}x ({g['low']:.2f}-{g['high']:.2f})"
+
+
+def recommend_view(r: dict) -> str:
+    from git_tune.output import table
+    rows = [(k["key"], k["value"] if k["status"] == "set" else "-", k["git_default"],
+             _gain(k["gain"]), k["reason"]) for k in r["keys"]]
+    out = [f"Recommendation for git {r['git_version']} on {r['storage_class']} storage "
+           f"(workload: {r['workload']})", "",
+           table(("key", "value", "git default", "speedup (95% CI)", "why"), rows)]
+    if r["findings"]:
+        out += ["", "Findings (no Git key):"] + [f"  - {f}" for f in r["findings"]]
+    exp = ", ".join(f"{w} {s:.2f}x" for w, s in sorted(r["expected"].items())) or "none"
+    out += ["", f"Expected with the values set: {exp}; weighted for {r['workload']}: "
+                f"{r['weighted_speedup']:.2f}x"]
+    return "\n".join(out)
+
+
+def calibration_view(c: dict) -> str:
+    from git_tune.output import table
+    out = [f"Calibrated {c['repository']['path']} ({c['repository']['entries']} files) on "
+           f"{c['storage']['fstype']} ({c['storage']['storage_class']}), git {c['git_version']}, "
+           f"{c['host']['effective_cores']} cores, cache {c['cache_state']}: {c['seconds']:.1f} s"]
+    for name, s in c["sweeps"].items():
+        out.append(f"  {name} sweep: {len(s['evaluations'])} measurements ({s['strategy']}, "
+                   f"stopped on {s['stopped']}), best {s['best']} = {seconds(s['best_value'])}")
+    rows = []
+    for key, v in c["validation"].items():
+        if "estimate" not in v:
+            continue
+        e = v["estimate"]
+        rows.append((key, v["workload"], seconds(e["median_old"]), seconds(e["median_new"]),
+                     f"{e['ratio']:.3f} ({e['low']:.3f}-{e['high']:.3f})", e["verdict"]))
+    if rows:
+        out += ["", "Real git, Git's default vs candidate (interleaved):",
+                table(("key", "workload", "default", "candidate", "ratio (95% CI)", "verdict"), rows)]
+    out += [f"note: {n}" for n in c["notes"]]
+    return "\n".join(out)

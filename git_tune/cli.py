@@ -79,6 +79,87 @@ def probe(repo, thorough, as_json):
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view)
 
 
+def calibration_options(f):
+    f = click.option("--budget", type=float, default=20.0, show_default=True,
+                     help="Seconds the calibration may take (real git runs may need more).")(f)
+    f = click.option("--strategy", type=click.Choice(["gp", "grid", "random", "coordinate"]),
+                     default="gp", show_default=True, help="How sweep points are chosen.")(f)
+    f = click.option("--seed", type=int, default=0, show_default=True)(f)
+    f = click.option("--cold", is_flag=True,
+                     help="Measure lstat with a cold cache (drops caches as root).")(f)
+    f = click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
+                     help="Real git runs per setting in each A/B comparison.")(f)
+    return f
+
+
+def plot_option(f):
+    return click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+                        help="Write the sweep curves as a PNG.")(f)
+
+
+def _progress_bar():
+    """A progress bar on a terminal's stderr; returns (callback, close)."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    bar = click.progressbar(length=1000, label="calibrating", file=sys.stderr)
+    bar.__enter__()
+    state = {"done": 0}
+
+    def update(phase, fraction):
+        bar.label = f"calibrating ({phase})"
+        step = int(fraction * 1000) - state["done"]
+        if step > 0:
+            bar.update(step)
+            state["done"] += step
+    return update, lambda: bar.__exit__(None, None, None)
+
+
+def _run_calibration(repo, budget, strategy, seed, cold, runs):
+    from git_tune.advisor.calibrate import Options, calibrate as run
+    update, close = _progress_bar()
+    try:
+        return run(repo, Options(budget, strategy, seed, cold, runs), update)
+    finally:
+        close()
+
+
+@cli.command()
+@repo_option
+@calibration_options
+@plot_option
+@json_option
+def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
+    """Run the engine sweeps and real-git A/B runs; store the raw results."""
+    from git_tune.advisor.views import calibration_view
+    record = _run_calibration(repo, budget, strategy, seed, cold, runs)
+    if plot_file:
+        from git_tune.advisor import plot
+        plot.sweeps(record, plot_file)
+    emit(record, as_json, calibration_view)
+
+
+@cli.command()
+@repo_option
+@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
+              show_default=True, help="Whose day to optimise for.")
+@click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
+@calibration_options
+@plot_option
+@json_option
+def recommend(repo, workload, recalibrate, budget, strategy, seed, cold, runs, plot_file, as_json):
+    """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
+    from git_tune.advisor.calibrate import load_fresh
+    from git_tune.advisor.recommend import recommend as advise
+    from git_tune.advisor.views import recommend_view
+    record = None if recalibrate else load_fresh(repo)
+    if record is None:
+        record = _run_calibration(repo, budget, strategy, seed, cold, runs)
+    if plot_file:
+        from git_tune.advisor import plot
+        plot.sweeps(record, plot_file)
+    emit(advise(record, workload).to_dict(), as_json, recommend_view)
+
+
 def _terminate(signum, _frame):
     # SIGTERM unwinds like Ctrl-C so scratch directories are removed.
     raise KeyboardInterrupt

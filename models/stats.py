@@ -47,6 +47,9 @@ def drop_outliers(values: Sequence[float], k: float = 5.0) -> np.ndarray:
 
 def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
             resamples: int = 4000, min_effect: float = MIN_EFFECT) -> RatioEstimate:
+    """Median ratio new/old with a bootstrap interval; at least MIN_RUNS runs a side
+    are needed for any verdict but "no change" (counted before outliers go)."""
+    enough = len(old) >= MIN_RUNS and len(new) >= MIN_RUNS
     a, b = drop_outliers(old), drop_outliers(new)
     if len(a) == 0 or len(b) == 0:
         raise ValueError("no measurements to compare")
@@ -56,7 +59,7 @@ def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
     ratios = mb / ma
     low, high = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
     ratio = float(np.median(b) / np.median(a))
-    if len(a) < MIN_RUNS or len(b) < MIN_RUNS:
+    if not enough:
         verdict = NO_CHANGE  # 3 against 3 can never reach significance
     elif high < 1 - min_effect:
         verdict = FASTER

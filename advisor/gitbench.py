@@ -1,0 +1,173 @@
+"""Timing real git under candidate settings, without touching the user's files.
+
+Candidate settings reach git only through GIT_CONFIG_COUNT/KEY_n/VALUE_n;
+nothing is written to any config file. Work that writes goes to a scratch
+workspace on the repository's file system: copies of the index
+(GIT_INDEX_FILE), and a --shared clone for checkout timings.
+"""
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from git_tune.advisor.sweep import MeasurementFailed
+from git_tune.probes.repo import RepoLayout
+
+Settings = Dict[str, str]
+
+
+def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
+    """The environment that makes git see `settings` as command-line config."""
+    env = dict(os.environ if base is None else base)
+    start = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    for i, (k, v) in enumerate(sorted(settings.items()), start):
+        env[f"GIT_CONFIG_KEY_{i}"] = k
+        env[f"GIT_CONFIG_VALUE_{i}"] = str(v)
+    env["GIT_CONFIG_COUNT"] = str(start + len(settings))
+    return env
+
+
+def _run(args: List[str], cwd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MeasurementFailed(f"git {' '.join(args)} took over {timeout:.0f} s") from None
+    except FileNotFoundError:
+        raise MeasurementFailed("git is not installed") from None
+    if proc.returncode:
+        raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
+    return proc
+
+
+def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional[dict] = None,
+              trace_file: Optional[str] = None) -> float:
+    env = config_env(settings)
+    if extra_env:
+        env.update(extra_env)
+    if trace_file:
+        env["GIT_TRACE2_EVENT"] = trace_file
+        env["GIT_TRACE2_EVENT_NESTING"] = "10"
+    t0 = time.perf_counter()
+    _run(args, cwd, env)
+    return time.perf_counter() - t0
+
+
+def trace_phases(trace_file: str) -> Dict[str, float]:
+    """Seconds per trace2 region (category/label, summed) and counts of child processes."""
+    phases: Dict[str, float] = {}
+    try:
+        with open(trace_file) as f:
+            lines = f.readlines()
+    except OSError:
+        return phases
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("event") == "region_leave" and "t_rel" in ev:
+            key = f"{ev.get('category')}/{ev.get('label')}"
+            phases[key] = phases.get(key, 0.0) + float(ev["t_rel"])
+        elif ev.get("event") == "child_start":
+            argv = ev.get("argv") or []
+            key = "children/" + (" ".join(argv[:2]) if argv else "?")
+            phases[key] = phases.get(key, 0) + 1
+        elif ev.get("event") == "data" and ev.get("key") in ("sum_lstat", "cache_nr"):
+            phases[f"data/{ev.get('category')}/{ev['key']}"] = float(ev.get("value", 0))
+    return phases
+
+
+def interleaved(a: Callable[[], float], b: Callable[[], float], runs: int,
+                warmup: int = 1) -> Tuple[List[float], List[float]]:
+    """A then B, B then A, ... (ABBA) so drift hits both alike; warm-ups first."""
+    for _ in range(warmup):
+        a()
+        b()
+    ta, tb = [], []
+    for i in range(runs):
+        if i % 2 == 0:
+            ta.append(a())
+            tb.append(b())
+        else:
+            tb.append(b())
+            ta.append(a())
+    return ta, tb
+
+
+@dataclass
+class Workspace:
+    """Scratch copies of what timed git runs may write, on the repository's file system."""
+
+    layout: RepoLayout
+    root: str
+    _clone: Optional[str] = None
+
+    def index_copy(self, name: str, version: Optional[int] = None, threads: Optional[int] = None,
+                   untracked_cache: Optional[bool] = None) -> str:
+        """A copy of the user's index, rewritten by git itself with the given format options."""
+        path = os.path.join(self.root, f"index.{name}")
+        shutil.copyfile(self.layout.index_file, path)
+        args = ["update-index", "--force-write-index"]
+        if version:
+            args += ["--index-version", str(version)]
+        if untracked_cache is True:
+            args += ["--untracked-cache", "--force-untracked-cache"]
+        elif untracked_cache is False:
+            args.append("--no-untracked-cache")
+        settings = {"index.threads": str(threads)} if threads else {}
+        _run(args, self.layout.worktree, dict(config_env(settings), GIT_INDEX_FILE=path))
+        return path
+
+    def clone(self) -> str:
+        """A --shared, no-checkout clone whose index lists HEAD but whose files are absent."""
+        if self._clone:
+            return self._clone
+        dest = os.path.join(self.root, "clone")
+        env = config_env({})
+        _run(["clone", "-q", "--shared", "--no-checkout", self.layout.worktree or self.layout.git_dir,
+              dest], self.root, env)
+        _run(["read-tree", "HEAD"], dest, env)
+        self._clone = dest
+        return dest
+
+
+class CheckoutWorkload:
+    """Restore K missing files with `git checkout -- <paths>` (seed 001's threshold study)."""
+
+    def __init__(self, clone: str, paths: Sequence[str], scratch: str):
+        self.clone = clone
+        self.paths = list(paths)
+        self.list_file = os.path.join(scratch, f"pathspec.{len(self.paths)}")
+        with open(self.list_file, "w") as f:
+            f.write("\0".join(self.paths))
+
+    def _remove(self) -> None:
+        for p in self.paths:
+            try:
+                os.unlink(os.path.join(self.clone, p))
+            except FileNotFoundError:
+                pass
+
+    def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
+        self._remove()
+        return timed_git(["checkout", f"--pathspec-from-file={self.list_file}",
+                          "--pathspec-file-nul"], self.clone, settings, trace_file=trace_file)
+
+
+def status(worktree: str, index_file: str, untracked: bool):
+    args = ["status", "--porcelain"] + ([] if untracked else ["-uno"])
+
+    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
+        return timed_git(args, worktree, settings, {"GIT_INDEX_FILE": index_file}, trace_file)
+    return run
+
+
+def index_load(worktree: str, index_file: str):
+    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
+        return timed_git(["ls-files"], worktree, settings, {"GIT_INDEX_FILE": index_file},
+                         trace_file)
+    return run

@@ -1,0 +1,50 @@
+"""PNG plots of the sweep curves (matplotlib, an optional extra)."""
+from git_tune.errors import UsageError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'git-tune[plot]'") from None
+    return plt
+
+
+def _series(evaluations, x_key, group_key=None):
+    groups = {}
+    for e in evaluations:
+        if e["value"] is None:
+            continue
+        g = e["point"].get(group_key) if group_key else ""
+        groups.setdefault(g, {}).setdefault(e["point"][x_key], []).append(e["value"])
+    return {g: sorted((x, sorted(v)[len(v) // 2]) for x, v in pts.items()) for g, pts in groups.items()}
+
+
+def sweeps(calibration: dict, path: str) -> str:
+    plt = _pyplot()
+    panels = [("checkout", "checkout.workers", None, "engine checkout: seconds vs workers"),
+              ("preload", "engine.preload.threads", "engine.preload.split", "lstat: seconds vs threads"),
+              ("index", "index.threads", "engine.index.alloc", "index load: seconds vs threads")]
+    panels = [p for p in panels if p[0] in calibration["sweeps"]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (name, x_key, group, title) in zip(axes[0], panels):
+        for g, pts in _series(calibration["sweeps"][name]["evaluations"], x_key, group).items():
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, "o-", label=str(g) if g else "measured")
+        model = calibration["sweeps"][name].get("model")
+        if model:
+            n = calibration["sweeps"][name]["files"]
+            xs = range(1, max(p[0] for p in calibration["sweeps"][name]["model_samples"]) + 1)
+            ys = [model["serial"] + n * model["per_item"] / min(w, model["parallelism"])
+                  + w * model["per_worker"] for w in xs]
+            ax.plot(list(xs), ys, "--", label="cost model")
+        ax.set_title(title)
+        ax.set_xlabel(x_key)
+        ax.set_ylabel("seconds (median)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

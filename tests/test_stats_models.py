@@ -1,0 +1,66 @@
+"""Statistics and cost models on data with known answers."""
+import random
+
+import pytest
+
+from git_tune.models import catalogue, costmodel, stats
+from git_tune.errors import UsageError
+
+
+def test_real_gain_is_faster_and_equal_is_no_change():
+    rng = random.Random(0)
+    base = [1 + rng.gauss(0, 0.03) for _ in range(8)]
+    better = [0.8 + rng.gauss(0, 0.03) for _ in range(8)]
+    same = [1 + rng.gauss(0, 0.03) for _ in range(8)]
+    assert stats.compare(base, better).verdict == stats.FASTER
+    assert stats.compare(better, base).verdict == stats.SLOWER
+    assert stats.compare(base, same).verdict == stats.NO_CHANGE
+
+
+def test_three_runs_never_reach_significance():
+    est = stats.compare([1.0, 1.01, 0.99], [0.5, 0.51, 0.49])
+    assert est.verdict == stats.NO_CHANGE and est.ratio == pytest.approx(0.5, rel=0.05)
+
+
+def test_best_of_twenty_equal_configurations_is_not_a_gain():
+    """The fake gain of picking the luckiest of equals must not pass the re-measurement."""
+    rng = random.Random(1)
+    draws = {c: [1 + rng.gauss(0, 0.05)] for c in range(20)}
+    lucky = min(draws, key=lambda c: draws[c][0])
+    assert draws[lucky][0] < 0.95  # looks 5%+ faster on one draw
+    default = [1 + rng.gauss(0, 0.05) for _ in range(6)]
+    again = [1 + rng.gauss(0, 0.05) for _ in range(6)]  # re-measured, interleaved
+    assert stats.compare(default, again).verdict == stats.NO_CHANGE
+
+
+def test_outliers_are_dropped():
+    assert list(stats.drop_outliers([1, 1.01, 0.99, 1.02, 9.0, 1.0])) == [1, 1.01, 0.99, 1.02, 1.0]
+
+
+def test_cost_model_recovers_known_parameters():
+    rng = random.Random(2)
+    samples = [(w, n, 0.01 + n * 2e-4 / min(w, 4) + w * 3e-3 + rng.gauss(0, 1e-3))
+               for w in (1, 2, 3, 4, 6, 8, 16) for n in (250, 1000, 2000)]
+    m = costmodel.fit(samples, max_parallelism=16)
+    assert m.parallelism == 4
+    assert m.per_item == pytest.approx(2e-4, rel=0.1)
+    assert m.per_worker == pytest.approx(3e-3, rel=0.3)
+    assert m.best_workers(2000, 16) == 4
+    lo, hi = m.interval(4, 2000)
+    assert lo <= m.predict(4, 2000) <= hi
+    even = m.break_even(4)
+    assert 50 < even < 400  # parallel only pays once the items outweigh the workers
+
+
+def test_catalogue_validates_and_refuses_unknown_keys():
+    assert catalogue.lookup("checkout.workers").validate("8") == "8"
+    assert catalogue.lookup("core.preloadindex").validate("OFF") == "false"
+    with pytest.raises(UsageError, match="0..100000"):
+        catalogue.lookup("checkout.thresholdForParallelism").validate("-5")
+    with pytest.raises(UsageError, match="not a key git-tune knows"):
+        catalogue.lookup("core.bogus")
+    assert "index.skipHash" not in catalogue.understood((2, 39, 5))
+    assert "index.skipHash" in catalogue.understood((2, 40, 0))
+    assert "core.fsmonitor" not in catalogue.understood((2, 54, 0), "linux")
+    assert "core.fsmonitor" in catalogue.understood((2, 36, 0), "darwin")
+    assert catalogue.parse_version("git version 2.39.5.windows.1") == (2, 39, 5)
