@@ -6,18 +6,47 @@ import pytest
 from git_tune.advisor import repogen
 
 
+def _isolate(home, set_env):
+    """No real user or system git config, and a throw-away HOME and caches."""
+    for key in list(os.environ):
+        if key.startswith("GIT_") and not key.startswith("GIT_TUNE_"):
+            set_env(key, None)
+    set_env("HOME", str(home))
+    set_env("XDG_CONFIG_HOME", str(home / ".config"))
+    set_env("XDG_CACHE_HOME", str(home / ".cache"))
+    set_env("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    set_env("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session(tmp_path_factory):
+    """Session-wide isolation, so session and module fixtures never see the real config."""
+    saved = dict(os.environ)
+
+    def set_env(key, value):
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+    _isolate(tmp_path_factory.mktemp("session-home"), set_env)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path_factory, monkeypatch):
-    """Every test gets its own HOME and no global or system git config."""
+    """Every test gets its own HOME, global config and caches."""
     home = tmp_path_factory.mktemp("home")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_TUNE_ENGINE":
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+    def set_env(key, value):
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+
+    _isolate(home, set_env)
     return home
 
 
@@ -25,8 +54,6 @@ def isolated_git(tmp_path_factory, monkeypatch):
 def small_repo(tmp_path_factory):
     """A real repository of 999 files in 111 directories, two commits apart by 50 files."""
     root = tmp_path_factory.mktemp("repo") / "small"
-    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    os.environ.update(env)
     repogen.generate(str(root), repogen.RepoShape(depth=2, width=10, files=9),
                      second_commit_changes=50)
     return root

@@ -1,0 +1,144 @@
+"""Calibration and recommendation against the real git on real repositories."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from git_tune.advisor import calibrate as cal_mod
+from git_tune.advisor.recommend import NOT_OFFERED, SET, recommend
+from git_tune.cli import cli
+from git_tune.errors import UsageError
+from git_tune.models import catalogue
+from git_tune.probes.gitinfo import git_version
+from git_tune.probes.scratch import PREFIX
+from tests.conftest import git_out
+
+
+def tree_state(repo):
+    """Everything a calibration must leave as it was: index bytes, files, status."""
+    index = hashlib.sha256((repo / ".git" / "index").read_bytes()).hexdigest()
+    files = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts)
+    return index, files, git_out(repo, "status", "--porcelain")
+
+
+def no_scratch(*dirs):
+    for d in dirs:
+        for root, names, files in os.walk(d):
+            assert not any(n.startswith(PREFIX) for n in names + files), root
+
+
+@pytest.fixture(scope="module")
+def calibrated(small_repo, tmp_path_factory):
+    old = os.environ.get("GIT_TUNE_CACHE_DIR")
+    os.environ["GIT_TUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    before = tree_state(small_repo)
+    record = cal_mod.calibrate(str(small_repo), cal_mod.Options(budget=4, strategy="grid"))
+    yield small_repo, before, record
+    if old is None:
+        del os.environ["GIT_TUNE_CACHE_DIR"]
+    else:
+        os.environ["GIT_TUNE_CACHE_DIR"] = old
+
+
+def test_calibration_leaves_the_repository_alone(calibrated):
+    repo, before, record = calibrated
+    assert tree_state(repo) == before
+    no_scratch(repo, repo.parent)
+
+
+def test_calibration_record(calibrated):
+    _, _, record = calibrated
+    assert set(record["sweeps"]) == {"checkout", "preload", "index"}
+    assert record["repository"]["entries"] == 999
+    json.dumps(record)  # numpy scalars would fail here
+    v = record["validation"]
+    for key in ("core.preloadIndex", "checkout.workers", "index.threads", "index.version"):
+        assert key in v, key
+        assert len(v[key]["times_default"]) >= 5 and len(v[key]["times_candidate"]) >= 5
+    assert v["checkout.workers"]["candidate"]["checkout.workers"] != "0"  # never "all CPUs"
+
+
+def test_recommended_values_are_accepted_by_git(calibrated):
+    repo, _, record = calibrated
+    rec = recommend(record)
+    understood = catalogue.understood(git_version())
+    for k in rec.keys:
+        if k.key not in understood:
+            assert k.status == NOT_OFFERED
+    candidates = dict(rec.settings())
+    # Also every value the recommender could produce, not just today's.
+    candidates.update({"checkout.workers": "8", "checkout.thresholdForParallelism": "150",
+                       "index.threads": "4", "index.version": "4", "core.preloadIndex": "false",
+                       "core.untrackedCache": "true", "feature.manyFiles": "false",
+                       "pack.threads": "2"})
+    for key, value in candidates.items():
+        assert key in understood
+        catalogue.lookup(key).validate(value)
+        proc = subprocess.run(["git", "-c", f"{key}={value}", "status", "--porcelain"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 0 and proc.stderr == "", (key, value, proc.stderr)
+
+
+def test_keys_git_does_not_read_are_not_offered(calibrated):
+    _, _, record = calibrated
+    old = dict(record, git_version="2.30.0")
+    rec = recommend(old)
+    by_key = {k.key: k for k in rec.keys}
+    for key in ("checkout.workers", "checkout.thresholdForParallelism", "index.skipHash"):
+        assert by_key[key].status == NOT_OFFERED and "2.30.0 does not read it" in by_key[key].reason
+    assert "checkout.workers" not in rec.settings()
+
+
+def test_recommend_reuses_the_stored_calibration(calibrated):
+    repo, _, record = calibrated
+    runner = CliRunner()
+    t0 = time.monotonic()
+    res = runner.invoke(cli, ["recommend", "--repo", str(repo), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["calibration_created"] == record["created"]
+    assert time.monotonic() - t0 < 3
+
+
+def test_plot_is_written(calibrated, tmp_path):
+    repo, _, _ = calibrated
+    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), "--plot", str(tmp_path / "s.png")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_corrupt_index_is_a_clear_error(small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    index = repo / ".git" / "index"
+    index.write_bytes(index.read_bytes()[:500])
+    before = index.read_bytes()
+    res = CliRunner().invoke(cli, ["calibrate", "--repo", str(repo), "--budget", "2"])
+    assert res.exit_code == 2, res.output
+    assert "index cannot be read" in res.stderr
+    assert index.read_bytes() == before
+
+
+def test_ctrl_c_mid_sweep_leaves_no_scratch(small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    proc = subprocess.Popen([sys.executable, "-m", "git_tune", "calibrate", "--repo", str(repo),
+                             "--budget", "60", "--strategy", "grid"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            n.startswith(PREFIX) for n in os.listdir(repo / ".git")):
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside a sweep now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    no_scratch(repo, tmp_path)
