@@ -300,8 +300,9 @@ def cache_key(report, fingerprint: str) -> str:
 
 
 def calibrate(repo: Optional[str] = None, opts: Options = Options(),
-              progress: Optional[Progress] = None) -> dict:
-    """Measure this host and repository; returns the raw calibration record (also stored)."""
+              progress: Optional[Progress] = None, store: bool = True) -> dict:
+    """Measure this host and repository; returns the raw calibration record (stored
+    in the user's cache unless store=False)."""
     if opts.strategy not in search.STRATEGIES:
         raise UsageError(f"unknown strategy '{opts.strategy}'; choose from "
                          + ", ".join(search.STRATEGIES))
@@ -360,7 +361,8 @@ def calibrate(repo: Optional[str] = None, opts: Options = Options(),
     if budget.used() > opts.budget * 1.5:
         notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: "
                      "real git runs on this repository are slow; they were kept at the minimum")
-    record["stored_at"] = memo.save("calibration", cache_key(report, record["fingerprint"]), record)
+    record["stored_at"] = (memo.save("calibration", cache_key(report, record["fingerprint"]), record)
+                           if store else None)
     budget.tick("done")
     return record
 

@@ -48,3 +48,21 @@ def sweeps(calibration: dict, path: str) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def verify(report: dict, path: str) -> str:
+    """Before/after run times per workload, every run shown."""
+    plt = _pyplot()
+    ws = report["workloads"]
+    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(ws)), 4))
+    for i, w in enumerate(ws):
+        ax.plot([i - 0.15] * len(w["times_before"]), w["times_before"], "o", color="tab:gray")
+        ax.plot([i + 0.15] * len(w["times_after"]), w["times_after"], "o", color="tab:green")
+    ax.set_xticks(range(len(ws)))
+    ax.set_xticklabels([w["name"] for w in ws])
+    ax.set_ylabel("seconds per run")
+    ax.set_title("real git: Git's defaults (grey) vs tuned (green)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

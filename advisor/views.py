@@ -132,3 +132,82 @@ def calibration_view(c: dict) -> str:
                 table(("key", "workload", "default", "candidate", "ratio (95% CI)", "verdict"), rows)]
     out += [f"note: {n}" for n in c["notes"]]
     return "\n".join(out)
+
+
+def write_view(r: dict) -> str:
+    p = r["plan"]
+    out = []
+    for c in p["conflicts"]:
+        kept = c["key"] in p["left_alone"]
+        out.append(f"conflict: {c['key']}={c['value']} set in {c['scope']} config ({c['origin']})"
+                   + ("; left alone (use --override)" if kept else "; written anyway (--override)"))
+    if not p["changes"]:
+        out.append("nothing to change")
+        return "\n".join(out)
+    out.append(p["diff"].rstrip())
+    w = r.get("written")
+    if w:
+        out.append(w["message"] + (f" (backup: {w['backup']})" if w["backup"] else ""))
+        for k, origin in w["overridden"].items():
+            out.append(f"warning: {k} is still taken from {origin}")
+    elif r.get("dry_run"):
+        out.append("dry run: nothing was written")
+    return "\n".join(out)
+
+
+def verify_view(r: dict) -> str:
+    from git_tune.output import table
+    rows = []
+    for w in r["workloads"]:
+        e = w["estimate"]
+        rows.append((w["command"], seconds(e["median_old"]), seconds(e["median_new"]),
+                     f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})", e["verdict"]))
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(r["after"].items()))
+    out = [f"Real git in {r['repo']}, {r['runs']} interleaved runs a side"
+           f"{' (cold)' if r['cold'] else ''}: Git's defaults vs {settings}", "",
+           table(("workload", "before", "after", "speedup (95% CI)", "verdict"), rows, "lrrrl")]
+    phase_rows = []
+    for w in r["workloads"]:
+        keys = sorted(set(w["phases_before"]) | set(w["phases_after"]))
+        for k in keys:
+            if k.startswith(("index/", "status/", "unpack_trees/", "children/")):
+                b, a = w["phases_before"].get(k), w["phases_after"].get(k)
+                fmt = (lambda x: "-" if x is None else str(int(x))) if k.startswith("children/") else seconds
+                phase_rows.append((w["name"], k, fmt(b), fmt(a)))
+    if phase_rows:
+        out += ["", "Where the time went (trace2, one traced run a side):",
+                table(("workload", "region", "before", "after"), phase_rows, "llrr")]
+    out += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(out)
+
+
+def show_view(r: dict) -> str:
+    if not r["applied"]:
+        return "git-tune has applied nothing."
+    out = []
+    import time as _t
+    for a in r["applied"]:
+        when = _t.strftime("%Y-%m-%d %H:%M", _t.localtime(a["written"]))
+        state = "STALE" if a["stale"] else "current"
+        out.append(f"{a['scope']}: {a['include_file']}"
+                   + (f" (included from {a['included_from']})" if a["included_from"] else "")
+                   + f", written {when}, {state}")
+        out += [f"  {k} = {v}" for k, v in sorted(a["settings"].items())]
+        out += [f"  on disk: {k} = {v}" for k, v in a["index_state"].items()]
+        out += [f"  stale: {s}" for s in a["stale"]]
+        out += [f"  to do: {t}" for t in a["todo"]]
+    return "\n".join(out)
+
+
+def auto_view(r: dict) -> str:
+    out = [recommend_view(r["recommendation"]), ""]
+    if r["calibration_reused"]:
+        out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
+    out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]})
+               if r["plan"]["changes"] else "")
+    if r.get("index"):
+        out.append(r["index"])
+    if r.get("verify"):
+        out += ["", verify_view(r["verify"])]
+    out.append(r["message"])
+    return "\n".join(l for l in out if l is not None)

@@ -160,6 +160,179 @@ def recommend(repo, workload, recalibrate, budget, strategy, seed, cold, runs, p
     emit(advise(record, workload).to_dict(), as_json, recommend_view)
 
 
+def scope_option(default="global"):
+    return click.option("--scope", default=default, show_default=True,
+                        help="Where to write: global, system, local or file:PATH.")
+
+
+def _confirmer(yes: bool):
+    """Ask on a terminal unless --yes; never ask without a terminal."""
+    def confirm(question: str) -> bool:
+        if yes or not sys.stdin.isatty():
+            return True
+        return click.confirm(question, default=True, err=True)
+    return confirm
+
+
+@cli.command()
+@repo_option
+@click.option("--demo", is_flag=True, help="Tune a generated 10,000-file demo repository.")
+@scope_option()
+@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
+              show_default=True)
+@click.option("--budget", type=float, default=20.0, show_default=True,
+              help="Seconds for calibration.")
+@click.option("--strategy", type=click.Choice(["gp", "grid", "random", "coordinate"]),
+              default="gp", show_default=True)
+@click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing at all.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before writing.")
+@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
+@click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
+@click.option("--no-verify", is_flag=True, help="Skip the real-git check after writing.")
+@json_option
+def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
+         recalibrate, no_verify, as_json):
+    """Probe, calibrate, recommend, write the config safely and verify the gain."""
+    from git_tune.advisor.auto import AutoOptions, auto as run_auto, demo_repo
+    from git_tune.advisor.views import auto_view
+    from git_tune.output import chatter
+    if demo:
+        if repo:
+            raise click.UsageError("--demo and --repo exclude each other")
+        chatter("git-tune: preparing the demo repository (once)")
+        repo = demo_repo()
+        if scope == "global":
+            scope = "local"  # the demo never touches the user's own config
+    update, close = _progress_bar()
+    try:
+        result = run_auto(repo, AutoOptions(scope, workload, budget, strategy, dry_run, override,
+                                            recalibrate, not no_verify, runs),
+                          _confirmer(yes), update, say=lambda m: chatter(f"git-tune: {m}"))
+    finally:
+        close()
+    emit(result, as_json, auto_view)
+
+
+@cli.command()
+@repo_option
+@click.option("--runs", type=click.IntRange(5, 1000), default=5, show_default=True,
+              help="Runs of each side (interleaved); 5 is the least that can show a change.")
+@click.option("--cold", is_flag=True, help="Drop caches before every run (root), or say why not.")
+@click.option("--workload", "workloads", multiple=True,
+              type=click.Choice(["status", "untracked", "diff", "index", "switch"]),
+              help="Only these workloads (default: all).")
+@click.option("--set", "candidate", multiple=True, metavar="KEY=VALUE",
+              help="Time these values instead of the ones in force.")
+@plot_option
+@json_option
+def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
+    """Time real git before and after git-tune's values, with confidence intervals."""
+    from git_tune.advisor import configwrite, verify as verify_mod
+    from git_tune.advisor.views import verify_view
+    from git_tune.models import catalogue
+    if candidate:
+        after = {}
+        for item in candidate:
+            k, sep, v = item.partition("=")
+            if not sep:
+                raise click.UsageError(f"--set wants KEY=VALUE, not {item!r}")
+            key = catalogue.lookup(k)
+            after[key.name] = key.validate(v)
+    else:
+        after = {}
+        for entry in configwrite.load_state().values():
+            after.update(entry["settings"])
+        if not after:
+            raise click.UsageError("git-tune has applied nothing to verify; run `git-tune auto` "
+                                   "or pass --set KEY=VALUE")
+    report = verify_mod.verify(repo, after, runs=runs, cold=cold,
+                               workloads=tuple(workloads) or verify_mod.ALL_WORKLOADS)
+    if plot_file:
+        from git_tune.advisor import plot
+        plot.verify(report.to_dict(), plot_file)
+    emit(report.to_dict(), as_json, verify_view)
+
+
+@cli.command(name="set")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@repo_option
+@scope_option()
+@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
+@click.option("--dry-run", is_flag=True)
+@json_option
+def set_values(assignments, repo, scope, override, dry_run, as_json):
+    """Write values yourself, through the same safe path as auto (validated, backed up)."""
+    import os
+    from git_tune.advisor import configwrite, scopes
+    from git_tune.advisor.views import write_view
+    from git_tune.models import catalogue
+    from git_tune.probes import gitinfo, repo as repo_probe
+    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    version = gitinfo.git_version()
+    if version is None:
+        raise GitTuneError("git is not installed")
+    understood = catalogue.understood(version)
+    settings = {}
+    for item in assignments:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"expected KEY=VALUE, not {item!r}")
+        key = catalogue.lookup(k)
+        if key.name not in understood:
+            raise click.UsageError(f"git {catalogue.format_version(version)} does not read {key.name}")
+        settings[key.name] = key.validate(v)
+    target = scopes.resolve(scope, layout.git_dir if layout else None)
+    cwd = layout.worktree if layout else None
+    # Added to what git-tune already wrote there, not instead of it.
+    settings = {**configwrite.read_include(target.include_file), **settings}
+    plan = configwrite.plan(target, settings, override, cwd=cwd)
+    result = None
+    if plan.changes and not dry_run:
+        prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
+                                      layout.worktree if layout else None, None,
+                                      {k: "set by hand with git-tune set" for k in settings})
+        from dataclasses import asdict
+        result = asdict(configwrite.apply(plan, prov, cwd=cwd))
+    from dataclasses import asdict
+    emit({"plan": asdict(plan), "written": result, "dry_run": dry_run}, as_json, write_view)
+
+
+@cli.command()
+@click.option("--max-age", type=float, default=90, show_default=True,
+              help="Days after which applied values count as stale.")
+@json_option
+def show(max_age, as_json):
+    """List what git-tune applied, where, and whether it is stale."""
+    from dataclasses import asdict
+    from git_tune.advisor.show import show as run_show
+    from git_tune.advisor.views import show_view
+    emit({"applied": [asdict(a) for a in run_show(max_age)]}, as_json, show_view)
+
+
+@cli.command()
+@repo_option
+@click.option("--scope", default=None, help="The scope to revert (default: the only one written).")
+@json_option
+def revert(repo, scope, as_json):
+    """Restore the config files git-tune touched to their exact earlier bytes."""
+    import os
+    from dataclasses import asdict
+    from git_tune.advisor import configwrite, scopes
+    from git_tune.probes import repo as repo_probe
+    if scope is None:
+        written = list(configwrite.load_state().values())
+        if len(written) != 1:
+            raise click.UsageError("git-tune wrote to %s scopes; say which with --scope"
+                                   % len(written) if written else "git-tune has written nothing")
+        target = scopes.Scope(**written[0]["scope"])
+    else:
+        layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+        target = scopes.resolve(scope, layout.git_dir if layout else None)
+    result = configwrite.revert(target)
+    emit(asdict(result), as_json, lambda r: r["message"])
+
+
 def _terminate(signum, _frame):
     # SIGTERM unwinds like Ctrl-C so scratch directories are removed.
     raise KeyboardInterrupt

@@ -1,0 +1,95 @@
+"""Where git-tune's include file lives for each scope, and which config file includes it.
+
+    global      ~/.config/git-tune/global.gitconfig, included from the global config
+    system      /etc/git-tune/system.gitconfig, included from the system config
+    local       <git dir>/git-tune.gitconfig, included from the repository's config
+                (it travels and disappears with the repository)
+    file:PATH   PATH only; including it is left to the user
+
+git-tune never edits a user's config file by hand: the include directive is
+added and removed with `git config` itself.
+"""
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import List, Optional
+
+import platformdirs
+
+from git_tune.errors import GitError, UsageError
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str                    # global | system | local | file
+    include_file: str
+    config_file: Optional[str]   # the file that gets include.path (None for file:)
+    git_flag: Optional[str]      # --global / --system / --local
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.include_file}"
+
+
+def state_dir() -> str:
+    return os.environ.get("GIT_TUNE_STATE_DIR") or platformdirs.user_state_dir("git-tune")
+
+
+def _global_config_file() -> str:
+    explicit = os.environ.get("GIT_CONFIG_GLOBAL")
+    if explicit:
+        return explicit
+    xdg = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "git", "config")
+    home = os.path.expanduser("~/.gitconfig")
+    return xdg if (os.path.exists(xdg) and not os.path.exists(home)) else home
+
+
+def _system_config_file() -> str:
+    explicit = os.environ.get("GIT_CONFIG_SYSTEM")
+    if explicit:
+        return explicit
+    proc = subprocess.run(["git", "config", "--system", "--show-origin", "--list"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("file:"):
+            return line[5:].split("\t", 1)[0]
+    return "/etc/gitconfig"
+
+
+def resolve(spec: str, git_dir: Optional[str] = None) -> Scope:
+    if spec == "global":
+        inc = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"),
+                           "git-tune", "global.gitconfig")
+        return Scope("global", inc, _global_config_file(), "--global")
+    if spec == "system":
+        if os.environ.get("GIT_CONFIG_NOSYSTEM"):
+            raise UsageError("GIT_CONFIG_NOSYSTEM is set: git reads no system config to include from")
+        return Scope("system", "/etc/git-tune/system.gitconfig", _system_config_file(), "--system")
+    if spec == "local":
+        if not git_dir:
+            raise UsageError("--scope local needs a repository (--repo or run inside one)")
+        return Scope("local", os.path.join(git_dir, "git-tune.gitconfig"),
+                     os.path.join(git_dir, "config"), "--local")
+    if spec.startswith("file:") and len(spec) > 5:
+        return Scope("file", os.path.abspath(os.path.expanduser(spec[5:])), None, None)
+    raise UsageError(f"unknown scope '{spec}': use global, system, local or file:PATH")
+
+
+def include_paths(scope: Scope) -> List[str]:
+    """The include.path values already in the scope's config file."""
+    if not scope.config_file:
+        return []
+    proc = subprocess.run(["git", "config", "--file", scope.config_file, "--get-all", "include.path"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return [os.path.expanduser(p) for p in proc.stdout.splitlines()]
+
+
+def add_include(scope: Scope) -> None:
+    if not scope.config_file or scope.include_file in include_paths(scope):
+        return
+    proc = subprocess.run(["git", "config", "--file", scope.config_file, "--add", "include.path",
+                           scope.include_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    if proc.returncode:
+        raise GitError(f"git config could not add include.path to '{scope.config_file}': "
+                       f"{proc.stderr.strip()}")

@@ -1,0 +1,97 @@
+"""`git-tune show`: what git-tune applied, where, and whether it is still current."""
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from git_tune import engine
+from git_tune.advisor import configwrite, scopes
+from git_tune.errors import EngineError
+from git_tune.probes import gitinfo, repo as repo_probe
+from git_tune.models import catalogue
+
+DEFAULT_MAX_AGE_DAYS = 90
+
+
+@dataclass(frozen=True)
+class Applied:
+    scope: str
+    include_file: str
+    included_from: Optional[str]
+    settings: Dict[str, str]
+    written: float
+    stale: Tuple[str, ...]
+    index_state: Dict[str, str]       # on-disk facts that config alone does not change
+    todo: Tuple[str, ...]
+
+
+def _current_fingerprint(repo: Optional[str]) -> Optional[str]:
+    from git_tune.advisor.calibrate import host_fingerprint
+    from git_tune.probes.report import probe
+    if not repo or not os.path.isdir(repo):
+        return None
+    return host_fingerprint(probe(repo))
+
+
+def _index_state(entry: dict) -> Tuple[Dict[str, str], List[str]]:
+    want = entry["settings"].get("index.version")
+    repo = entry.get("repo")
+    if not want or not repo:
+        return {}, []
+    layout = repo_probe.locate(repo) if os.path.isdir(repo) else None
+    if not layout or not os.path.exists(layout.index_file):
+        return {}, []
+    try:
+        on_disk = engine.index_read(layout.index_file).version
+    except EngineError as e:
+        return {"index": f"unreadable: {e.message}"}, []
+    state = {"index.version on disk": str(on_disk)}
+    todo = []
+    if str(on_disk) != want:
+        todo.append(f"the index of {repo} is still version {on_disk}: run "
+                    f"`git -C {repo} update-index --index-version {want}` for index.version={want} "
+                    "to take effect")
+    return state, todo
+
+
+def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
+    out = []
+    version = gitinfo.git_version()
+    now_git = catalogue.format_version(version) if version else None
+    for key, entry in sorted(configwrite.load_state().items()):
+        scope = scopes.Scope(**entry["scope"])
+        stale, todo = [], []
+        try:
+            actual = configwrite.read_include(scope.include_file)
+        except Exception as e:  # a damaged include file is itself the finding
+            actual = {"<unreadable>": str(e)}
+        if actual != entry["settings"]:
+            stale.append(f"{scope.include_file} was changed outside git-tune")
+        if scope.config_file and scope.include_file not in scopes.include_paths(scope):
+            stale.append(f"{scope.config_file} no longer includes it")
+        if now_git and now_git != entry["git_version"]:
+            stale.append(f"git changed from {entry['git_version']} to {now_git}")
+        fp = _current_fingerprint(entry.get("repo")) if entry["fingerprint"] != "manual" else None
+        if fp and fp != entry["fingerprint"]:
+            stale.append("the host or its storage changed since calibration")
+        if entry.get("repo") and entry.get("entries"):
+            layout = repo_probe.locate(entry["repo"]) if os.path.isdir(entry["repo"]) else None
+            if layout and os.path.exists(layout.index_file):
+                try:
+                    now = engine.index_read(layout.index_file).entries
+                    if now >= 2 * entry["entries"]:
+                        stale.append(f"the repository grew from {entry['entries']} to {now} files")
+                except EngineError:
+                    pass
+        age_days = (time.time() - entry["time"]) / 86400
+        if age_days > max_age_days:
+            stale.append(f"written {age_days:.0f} days ago (older than {max_age_days:g})")
+        index_state, index_todo = _index_state(entry)
+        todo += index_todo
+        if stale:
+            todo.append(f"re-tune: git-tune auto --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}"
+                        + (f" --repo {entry['repo']}" if entry.get("repo") else "")
+                        + f"; or undo: git-tune revert --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}")
+        out.append(Applied(scope.name, scope.include_file, scope.config_file, entry["settings"],
+                           entry["time"], tuple(stale), index_state, tuple(todo)))
+    return out

@@ -1,0 +1,192 @@
+"""`git-tune verify`: real git, before and after, everything else held equal.
+
+"Before" is Git's defaults for every key git-tune manages, "after" the
+values in force (or a candidate set); both reach git through GIT_CONFIG_*
+on the same index copies and the same scratch clone, interleaved, with
+warm-ups. One traced run per side gives the trace2 phase breakdown.
+"""
+import os
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from git_tune.advisor import coldcache, gitbench
+from git_tune.advisor.sweep import MeasurementFailed
+from git_tune.errors import UsageError
+from git_tune.models import catalogue, stats
+from git_tune.probes import repo as repo_probe
+from git_tune.probes.scratch import scratch_dir
+
+SCHEMA_VERSION = 1
+SWITCH_MIN_FILES = 10
+ALL_WORKLOADS = ("status", "untracked", "diff", "index", "switch")
+# Keys that shape the index file itself: the copies are written with them.
+INDEX_SHAPING = ("index.version", "index.threads", "core.untrackedCache", "index.skipHash")
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    name: str
+    command: str
+    times_before: Tuple[float, ...]
+    times_after: Tuple[float, ...]
+    estimate: dict
+    phases_before: Dict[str, float]
+    phases_after: Dict[str, float]
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    schema: int
+    repo: str
+    before: Dict[str, str]
+    after: Dict[str, str]
+    runs: int
+    cold: bool
+    cold_method: Optional[str]
+    workloads: Tuple[WorkloadResult, ...]
+    notes: Tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def verdict(self) -> str:
+        verdicts = {w.estimate["verdict"] for w in self.workloads}
+        if stats.SLOWER in verdicts:
+            return stats.SLOWER
+        return stats.FASTER if stats.FASTER in verdicts else stats.NO_CHANGE
+
+
+def defaults_for(keys) -> Dict[str, str]:
+    """Git's own behaviour for each key, as an explicit value."""
+    out = {}
+    for k in keys:
+        key = catalogue.lookup(k)
+        out[key.name] = {"keep": "false"}.get(key.default, key.default)
+    return out
+
+
+def _index_copy(ws: gitbench.Workspace, name: str, settings: Dict[str, str]) -> str:
+    uc = settings.get("core.untrackedCache")
+    version = settings.get("index.version")
+    threads = settings.get("index.threads")
+    return ws.index_copy(name, version=int(version) if version else None,
+                         threads=int(threads) if threads and threads.isdigit() else None,
+                         untracked_cache={"true": True, "false": False}.get(uc))
+
+
+def _commit_pair(worktree: str) -> Optional[Tuple[str, str, int]]:
+    """HEAD and the nearest ancestor that differs in at least SWITCH_MIN_FILES files."""
+    proc = subprocess.run(["git", "rev-list", "--max-count=30", "HEAD"], cwd=worktree,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    revs = proc.stdout.split()
+    for old in revs[1:]:
+        diff = subprocess.run(["git", "diff", "--name-only", "--no-renames", old, revs[0]],
+                              cwd=worktree, stdout=subprocess.PIPE, text=True).stdout
+        n = len(diff.splitlines())
+        if n >= SWITCH_MIN_FILES:
+            return revs[0], old, n
+    return None
+
+
+class _Switch:
+    """Alternate a populated scratch clone between two commits."""
+
+    def __init__(self, ws: gitbench.Workspace, a: str, b: str):
+        self.clone = os.path.join(ws.root, "switch")
+        env = gitbench.config_env({})
+        gitbench._run(["clone", "-q", "--shared", "--no-checkout", ws.layout.worktree, self.clone],
+                      ws.root, env)
+        gitbench._run(["checkout", "-q", "-f", "--detach", a], self.clone, env)
+        self.targets = [b, a]
+        self.i = 0
+
+    def run(self, settings, trace_file=None):
+        target = self.targets[self.i % 2]
+        self.i += 1
+        return gitbench.timed_git(["checkout", "-q", "-f", "--detach", target], self.clone,
+                                  settings, trace_file=trace_file)
+
+
+def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
+            switch: Optional[_Switch]) -> Tuple[str, Callable]:
+    wt = ws.layout.worktree
+    index = copies[side]
+    if name == "status":
+        return "git status -uno", gitbench.status(wt, index, untracked=False)
+    if name == "untracked":
+        return "git status", gitbench.status(wt, index, untracked=True)
+    if name == "index":
+        return "git ls-files", gitbench.index_load(wt, index)
+    if name == "diff":
+        def diff(settings, trace_file=None):
+            return gitbench.timed_git(["diff", "--quiet", "--exit-code"], wt, settings,
+                                      {"GIT_INDEX_FILE": index}, trace_file)
+        return "git diff --quiet", diff
+    if name == "switch":
+        return "git checkout (switch commits)", switch.run
+    raise UsageError(f"unknown workload {name}")
+
+
+def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
+           runs: int = stats.MIN_RUNS, cold: bool = False,
+           workloads: Tuple[str, ...] = ALL_WORKLOADS, seed: int = 0) -> VerifyReport:
+    if runs < stats.MIN_RUNS:
+        raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
+                         "reach significance")
+    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    if layout is None or not layout.worktree:
+        raise UsageError("verify needs a repository with a working tree")
+    if not os.path.exists(layout.index_file):
+        raise UsageError("the repository has no index yet: run `git status` once")
+    before = before if before is not None else defaults_for(after)
+    notes: List[str] = []
+    cold_method = None
+    results = []
+    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
+                     same_fs_as=layout.worktree) as scratch:
+        if scratch is None:
+            raise UsageError("no writable scratch directory on the repository's file system")
+        ws = gitbench.Workspace(layout, scratch)
+        copies = {"before": _index_copy(ws, "before", before),
+                  "after": _index_copy(ws, "after", after)}
+        switch = None
+        if "switch" in workloads:
+            pair = _commit_pair(layout.worktree)
+            if pair:
+                switch = _Switch(ws, pair[0], pair[1])
+                notes.append(f"switch: {pair[0][:10]} <-> {pair[1][:10]}, {pair[2]} files differ")
+            else:
+                notes.append(f"switch not timed: no two commits in the last 30 differ in "
+                             f"{SWITCH_MIN_FILES}+ files")
+                workloads = tuple(w for w in workloads if w != "switch")
+        for name in workloads:
+            cmd, run_before = _runner(name, ws, copies, "before", switch)
+            _, run_after = _runner(name, ws, copies, "after", switch)
+
+            def a(run=run_before):
+                if cold:
+                    coldcache.make_cold([copies["before"]])
+                return run(before)
+
+            def b(run=run_after):
+                if cold:
+                    coldcache.make_cold([copies["after"]])
+                return run(after)
+
+            if cold and cold_method is None:
+                cold_method = coldcache.make_cold([])
+            ta, tb = gitbench.interleaved(a, b, runs)
+            phases = {}
+            for side, fn, settings in (("before", run_before, before), ("after", run_after, after)):
+                trace = os.path.join(scratch, f"trace-{name}-{side}.json")
+                fn(settings, trace_file=trace)
+                phases[side] = gitbench.trace_phases(trace)
+            results.append(WorkloadResult(name, cmd, tuple(ta), tuple(tb),
+                                          asdict(stats.compare(ta, tb, seed=seed)),
+                                          phases["before"], phases["after"]))
+    if cold and cold_method and "only file data" in cold_method:
+        notes.append(f"cold runs: {cold_method}")
+    return VerifyReport(SCHEMA_VERSION, layout.worktree, before, after, runs, cold, cold_method,
+                        tuple(results), tuple(notes))
