@@ -190,6 +190,8 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
         touched = [scope.include_file] + ([scope.config_file] if scope.config_file else [])
+        for d in {os.path.dirname(scope.include_file), state_root}:
+            safefile.remove_stale_temps(d)
         backup_dir = safefile.backup(touched, state_root, scope.name)
         text = render(p.settings, prov)
         _validate_text(text, os.path.dirname(scope.include_file))

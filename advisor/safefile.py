@@ -25,7 +25,7 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
     Killed at any instant, path holds either the old or the new bytes.
     """
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".git-tune-tmp-", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -42,6 +42,24 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+TEMP_PREFIX = ".git-tune-tmp-"
+
+
+def remove_stale_temps(directory: str, older_than: float = 60.0) -> None:
+    """Temporary files of a run that was killed (SIGKILL) before its rename."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        if n.startswith(TEMP_PREFIX):
+            path = os.path.join(directory, n)
+            with contextlib.suppress(OSError):
+                if now - os.stat(path).st_mtime > older_than:
+                    os.unlink(path)
 
 
 def describe_os_error(e: OSError, action: str, path: str) -> str:

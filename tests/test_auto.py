@@ -1,0 +1,245 @@
+"""Writing config safely with the real git, in a throw-away HOME."""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from git_tune.cli import cli
+from testbeds.mount import available, bed
+from tests.conftest import git_out
+
+GIT_TUNE = [sys.executable, "-m", "git_tune"]
+
+
+def invoke(*args):
+    res = CliRunner().invoke(cli, list(args))
+    return res
+
+
+def gt(*args, **kw):
+    return subprocess.run(GIT_TUNE + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, **kw)
+
+
+@pytest.fixture
+def home(isolated_git, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    cfg = isolated_git / ".gitconfig"
+    cfg.write_text("# my own settings\n[user]\n\tname = Ada\n[alias]\n\tst = status -sb\n")
+    return isolated_git
+
+
+def include_file(home):
+    return home / ".config" / "git-tune" / "global.gitconfig"
+
+
+def git_get(key, cwd=None):
+    p = subprocess.run(["git", "config", "--get", key], cwd=cwd, stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip() or None
+
+
+def test_write_rerun_revert_restores_exact_bytes(home):
+    before = (home / ".gitconfig").read_bytes()
+    res = invoke("set", "checkout.workers=4", "core.preloadIndex=false")
+    assert res.exit_code == 0, res.output
+    assert git_get("checkout.workers") == "4" and git_get("core.preloadindex") == "false"
+    text = include_file(home).read_text()
+    assert text.startswith("# Written by git-tune") and "[checkout]\n\tworkers = 4" in text
+    assert git_get("include.path") == str(include_file(home))
+    mtime = include_file(home).stat().st_mtime_ns
+    res = invoke("set", "checkout.workers=4")
+    assert res.exit_code == 0 and "nothing to change" in res.output
+    assert include_file(home).stat().st_mtime_ns == mtime
+    res = invoke("revert", "--scope", "global")
+    assert res.exit_code == 0, res.output
+    assert (home / ".gitconfig").read_bytes() == before
+    assert not include_file(home).exists()
+    assert git_get("checkout.workers") is None
+
+
+def test_revert_keeps_later_user_edits(home):
+    assert invoke("set", "checkout.workers=4").exit_code == 0
+    subprocess.run(["git", "config", "--global", "alias.co", "checkout"], check=True)
+    res = invoke("revert", "--scope", "global")
+    assert res.exit_code == 0 and "edited since" in res.output
+    assert git_get("alias.co") == "checkout" and git_get("checkout.workers") is None
+    assert git_get("include.path") is None
+
+
+def test_conflicts_are_left_alone_unless_override(home):
+    subprocess.run(["git", "config", "--global", "checkout.workers", "3"], check=True)
+    res = invoke("set", "checkout.workers=8", "index.threads=4")
+    assert res.exit_code == 0
+    assert "conflict: checkout.workers=3 set in global config" in res.output
+    assert git_get("checkout.workers") == "3" and git_get("index.threads") == "4"
+    assert "workers" not in include_file(home).read_text()
+    res = invoke("set", "checkout.workers=8", "--override")
+    assert res.exit_code == 0 and "written anyway" in res.output
+    assert git_get("checkout.workers") == "8"  # our include comes after the user's value
+
+
+def test_unknown_keys_and_values_are_refused(home):
+    res = invoke("set", "core.bogus=1")
+    assert res.exit_code == 2 and "not a key git-tune knows" in res.output
+    res = invoke("set", "checkout.workers=0")
+    assert res.exit_code == 2 and "1..64" in res.output
+    from git_tune.probes.gitinfo import git_version
+    if git_version() < (2, 40, 0):
+        res = invoke("set", "index.skipHash=true")
+        assert res.exit_code == 2 and "does not read index.skipHash" in res.output
+    assert not include_file(home).exists()
+
+
+def _snapshot(*paths):
+    return {str(p): (p.read_bytes() if p.exists() else None) for p in paths}
+
+
+def test_read_only_scope_fails_cleanly(home, monkeypatch):
+    reason = available("tmpfs")
+    if reason:
+        pytest.skip(reason)
+    with bed("tmpfs", size_mb=4) as mnt:
+        cfg_dir = os.path.join(mnt, "config")
+        os.makedirs(cfg_dir)
+        subprocess.run(["mount", "-o", "remount,ro", mnt], check=True)
+        try:
+            monkeypatch.setenv("XDG_CONFIG_HOME", cfg_dir)
+            before = _snapshot(home / ".gitconfig")
+            res = invoke("set", "checkout.workers=4")
+            assert res.exit_code == 5, res.output
+            assert "read-only" in res.output and "nothing was changed" in res.output
+            assert _snapshot(home / ".gitconfig") == before
+            assert git_get("checkout.workers") is None
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", mnt], check=True)
+
+
+def test_full_disk_fails_cleanly(home, monkeypatch):
+    reason = available("tmpfs")
+    if reason:
+        pytest.skip(reason)
+    with bed("tmpfs", size_mb=1) as mnt:
+        monkeypatch.setenv("XDG_CONFIG_HOME", mnt)
+        monkeypatch.setenv("GIT_TUNE_STATE_DIR", os.path.join(mnt, "state"))
+        with open(os.path.join(mnt, "filler"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        before = _snapshot(home / ".gitconfig")
+        res = invoke("set", "checkout.workers=4")
+        assert res.exit_code == 5, res.output
+        assert "disk is full" in res.output and "nothing was changed" in res.output
+        assert _snapshot(home / ".gitconfig") == before
+        assert git_get("checkout.workers") is None
+
+
+def test_killed_at_any_instant_config_stays_valid(home):
+    rng = random.Random(4)
+    values = {None, "4", "6"}
+    for i in range(30):
+        proc = subprocess.Popen(GIT_TUNE + ["set", f"checkout.workers={4 + 2 * (i % 2)}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        listing = subprocess.run(["git", "config", "--list"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        assert listing.returncode == 0, listing.stderr
+        assert git_get("checkout.workers") in values
+        assert git_get("user.name") == "Ada"
+    # A later run still works on whatever the kills left.
+    assert gt("set", "checkout.workers=8").returncode == 0
+    assert git_get("checkout.workers") == "8"
+
+
+def test_concurrent_runs_are_serialised(home):
+    procs = [subprocess.Popen(GIT_TUNE + ["set", f"index.threads={n}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in (2, 3, 4, 5)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert git_get("index.threads") in {"2", "3", "4", "5"}
+    assert git_get("include.path") == str(include_file(home))
+    paths = subprocess.run(["git", "config", "--get-all", "include.path"], stdout=subprocess.PIPE,
+                           text=True).stdout.split()
+    assert len(paths) == 1  # never added twice
+    backups = os.listdir(home / "state" / "backups")
+    assert len(backups) == 4
+
+
+@pytest.fixture
+def repo(small_repo, tmp_path):
+    r = tmp_path / "r"
+    shutil.copytree(small_repo, r)
+    return r
+
+
+def test_auto_local_is_idempotent_and_revertable(home, repo, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(home / "cache"))
+    config_before = (repo / ".git" / "config").read_bytes()
+    args = ["auto", "--repo", str(repo), "--scope", "local", "--budget", "3", "--strategy",
+            "grid", "--yes", "--json"]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    first = json.loads(res.stdout)
+    settings = first["plan"]["settings"]
+    if settings:
+        assert first["written"]["written"] is True
+        inc = repo / ".git" / "git-tune.gitconfig"
+        assert git_get("include.path", cwd=repo) == str(inc)
+        for k, v in settings.items():
+            assert git_get(k, cwd=repo) == v
+        assert first["verify"]["workloads"]
+    res = invoke(*args)
+    assert res.exit_code == 0
+    second = json.loads(res.stdout)
+    assert second["calibration_reused"] and not second["plan"]["changes"]
+    assert second["message"].startswith("nothing to change")
+    if settings:
+        res = invoke("revert", "--scope", "local", "--repo", str(repo))
+        assert res.exit_code == 0, res.output
+    assert (repo / ".git" / "config").read_bytes() == config_before
+
+
+def test_auto_dry_run_writes_nothing(home, repo, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(home / "cache"))
+    config_before = (repo / ".git" / "config").read_bytes()
+    index_before = (repo / ".git" / "index").read_bytes()
+    res = invoke("auto", "--repo", str(repo), "--scope", "local", "--budget", "2",
+                 "--strategy", "grid", "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["written"] is None
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert (repo / ".git" / "index").read_bytes() == index_before
+    assert not (repo / ".git" / "git-tune.gitconfig").exists()
+    assert not (home / "state").exists() and not (home / "cache").exists()
+
+
+def test_verify_times_every_workload_with_trace_phases(home, repo):
+    res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4",
+                 "--set", "checkout.thresholdForParallelism=1", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    names = [w["name"] for w in data["workloads"]]
+    assert names == ["status", "untracked", "diff", "index", "switch"]
+    switch = data["workloads"][-1]
+    assert switch["phases_after"].get("children/git checkout--worker") == 4
+    assert "children/git checkout--worker" not in switch["phases_before"]
+    # 999 entries: preload-index.c starts no threads below 1,000, so refresh does the lstat.
+    phases = data["workloads"][0]["phases_before"]
+    assert "index/refresh" in phases and "index/preload" not in phases
+    for w in data["workloads"]:
+        assert len(w["times_before"]) == 5 and w["estimate"]["verdict"] in (
+            "faster", "no change", "slower")
+    res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4", "--runs", "3")
+    assert res.exit_code == 2
