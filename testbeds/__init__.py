@@ -6,3 +6,4 @@ need root or a missing tool raise BedUnavailable with the reason, which
 tests turn into a skip.
 """
 from testbeds.mount import BedUnavailable, bed, available  # noqa: F401
+from testbeds.slow import LOCAL_LIKE, NFS_NOCACHE, NFS_POSITIVE, Latency, hdd, latfs  # noqa: F401

@@ -1,0 +1,107 @@
+"""Shared pieces of the benchmarks: sizes, tables, JSON results, machine facts, beds.
+
+Every benchmark prints a markdown table of ratios measured side by side in
+one run and writes the same data as JSON to bench/results/NAME.json.
+`--tiny` runs a size small enough for CI, so no benchmark rots.
+"""
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # testbeds/ lives beside the package
+
+from testbeds import BedUnavailable, bed, hdd, latfs  # noqa: E402
+from testbeds.slow import NFS_POSITIVE, Latency  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--tiny", action="store_true", help="CI size: checks the benchmark still runs")
+    p.add_argument("--repeat", type=int, default=None, help="measurements per cell")
+    return p
+
+
+def machine() -> Dict[str, str]:
+    git = subprocess.run(["git", "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    return {"cpus": str(os.cpu_count()), "kernel": platform.release(), "python": platform.python_version(),
+            "git": git, "memory_gib": f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f}"}
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def timeit(fn: Callable[[], object], repeat: int, warmup: int = 1) -> List[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s < 10 else f"{s:.2f} s"
+
+
+def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: Sequence[str] = ()) -> None:
+    md = f"### {title}\n\n{table(headers, rows)}\n"
+    if notes:
+        md += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    print(md)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json"), "w") as f:
+        json.dump({"name": name, "title": title, "tiny": tiny, "machine": machine(),
+                   "time": time.time(), "headers": list(headers), "rows": [list(map(str, r)) for r in rows],
+                   "data": data, "notes": list(notes)}, f, indent=1, default=str)
+    with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.md"), "w") as f:
+        f.write(md)
+
+
+BEDS = ("tmpfs", "disk", "latfs-nfs", "hdd")
+
+
+@contextlib.contextmanager
+def storage(kind: str, latency: Latency = NFS_POSITIVE, size_mb: int = 1024) -> Iterator[str]:
+    """A bed by name: tmpfs, disk, ext4, latfs-nfs (FUSE, NFS-like), hdd (one slow spindle)."""
+    if kind == "latfs-nfs":
+        with latfs(latency) as m:
+            yield m
+    elif kind == "hdd":
+        with hdd(size_mb=size_mb) as m:
+            yield m
+    else:
+        with bed(kind, size_mb=size_mb) as m:
+            yield m
+
+
+def drop_caches() -> bool:
+    if os.geteuid() != 0:
+        return False
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    return True
+
+
+def git(*args, cwd=None, env=None, check=True):
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=check,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
