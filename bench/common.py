@@ -16,7 +16,7 @@ import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # testbeds/ lives beside the package
+sys.path.append(ROOT)  # testbeds/ lives beside the package; the installed git_tune wins
 
 from testbeds import BedUnavailable, bed, hdd, latfs  # noqa: E402
 from testbeds.slow import NFS_POSITIVE, Latency  # noqa: E402
@@ -93,6 +93,20 @@ def storage(kind: str, latency: Latency = NFS_POSITIVE, size_mb: int = 1024) -> 
             yield m
 
 
+def repo_on(kind: str, mnt: str, files: int, changed: int = 0, name: str = "repo") -> str:
+    """A generated repository on a mounted bed. On latfs it is written to the backing
+    directory (fast) and used through the mount (slow)."""
+    from git_tune.advisor import repogen
+    shape = repogen.RepoShape.for_files(files)
+    if kind == "latfs-nfs":
+        backing = os.path.join(os.path.dirname(mnt), "backing")
+        repogen.generate(os.path.join(backing, name), shape, limit=files, second_commit_changes=changed)
+        return os.path.join(mnt, name)
+    path = os.path.join(mnt, name)
+    repogen.generate(path, shape, limit=files, second_commit_changes=changed)
+    return path
+
+
 def drop_caches() -> bool:
     if os.geteuid() != 0:
         return False
@@ -100,6 +114,34 @@ def drop_caches() -> bool:
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
     return True
+
+
+def config_env(settings: Dict[str, str]) -> dict:
+    from git_tune.advisor.gitbench import config_env as env
+    return env(settings)
+
+
+def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = False,
+          trace: Optional[str] = None, setup: Optional[Callable[[], None]] = None) -> float:
+    """One timed real-git run; caches dropped first when cold (root)."""
+    if setup:
+        setup()
+    if cold:
+        drop_caches()
+    env = config_env(settings)
+    if trace:
+        env["GIT_TRACE2_EVENT"] = trace
+        env["GIT_TRACE2_EVENT_NESTING"] = "10"
+    t0 = time.perf_counter()
+    subprocess.run(list(cmd), cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def ab(run_a: Callable[[], float], run_b: Callable[[], float], repeat: int) -> Tuple[List[float], List[float]]:
+    """Interleaved A/B (ABBA) after one warm-up each."""
+    from git_tune.advisor.gitbench import interleaved
+    return interleaved(run_a, run_b, repeat)
 
 
 def git(*args, cwd=None, env=None, check=True):
