@@ -10,19 +10,19 @@ the lstat time went.
 import os
 import tempfile
 
-from common import BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
+from common import bed_latency, BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
 
 from git_tune.advisor.gitbench import trace_phases
 
 
 def main():
     args = parser(__doc__).parse_args()
-    files = 2000 if args.tiny else 20000
+    files = 2000 if args.tiny else 10000
     repeat = args.repeat or (5 if args.tiny else 7)
     rows, data, notes = [], {}, []
     for kind in BEDS:
         try:
-            with storage(kind) as mnt:
+            with storage(kind, bed_latency(args.tiny)) as mnt:
                 repo = repo_on(kind, mnt, files)
                 cmd = ["git", "status", "-uno", "--porcelain"]
                 timed(cmd, repo, {})  # settles the index's stat data
