@@ -211,3 +211,35 @@ def auto_view(r: dict) -> str:
         out += ["", verify_view(r["verify"])]
     out.append(r["message"])
     return "\n".join(l for l in out if l is not None)
+
+
+def apply_view(r: dict, show_diff: bool) -> str:
+    out = []
+    if r["mismatches"]:
+        out.append("applied despite class mismatch (--force): " + "; ".join(r["mismatches"]))
+    if r["dropped_keys"]:
+        out.append("not applied (this git does not read them): " + ", ".join(r["dropped_keys"]))
+    p = r["plan"]
+    if not p["changes"]:
+        out.append("already applied: nothing to change")
+        return "\n".join(out)
+    if show_diff or r["check"]:
+        out.append(p["diff"].rstrip())
+    if r["check"]:
+        out.append("would change (--check: nothing was written)")
+    elif r["written"]:
+        out.append(r["written"]["message"])
+    return "\n".join(out)
+
+
+def merge_view(r: dict) -> str:
+    out = []
+    for c in r["classes"]:
+        cls = ", ".join(f"{k}={v}" for k, v in c["profile"]["class"].items())
+        out.append(f"{cls}: {c['hosts']} host(s)")
+        for key, counts in sorted(c["spread"].items()):
+            chosen = c["profile"]["settings"].get(key, "(default)")
+            out.append(f"  {key} = {chosen}   spread {counts}")
+        out += [f"  warning: {w}" for w in c["warnings"]]
+    out += [f"wrote {f}" for f in r["files"]]
+    return "\n".join(out)

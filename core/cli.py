@@ -333,6 +333,93 @@ def revert(repo, scope, as_json):
     emit(asdict(result), as_json, lambda r: r["message"])
 
 
+EXIT_WOULD_CHANGE = 6
+
+
+@cli.group()
+def profile():
+    """Fleet profiles: measured once per host class, applied everywhere in it."""
+
+
+@profile.command("export")
+@repo_option
+@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
+              show_default=True)
+@click.option("--budget", type=float, default=20.0, show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
+@json_option
+def profile_export(repo, workload, budget, output, as_json):
+    """Export this host's measured recommendation as a versioned JSON profile."""
+    import json
+    from git_tune.advisor import profiles
+    from git_tune.advisor.calibrate import Options, calibrate as run, load_fresh
+    from git_tune.advisor.recommend import recommend as advise
+    from git_tune.probes.report import probe as run_probe
+    record = load_fresh(repo) or run(repo, Options(budget=budget))
+    data = profiles.export(run_probe(repo), record, advise(record, workload))
+    if output:
+        from git_tune.advisor.safefile import write_atomic
+        write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    emit(data, as_json or not output, lambda d: "")
+    if output and not as_json:
+        click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+@click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+@repo_option
+@scope_option()
+@click.option("--check", is_flag=True, help="Change nothing; exit 0 if already applied, 6 if it would change.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show the change as a diff.")
+@click.option("--force", is_flag=True, help="Apply even where the host is not of the profile's class.")
+@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
+@json_option
+def apply(profile_path, repo, scope, check, show_diff, force, override, as_json):
+    """Apply a fleet profile without calibrating, if this host is of its class."""
+    from git_tune.advisor.apply import apply_profile
+    from git_tune.advisor.views import apply_view
+    result = apply_profile(profile_path, scope, repo, check, force, override)
+    emit(result, as_json, lambda r: apply_view(r, show_diff))
+    if check and result["would_change"]:
+        sys.exit(EXIT_WOULD_CHANGE)
+
+
+@cli.group()
+def fleet():
+    """Work on many hosts' profiles."""
+
+
+@fleet.command("merge")
+@click.argument("profile_paths", metavar="PROFILE...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False))
+@click.option("--output-dir", type=click.Path(file_okay=False),
+              help="Write one merged profile per host class here.")
+@json_option
+def fleet_merge(profile_paths, output_dir, as_json):
+    """Merge many hosts' profiles into one profile per host class, with the spread."""
+    import json
+    import os
+    from dataclasses import asdict
+    from git_tune.advisor import profiles
+    from git_tune.advisor.views import merge_view
+    merged = profiles.merge([profiles.load(p) for p in profile_paths])
+    files = []
+    if output_dir:
+        from git_tune.advisor.safefile import write_atomic
+        os.makedirs(output_dir, exist_ok=True)
+        for m in merged:
+            name = "-".join(str(v) for v in m.profile["class"].values())
+            name = "".join(c if c.isalnum() or c in "-." else "_" for c in name) + ".json"
+            path = os.path.join(output_dir, name)
+            write_atomic(path, (json.dumps(m.profile, indent=1, sort_keys=True) + "\n").encode())
+            files.append(path)
+    data = {"classes": [asdict(m) for m in merged], "files": files}
+    emit(data, as_json, merge_view)
+    for m in merged:
+        for w in m.warnings:
+            click.echo(f"warning: {w}", err=True)
+
+
 def _terminate(signum, _frame):
     # SIGTERM unwinds like Ctrl-C so scratch directories are removed.
     raise KeyboardInterrupt

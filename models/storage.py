@@ -51,13 +51,19 @@ def classify(fstype: str, latencies: Dict[str, dict], rotational: Optional[bool]
                      "the rotational flag alone is not trusted")
         return Classification(UNKNOWN, tuple(evidence), tuple(notes))
 
-    if (fsync is not None and fsync >= t["hdd_fsync_ms"]) or (cold is not None and cold >= t["hdd_cold_read_ms"]):
+    # A read one seek away is the direct test of a spindle; fsync also waits for
+    # whatever write-back is queued, so it decides only when reads were not measured.
+    seeks = cold >= t["hdd_cold_read_ms"] if cold is not None else fsync >= t["hdd_fsync_ms"]
+    if seeks:
         cls = LOCAL_HDD
     elif fsync is not None and fsync < t["memory_fsync_ms"] and (cold is None or cold < t["memory_fsync_ms"]):
         cls = MEMORY
         notes.append(f"a {fstype} block device that flushes in {fsync:.3f} ms is backed by memory")
     else:
         cls = LOCAL_SSD
+    if cls != LOCAL_HDD and fsync is not None and fsync >= t["hdd_fsync_ms"]:
+        notes.append(f"fsync takes {fsync:.1f} ms but reads answer like flash: a busy device or "
+                     "a deep write-back queue, not seeks")
     if miss is not None and miss >= t["network_miss_ms"]:
         notes.append(f"negative lookups take {miss:.3f} ms, as slow as a network file system")
     if rotational is True and cls in (LOCAL_SSD, MEMORY):

@@ -156,6 +156,8 @@ def lat(**ms):
     ("fuse.gittune-lat", lat(fsync=1), None, "network"),
     ("ext4", lat(fsync=0.3, cold_read=0.1), True, "local-ssd"),
     ("ext4", lat(fsync=9, cold_read=7), False, "local-hdd"),
+    ("ext4", lat(fsync=9, cold_read=0.1), None, "local-ssd"),   # busy flash, not a spindle
+    ("ext4", lat(fsync=9), False, "local-hdd"),                  # no cold read: fsync decides
     ("xfs", lat(fsync=0.01, cold_read=0.01), None, "memory"),
     ("ext4", {}, True, "unknown"),
 ])

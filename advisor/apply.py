@@ -1,0 +1,48 @@
+"""`git-tune apply PROFILE`: write a fleet profile's values where this host is of its class.
+
+Kept lean for fleet hosts: no numpy, no optimiser, one quick probe.
+"""
+import os
+from dataclasses import asdict
+from typing import Optional
+
+from git_tune.advisor import configwrite, profiles, scopes
+from git_tune.models import catalogue
+from git_tune.probes import repo as repo_probe
+from git_tune.probes.report import probe
+
+SCHEMA_VERSION = 1
+
+
+def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, force: bool,
+                  override: bool) -> dict:
+    profile = profiles.load(path)
+    report = probe(repo)
+    here = dict(profiles.host_class(report), git_version=report.git["version"])
+    problems = profiles.mismatches(profile, here)
+    if problems and not force:
+        raise profiles.ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
+                                       + " (--force applies it anyway)")
+    version = catalogue.parse_version(report.git["version"]) if report.git["version"] else (0, 0, 0)
+    understood = catalogue.understood(version)
+    settings = {k: v for k, v in profile["settings"].items() if k in understood}
+    dropped = sorted(set(profile["settings"]) - set(settings))
+    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    scope = scopes.resolve(scope_spec, layout.git_dir if layout else None)
+    cwd = layout.worktree if layout else None
+    plan = configwrite.plan(scope, settings, override, cwd=cwd)
+    out = {"schema": SCHEMA_VERSION, "profile": path, "class": profile["class"], "host_class": here,
+           "mismatches": problems, "forced": bool(problems), "dropped_keys": dropped,
+           "plan": asdict(plan), "check": check, "would_change": plan.changes, "written": None}
+    if check or not plan.changes:
+        return out
+    prov = configwrite.Provenance(
+        report.git["version"], f"profile:{profile['provenance'].get('fingerprint') or 'merged'}",
+        profile["class"]["storage_class"], layout.worktree if layout else None, None,
+        {k: f"fleet profile {os.path.basename(path)}: "
+            + (f"{m['speedup']:.2f}x ({m['low']:.2f}-{m['high']:.2f}) on {m['workload']}"
+               if "speedup" in (m := profile["measurements"].get(k, {}))
+               else f"median {m['speedup_median']:.2f}x over {m['hosts']} hosts" if m else "measured on the profile's host")
+         for k in settings})
+    out["written"] = asdict(configwrite.apply(plan, prov, cwd=cwd))
+    return out

@@ -1,0 +1,168 @@
+"""Fleet profiles: calibrate one host per class, apply the result everywhere in that class.
+
+Like FFTW's wisdom: the measurement is made once, exported with what it
+was measured on, and imported only where the host is of the same class.
+
+A profile (schema "git-tune-profile/1"):
+
+    class        storage_class, fstype, cores (bucket), memory (bucket), git (version range)
+    settings     key -> value to write
+    measurements key -> {workload, speedup, low, high, runs}
+    provenance   host fingerprint, created, git-tune version, repository size
+"""
+import json
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from git_tune import __version__
+from git_tune.errors import GitTuneError, UsageError
+from git_tune.models import catalogue
+
+SCHEMA = "git-tune-profile/1"
+CLASS_FIELDS = ("storage_class", "fstype", "cores", "memory", "git")
+CORE_BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 1 << 20))
+MEMORY_BUCKETS_GIB = ((0, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 1 << 20))
+
+
+class ProfileMismatch(GitTuneError):
+    """This host is not of the profile's class."""
+
+    exit_code = 8
+
+
+def core_bucket(cores: int) -> str:
+    for lo, hi in CORE_BUCKETS:
+        if lo <= cores <= hi:
+            return str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 20 else f"{lo}+")
+    return str(cores)
+
+
+def memory_bucket(total_bytes: int) -> str:
+    gib = total_bytes / 2 ** 30
+    for lo, hi in MEMORY_BUCKETS_GIB:
+        if lo <= gib < hi:
+            return f"{lo}-{hi} GiB" if hi < 1 << 20 else f"{lo}+ GiB"
+    return f"{gib:.0f} GiB"
+
+
+def git_range(version: str) -> str:
+    """Same major.minor: keys and defaults do not change within a release series."""
+    v = catalogue.parse_version(version)
+    return f">={v[0]}.{v[1]}.0,<{v[0]}.{v[1] + 1}.0"
+
+
+def in_range(version: str, spec: str) -> bool:
+    v = catalogue.parse_version(version)
+    for part in spec.split(","):
+        op, ver = (part[:2], part[2:]) if part[:2] in (">=", "<=") else (part[:1], part[1:])
+        w = catalogue.parse_version(ver)
+        if not {">=": v >= w, "<=": v <= w, "<": v < w, ">": v > w, "=": v == w}[op]:
+            return False
+    return True
+
+
+def host_class(report) -> Dict[str, str]:
+    """This host's class, from a probe report."""
+    s = report.primary_storage() or {}
+    return {"storage_class": s.get("storage_class", "unknown"), "fstype": s.get("fstype", "unknown"),
+            "cores": core_bucket(report.host["effective_cores"]),
+            "memory": memory_bucket(report.host["memory_limit"] or report.host["memory_total"]),
+            "git": git_range(report.git["version"]) if report.git["version"] else "none"}
+
+
+def export(report, record: dict, rec) -> dict:
+    """A profile from a probe report, a calibration record and its recommendation."""
+    measurements = {k.key: asdict(k.gain) for k in rec.keys if k.status == "set" and k.gain}
+    return {"schema": SCHEMA, "class": host_class(report), "settings": rec.settings(),
+            "measurements": measurements, "workload": rec.workload,
+            "provenance": {"fingerprint": record["fingerprint"], "created": time.time(),
+                           "calibrated": record["created"], "git_tune_version": __version__,
+                           "git_version": record["git_version"],
+                           "repository_entries": record["repository"]["entries"],
+                           "hosts": 1}}
+
+
+def load(path: str) -> dict:
+    try:
+        with open(path) as f:
+            profile = json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read profile '{path}': {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"'{path}' is not JSON: {e}") from None
+    if profile.get("schema") != SCHEMA:
+        raise UsageError(f"'{path}' is not a {SCHEMA} profile (schema {profile.get('schema')!r})")
+    for k, v in profile.get("settings", {}).items():
+        catalogue.lookup(k).validate(v)
+    return profile
+
+
+def mismatches(profile: dict, here: Dict[str, str]) -> List[str]:
+    want = profile["class"]
+    out = []
+    for f in CLASS_FIELDS:
+        if f == "git":
+            version = here.get("git_version")
+            if version is None or not in_range(version, want["git"]):
+                out.append(f"git {version} is outside the profile's {want['git']}")
+        elif want.get(f) != here.get(f):
+            out.append(f"{f} is {here.get(f)!r} here, {want.get(f)!r} in the profile")
+    return out
+
+
+def class_key(profile: dict) -> Tuple[str, ...]:
+    return tuple(profile["class"][f] for f in CLASS_FIELDS)
+
+
+@dataclass(frozen=True)
+class MergedClass:
+    profile: dict
+    hosts: int
+    spread: Dict[str, Dict[str, int]]       # key -> value -> hosts ("(default)" for unset)
+    warnings: Tuple[str, ...]
+
+
+def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
+    """Some hosts measured a clear gain for a value that others did not take."""
+    values = {p["settings"].get(key) for p in group}
+    if len(values) < 2:
+        return False
+    clear = [p for p in group if key in p["measurements"] and p["measurements"][key]["low"] > 1]
+    return bool(clear) and len(clear) < len(group)
+
+
+def merge(profiles: Sequence[dict]) -> List[MergedClass]:
+    """One profile per host class: the value most hosts chose, with the spread."""
+    groups: Dict[Tuple[str, ...], List[dict]] = defaultdict(list)
+    for p in profiles:
+        groups[class_key(p)].append(p)
+    out = []
+    for key, group in sorted(groups.items()):
+        keys = sorted({k for p in group for k in p["settings"]})
+        settings, spread, warnings, measurements = {}, {}, [], {}
+        for k in keys:
+            counts = Counter(p["settings"].get(k, "(default)") for p in group)
+            spread[k] = dict(counts)
+            value, n = counts.most_common(1)[0]
+            if value != "(default)" and n * 2 > len(group):
+                settings[k] = value
+            gains = [p["measurements"][k]["speedup"] for p in group if k in p["measurements"]]
+            if gains:
+                measurements[k] = {"hosts": len(gains), "speedup_min": min(gains),
+                                   "speedup_median": statistics.median(gains), "speedup_max": max(gains)}
+            if _disagree_beyond_noise(k, group):
+                warnings.append(f"{k}: hosts of this class disagree beyond noise ({dict(counts)}); "
+                                "check what differs between them before rolling out")
+            elif len(counts) > 1:
+                warnings.append(f"{k}: hosts chose {dict(counts)}; the majority value is used")
+        merged = {"schema": SCHEMA, "class": dict(zip(CLASS_FIELDS, key)), "settings": settings,
+                  "measurements": measurements, "workload": group[0].get("workload"),
+                  "provenance": {"hosts": len(group), "created": time.time(),
+                                 "git_tune_version": __version__,
+                                 "fingerprints": sorted({p["provenance"]["fingerprint"] for p in group})}}
+        out.append(MergedClass(merged, len(group), spread, tuple(warnings)))
+    return out

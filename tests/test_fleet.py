@@ -1,0 +1,123 @@
+"""Fleet profiles: export, apply with --check, class matching, merging many hosts."""
+import copy
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from git_tune.advisor import profiles
+from git_tune.cli import cli
+from git_tune.probes.report import probe
+
+
+@pytest.fixture
+def home(isolated_git, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    return isolated_git
+
+
+def make_profile(small_repo, settings, measurements=None, **cls):
+    report = probe(str(small_repo))
+    here = profiles.host_class(report)
+    here.update(cls)
+    return {"schema": profiles.SCHEMA, "class": here, "settings": settings,
+            "measurements": measurements or {}, "workload": "mixed",
+            "provenance": {"fingerprint": "test", "created": 0, "git_tune_version": "0",
+                           "git_version": report.git["version"], "hosts": 1}}
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def git_get(key):
+    p = subprocess.run(["git", "config", "--get", key], stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip() or None
+
+
+def test_export_is_a_versioned_profile(home, small_repo, monkeypatch, tmp_path):
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["profile", "export", "--repo", str(small_repo), "--budget", "3",
+                                   "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["schema"] == "git-tune-profile/1"
+    assert set(data["class"]) == set(profiles.CLASS_FIELDS)
+    assert data["class"]["git"].startswith(">=") and data["provenance"]["hosts"] == 1
+    for key in data["settings"]:
+        assert key in data["measurements"]  # every value carries its measurement
+    assert profiles.load(str(out)) == data
+
+
+def test_apply_check_then_apply_then_check(home, small_repo, tmp_path):
+    p = write(tmp_path, "p.json", make_profile(small_repo, {"checkout.workers": "4"},
+                                               {"checkout.workers": {"speedup": 1.4, "low": 1.2, "high": 1.6,
+                                                                     "runs": 5, "workload": "checkout"}}))
+    runner = CliRunner()
+    res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo), "--check", "--diff"])
+    assert res.exit_code == 6, res.output
+    assert "+checkout.workers = 4" in res.stdout and git_get("checkout.workers") is None
+    res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo)])
+    assert res.exit_code == 0, res.output
+    assert git_get("checkout.workers") == "4"
+    res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo), "--check", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["would_change"] is False
+
+
+def test_apply_refuses_another_class_unless_forced(home, small_repo, tmp_path):
+    p = write(tmp_path, "p.json", make_profile(small_repo, {"checkout.workers": "16"},
+                                               storage_class="network", fstype="nfs4"))
+    runner = CliRunner()
+    res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo)])
+    assert res.exit_code == 8
+    assert "'nfs4' in the profile" in res.stderr and git_get("checkout.workers") is None
+    res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo), "--force"])
+    assert res.exit_code == 0 and git_get("checkout.workers") == "16"
+
+
+def test_apply_drops_keys_this_git_does_not_read(home, small_repo, tmp_path):
+    from git_tune.probes.gitinfo import git_version
+    if git_version() >= (2, 40, 0):
+        pytest.skip("this git reads index.skipHash")
+    p = write(tmp_path, "p.json", make_profile(small_repo, {"index.skipHash": "true", "index.threads": "4"}))
+    res = CliRunner().invoke(cli, ["apply", p, "--repo", str(small_repo), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["dropped_keys"] == ["index.skipHash"]
+    assert git_get("index.skipHash") is None and git_get("index.threads") == "4"
+
+
+def test_bad_profiles_are_usage_errors(home, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = CliRunner().invoke(cli, ["apply", str(bad)])
+    assert res.exit_code == 2 and "is not JSON" in res.stderr
+    bad.write_text(json.dumps({"schema": "something-else"}))
+    res = CliRunner().invoke(cli, ["apply", str(bad)])
+    assert res.exit_code == 2 and "not a git-tune-profile/1 profile" in res.stderr
+
+
+def test_fleet_merge_one_profile_per_class_with_spread(home, small_repo, tmp_path):
+    clear = {"checkout.workers": {"speedup": 1.5, "low": 1.3, "high": 1.7, "runs": 5, "workload": "checkout"}}
+    a = make_profile(small_repo, {"checkout.workers": "4"}, clear)
+    b = make_profile(small_repo, {"checkout.workers": "4"}, clear)
+    c = make_profile(small_repo, {})
+    d = make_profile(small_repo, {"checkout.workers": "32"}, storage_class="network", fstype="nfs4")
+    paths = [write(tmp_path, f"{n}.json", p) for n, p in zip("abcd", (a, b, c, d))]
+    out = tmp_path / "merged"
+    res = CliRunner().invoke(cli, ["fleet", "merge", *paths, "--output-dir", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert len(data["classes"]) == 2 and len(data["files"]) == 2
+    local = next(c for c in data["classes"] if c["profile"]["class"]["fstype"] != "nfs4")
+    assert local["hosts"] == 3 and local["profile"]["settings"] == {"checkout.workers": "4"}
+    assert local["spread"]["checkout.workers"] == {"4": 2, "(default)": 1}
+    assert any("disagree beyond noise" in w for w in local["warnings"])
+    assert "disagree beyond noise" in res.stderr
+    for f in data["files"]:
+        assert profiles.load(f)["provenance"]["hosts"] in (1, 3)
