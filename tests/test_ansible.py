@@ -1,0 +1,63 @@
+"""The Ansible role against localhost: changed, then ok; check mode changes nothing."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from git_tune.advisor import profiles
+from git_tune.probes.report import probe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAYBOOK = os.path.join(ROOT, "deploy", "ansible", "site.yml")
+
+pytestmark = pytest.mark.skipif(not shutil.which("ansible-playbook"),
+                                reason="ansible-core is not installed")
+
+
+def play(tmp_path, profile, *flags):
+    extra = {"git_tune_install": "none", "git_tune_profile": profile,
+             "git_tune_command": [sys.executable, "-m", "git_tune"],
+             "ansible_python_interpreter": sys.executable}
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run(["ansible-playbook", "-c", "local", "-i", "localhost,", PLAYBOOK,
+                           "-e", json.dumps(extra), *flags], cwd=tmp_path, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recap = proc.stdout[proc.stdout.rindex("PLAY RECAP"):]
+    return proc.stdout, int(recap.split("changed=")[1].split()[0])
+
+
+def git_get(key):
+    p = subprocess.run(["git", "config", "--get", key], stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip() or None
+
+
+def test_role_reports_changed_then_ok_and_honours_check_mode(isolated_git, monkeypatch, tmp_path,
+                                                            small_repo):
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    report = probe(str(small_repo))
+    data = {"schema": profiles.SCHEMA, "class": profiles.host_class(report),
+            "settings": {"checkout.workers": "4"}, "measurements": {}, "workload": "mixed",
+            "provenance": {"fingerprint": "ansible-test", "hosts": 1}}
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps(data))
+
+    out, changed = play(tmp_path, str(profile), "--check", "--diff")
+    assert changed >= 1 and "+checkout.workers = 4" in out
+    assert git_get("checkout.workers") is None          # check mode wrote nothing
+
+    out, changed = play(tmp_path, str(profile))
+    assert changed >= 1 and git_get("checkout.workers") == "4"
+
+    out, changed = play(tmp_path, str(profile))
+    assert changed == 0                                 # second run: ok
+
+    data["settings"] = {"checkout.workers": "6"}
+    profile.write_text(json.dumps(data))
+    out, changed = play(tmp_path, str(profile), "--check", "--diff")
+    assert changed >= 1 and git_get("checkout.workers") == "4"
+    assert "-checkout.workers = 4" in out and "+checkout.workers = 6" in out
