@@ -5,6 +5,7 @@ config gets one include.path to it, added with `git config`. Values the
 user set elsewhere are conflicts, left alone unless --override. Every
 touched file is backed up first and `revert` restores the exact bytes.
 """
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -42,6 +43,8 @@ class Plan:
     include_present: bool
     diff: str
     changes: bool
+    per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)          # git dir -> values
+    current_per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,37 @@ def read_include(path: str) -> Dict[str, str]:
     out = {}
     for item in filter(None, proc.stdout.split("\0")):
         k, _, v = item.partition("\n")
+        if k.lower().startswith("includeif."):
+            continue  # per-repository blocks: read_per_repo()
         out[catalogue.lookup(k).name if _known(k) else k] = v
+    return out
+
+
+def _gitdir_condition(git_dir: str) -> str:
+    # The git dir itself, no trailing slash: "gitdir:/r/.git/" becomes
+    # "/r/.git/**", which does not match "/r/.git" (checked with git 2.39).
+    return f"gitdir:{git_dir.rstrip('/')}"
+
+
+def repo_file(include_file: str, git_dir: str) -> str:
+    """Where one repository's own values live, beside the include file."""
+    name = os.path.basename(os.path.dirname(git_dir.rstrip("/")) if git_dir.rstrip("/").endswith("/.git")
+                            else git_dir.rstrip("/")) or "repo"
+    digest = hashlib.sha256(git_dir.encode()).hexdigest()[:8]
+    return os.path.join(os.path.dirname(include_file), "repos", f"{name}-{digest}.gitconfig")
+
+
+def read_per_repo(path: str) -> Dict[str, Dict[str, str]]:
+    """git dir -> values, from the includeIf "gitdir:..." blocks of a git-tune include file."""
+    if not os.path.exists(path):
+        return {}
+    proc = _git_config(["--file", path, "-z", "--get-regexp", r"^includeif\..*\.path$"])
+    out = {}
+    for item in filter(None, proc.stdout.split("\0")):
+        k, _, v = item.partition("\n")
+        condition = k[len("includeif."):-len(".path")]
+        if condition.startswith("gitdir:"):
+            out[condition[len("gitdir:"):].rstrip("/")] = read_include(v)
     return out
 
 
@@ -82,7 +115,7 @@ def _known(key: str) -> bool:
 def find_conflicts(keys: List[str], include_file: str, cwd: Optional[str]) -> List[Conflict]:
     out = []
     for key in keys:
-        proc = _git_config(["--show-origin", "--show-scope", "--get-all", "-z", key], cwd=cwd)
+        proc = _git_config(["--show-origin", "--show-scope", "-z", "--get-all", key], cwd=cwd)
         fields = proc.stdout.split("\0")
         for i in range(0, len(fields) - 2, 3):
             scope, origin, value = fields[i], fields[i + 1], fields[i + 2]
@@ -92,7 +125,8 @@ def find_conflicts(keys: List[str], include_file: str, cwd: Optional[str]) -> Li
     return out
 
 
-def render(settings: Dict[str, str], prov: Provenance) -> str:
+def render(settings: Dict[str, str], prov: Provenance,
+           per_repo_files: Optional[Dict[str, str]] = None) -> str:
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     lines = [f"# Written by git-tune {__version__} for git {prov.git_version} on {when}.",
              f"# Host {prov.fingerprint}, {prov.storage_class} storage"
@@ -109,28 +143,44 @@ def render(settings: Dict[str, str], prov: Provenance) -> str:
     for section, items in sections.items():
         lines.append(f"[{section}]")
         lines += [f"\t{name} = {value}" for name, value in items]
+    for git_dir, path in sorted((per_repo_files or {}).items()):
+        lines.append(f'[includeIf "{_gitdir_condition(git_dir)}"]')
+        lines.append(f"\tpath = {path}")
     return "\n".join(lines) + "\n"
 
 
+
 def plan(scope: Scope, settings: Dict[str, str], override: bool = False,
-         cwd: Optional[str] = None) -> Plan:
-    for k, v in settings.items():
+         cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None) -> Plan:
+    """What writing `settings` (and per-repository values, by git dir) would change.
+
+    Per-repository values go to one file per repository, included from the
+    git-tune include file through an includeIf "gitdir:..." block.
+    """
+    per_repo = {d.rstrip("/"): v for d, v in (per_repo or {}).items() if v}
+    for k, v in list(settings.items()) + [kv for vals in per_repo.values() for kv in vals.items()]:
         catalogue.lookup(k).validate(v)
     current = read_include(scope.include_file)
+    current_per_repo = read_per_repo(scope.include_file)
     conflicts = find_conflicts(sorted(settings), scope.include_file, cwd)
     left_alone = tuple(sorted({c.key for c in conflicts})) if not override else ()
     final = {k: v for k, v in settings.items() if k not in left_alone}
     include_present = scope.config_file is None or scope.include_file in scopes.include_paths(scope)
-    changes = final != current or (bool(final) and not include_present)
-    old_text = open(scope.include_file).read() if os.path.exists(scope.include_file) else ""
-    new_values = "".join(f"{k} = {v}\n" for k, v in sorted(final.items()))
-    old_values = "".join(f"{k} = {v}\n" for k, v in sorted(current.items()))
+    anything = bool(final) or bool(per_repo)
+    changes = final != current or per_repo != current_per_repo or (anything and not include_present)
+
+    def lines(values, repos):
+        out = [f"{k} = {v}\n" for k, v in sorted(values.items())]
+        for d, vals in sorted(repos.items()):
+            out += [f"[{_gitdir_condition(d)}] {k} = {v}\n" for k, v in sorted(vals.items())]
+        return "".join(out)
+    new_values, old_values = lines(final, per_repo), lines(current, current_per_repo)
     diff = "".join(difflib.unified_diff(old_values.splitlines(True), new_values.splitlines(True),
                                         f"{scope.include_file} (now)", f"{scope.include_file} (new)"))
-    if final and not include_present:
+    if anything and not include_present:
         diff += f"+ include.path = {scope.include_file}   (in {scope.config_file})\n"
     return Plan(asdict(scope), final, current, tuple(conflicts), left_alone, include_present,
-                diff, changes)
+                diff, changes, per_repo, current_per_repo)
 
 
 def _state_path() -> str:
@@ -189,15 +239,26 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                            {}, "nothing to change: these values are already applied")
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
-        touched = [scope.include_file] + ([scope.config_file] if scope.config_file else [])
+        repo_files = {d: repo_file(scope.include_file, d) for d in p.per_repo}
+        stale_files = [repo_file(scope.include_file, d) for d in p.current_per_repo
+                       if d not in p.per_repo]
+        touched = ([scope.include_file] + ([scope.config_file] if scope.config_file else [])
+                   + sorted(set(repo_files.values()) | set(stale_files)))
         for d in {os.path.dirname(scope.include_file), state_root}:
             safefile.remove_stale_temps(d)
         backup_dir = safefile.backup(touched, state_root, scope.name)
-        text = render(p.settings, prov)
+        text = render(p.settings, prov, repo_files)
         _validate_text(text, os.path.dirname(scope.include_file))
         try:
             os.makedirs(os.path.dirname(scope.include_file), exist_ok=True)
+            # Repository files first: the include file that points at them is the switch.
+            for d, path in repo_files.items():
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                safefile.write_atomic(path, render(p.per_repo[d], dataclasses.replace(prov, repo=d)).encode())
             safefile.write_atomic(scope.include_file, text.encode())
+            for path in stale_files:
+                if os.path.exists(path):
+                    os.unlink(path)
         except OSError as e:
             safefile.restore(backup_dir)
             raise ConfigWriteError(safefile.describe_os_error(e, "write", scope.include_file)
@@ -209,7 +270,8 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
             raise ConfigWriteError(f"{e}; the previous files were restored, nothing was changed") from None
         state = load_state()
         prev = state.get(scope.key)
-        state[scope.key] = {"scope": p.scope, "settings": p.settings, "backup": backup_dir,
+        state[scope.key] = {"scope": p.scope, "settings": p.settings, "per_repo": p.per_repo,
+                            "backup": backup_dir,
                             "first_backup": prev.get("first_backup", prev["backup"]) if prev else backup_dir,
                             "written": {f: _sha256(f) for f in touched},
                             "time": time.time(), "git_tune_version": __version__, **asdict(prov)}

@@ -19,6 +19,7 @@ class Applied:
     include_file: str
     included_from: Optional[str]
     settings: Dict[str, str]
+    per_repo: Dict[str, Dict[str, str]]   # git dir -> values, from includeIf blocks
     written: float
     stale: Tuple[str, ...]
     index_state: Dict[str, str]       # on-disk facts that config alone does not change
@@ -92,6 +93,9 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
             todo.append(f"re-tune: git-tune auto --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}"
                         + (f" --repo {entry['repo']}" if entry.get("repo") else "")
                         + f"; or undo: git-tune revert --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}")
+        per_repo = configwrite.read_per_repo(scope.include_file)
+        if per_repo != entry.get("per_repo", {}):
+            stale.append("the per-repository files were changed outside git-tune")
         out.append(Applied(scope.name, scope.include_file, scope.config_file, entry["settings"],
-                           entry["time"], tuple(stale), index_state, tuple(todo)))
+                           per_repo, entry["time"], tuple(stale), index_state, tuple(todo)))
     return out

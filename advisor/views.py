@@ -193,6 +193,8 @@ def show_view(r: dict) -> str:
                    + (f" (included from {a['included_from']})" if a["included_from"] else "")
                    + f", written {when}, {state}")
         out += [f"  {k} = {v}" for k, v in sorted(a["settings"].items())]
+        for git_dir, values in sorted(a["per_repo"].items()):
+            out += [f"  {k} = {v}   (only in {git_dir})" for k, v in sorted(values.items())]
         out += [f"  on disk: {k} = {v}" for k, v in a["index_state"].items()]
         out += [f"  stale: {s}" for s in a["stale"]]
         out += [f"  to do: {t}" for t in a["todo"]]
@@ -242,4 +244,22 @@ def merge_view(r: dict) -> str:
             out.append(f"  {key} = {chosen}   spread {counts}")
         out += [f"  warning: {w}" for w in c["warnings"]]
     out += [f"wrote {f}" for f in r["files"]]
+    return "\n".join(out)
+
+
+def multi_view(r: dict) -> str:
+    from git_tune.output import table
+    rows = []
+    for a in r["repos"]:
+        rec = a["recommendation"]
+        for k in rec["keys"]:
+            if k["status"] == "set":
+                shared = "shared" if k["key"] in r["common"] else "this repository"
+                rows.append((a["repo"], a["entries"], k["key"], k["value"], shared))
+        if not any(k["status"] == "set" for k in rec["keys"]):
+            rows.append((a["repo"], a["entries"], "-", "-", "Git's defaults"))
+    out = [table(("repository", "files", "key", "value", "written as"), rows)]
+    w = r.get("written")
+    if w:
+        out.append(write_view({"plan": w["plan"], "written": w["result"], "dry_run": False}))
     return "\n".join(out)

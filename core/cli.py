@@ -28,6 +28,11 @@ def repo_option(f):
                         help="The repository (default: the one containing the current directory).")(f)
 
 
+def scope_option(default="global"):
+    return click.option("--scope", default=default, show_default=True,
+                        help="Where to write: global, system, local or file:PATH.")
+
+
 def _version_text() -> str:
     from git_tune.engine import _lib
     try:
@@ -139,18 +144,43 @@ def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
 
 
 @cli.command()
-@repo_option
+@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
+              help="A repository; repeat for several (default: the current one).")
+@click.option("--scan", "scan_dir", type=click.Path(file_okay=False),
+              help="Recommend for every repository found below this directory.")
 @click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
               show_default=True, help="Whose day to optimise for.")
 @click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
+@click.option("--write", is_flag=True,
+              help="With several repositories: write shared values and includeIf blocks.")
+@scope_option()
 @calibration_options
 @plot_option
 @json_option
-def recommend(repo, workload, recalibrate, budget, strategy, seed, cold, runs, plot_file, as_json):
+def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, strategy, seed, cold,
+              runs, plot_file, as_json):
     """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
-    from git_tune.advisor.calibrate import load_fresh
+    from git_tune.advisor.calibrate import Options, load_fresh
     from git_tune.advisor.recommend import recommend as advise
     from git_tune.advisor.views import recommend_view
+    if scan_dir or len(repos) > 1 or write:
+        from git_tune.advisor import multirepo
+        targets = list(repos) + (multirepo.scan(scan_dir) if scan_dir else [])
+        if not targets:
+            raise click.UsageError("no repositories given or found")
+        update, close = _progress_bar()
+        try:
+            many = multirepo.recommend_many(targets, workload, Options(budget, strategy, seed, cold, runs),
+                                            update)
+        finally:
+            close()
+        data = many.to_dict()
+        if write:
+            data["written"] = _write_many(many, scope)
+        from git_tune.advisor.views import multi_view
+        emit(data, as_json, multi_view)
+        return
+    repo = repos[0] if repos else None
     record = None if recalibrate else load_fresh(repo)
     if record is None:
         record = _run_calibration(repo, budget, strategy, seed, cold, runs)
@@ -158,11 +188,6 @@ def recommend(repo, workload, recalibrate, budget, strategy, seed, cold, runs, p
         from git_tune.advisor import plot
         plot.sweeps(record, plot_file)
     emit(advise(record, workload).to_dict(), as_json, recommend_view)
-
-
-def scope_option(default="global"):
-    return click.option("--scope", default=default, show_default=True,
-                        help="Where to write: global, system, local or file:PATH.")
 
 
 def _confirmer(yes: bool):
@@ -334,6 +359,23 @@ def revert(repo, scope, as_json):
 
 
 EXIT_WOULD_CHANGE = 6
+
+
+def _write_many(many, scope_spec: str) -> dict:
+    from dataclasses import asdict
+    from git_tune.advisor import configwrite, scopes
+    from git_tune.models import catalogue
+    from git_tune.probes import gitinfo
+    if scope_spec == "local":
+        raise click.UsageError("per-repository values need a shared scope: global, system or file:PATH")
+    target = scopes.resolve(scope_spec)
+    plan = configwrite.plan(target, many.common, per_repo=many.per_repo)
+    version = gitinfo.git_version()
+    prov = configwrite.Provenance(catalogue.format_version(version) if version else "?",
+                                  "several-repositories", "per-repository",
+                                  reasons={k: "shared by every repository" for k in many.common})
+    result = configwrite.apply(plan, prov)
+    return {"plan": asdict(plan), "result": asdict(result)}
 
 
 @cli.group()

@@ -1,0 +1,74 @@
+"""Per-repository recommendations: what all repositories share, and what differs.
+
+Values every repository agrees on go to the include file itself; a value
+only some repositories need (a large index wants index.threads, a small one
+does not) goes to that repository's own file, included through an
+includeIf "gitdir:..." block.
+"""
+import os
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Sequence
+
+from git_tune.advisor import calibrate as cal
+from git_tune.advisor.recommend import Recommendation, recommend
+from git_tune.errors import UsageError
+from git_tune.probes import repo as repo_probe
+
+SCAN_DEPTH = 4
+
+
+def scan(root: str, depth: int = SCAN_DEPTH) -> List[str]:
+    """Working trees below root (a .git directory or file), not descending into them."""
+    if not os.path.isdir(root):
+        raise UsageError(f"--scan '{root}' is not a directory")
+    found = []
+    base = os.path.abspath(root).rstrip("/").count("/")
+    for dirpath, dirnames, filenames in os.walk(root):
+        if ".git" in dirnames or ".git" in filenames:
+            found.append(os.path.abspath(dirpath))
+            dirnames[:] = []
+            continue
+        if dirpath.rstrip("/").count("/") - base >= depth:
+            dirnames[:] = []
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class RepoAdvice:
+    repo: str
+    git_dir: str
+    entries: int
+    recommendation: dict
+
+
+@dataclass(frozen=True)
+class MultiRecommendation:
+    repos: tuple
+    common: Dict[str, str]
+    per_repo: Dict[str, Dict[str, str]]      # git dir -> values beyond the common ones
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def recommend_many(repos: Sequence[str], workload: str, options: cal.Options,
+                   progress=None) -> MultiRecommendation:
+    advice, settings = [], {}
+    for r in repos:
+        layout = repo_probe.locate(os.path.abspath(r))
+        if layout is None or not layout.worktree:
+            raise UsageError(f"'{r}' is not a repository with a working tree")
+        record = cal.load_fresh(layout.worktree) or cal.calibrate(layout.worktree, options, progress)
+        rec = recommend(record, workload)
+        advice.append(RepoAdvice(layout.worktree, layout.git_dir, record["repository"]["entries"],
+                                 rec.to_dict()))
+        settings[layout.git_dir] = rec.settings()
+    keys = set().union(*settings.values()) if settings else set()
+    common = {}
+    for k in sorted(keys):
+        values = {s.get(k) for s in settings.values()}
+        if len(values) == 1 and None not in values:
+            common[k] = values.pop()
+    per_repo = {d: {k: v for k, v in s.items() if k not in common} for d, s in settings.items()}
+    return MultiRecommendation(tuple(advice), common, {d: v for d, v in per_repo.items() if v})
