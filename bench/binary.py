@@ -24,9 +24,6 @@ def main():
     args = parser(__doc__).parse_args()
     repeat = args.repeat or (3 if args.tiny else 9)
     subprocess.run([os.path.join(ROOT, "tools", "build-binary")], check=True, stdout=subprocess.DEVNULL)
-    # The build installs the package non-editable; put the editable one back for development.
-    subprocess.run(["python3", "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", ROOT],
-                   check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
         home = os.path.join(d, "home")
         os.mkdir(home)
