@@ -257,13 +257,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
     from git_tune.advisor.views import verify_view
     from git_tune.models import catalogue
     if candidate:
-        after = {}
-        for item in candidate:
-            k, sep, v = item.partition("=")
-            if not sep:
-                raise click.UsageError(f"--set wants KEY=VALUE, not {item!r}")
-            key = catalogue.lookup(k)
-            after[key.name] = key.validate(v)
+        after = dict(catalogue.parse_assignment(item) for item in candidate)
     else:
         after = {}
         for entry in configwrite.load_state().values():
@@ -288,39 +282,9 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
 @json_option
 def set_values(assignments, repo, scope, override, dry_run, as_json):
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
-    import os
-    from git_tune.advisor import configwrite, scopes
+    from git_tune.advisor.manual import set_values as run_set
     from git_tune.advisor.views import write_view
-    from git_tune.models import catalogue
-    from git_tune.probes import gitinfo, repo as repo_probe
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    version = gitinfo.git_version()
-    if version is None:
-        raise GitTuneError("git is not installed")
-    understood = catalogue.understood(version)
-    settings = {}
-    for item in assignments:
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise click.UsageError(f"expected KEY=VALUE, not {item!r}")
-        key = catalogue.lookup(k)
-        if key.name not in understood:
-            raise click.UsageError(f"git {catalogue.format_version(version)} does not read {key.name}")
-        settings[key.name] = key.validate(v)
-    target = scopes.resolve(scope, layout.git_dir if layout else None)
-    cwd = layout.worktree if layout else None
-    # Added to what git-tune already wrote there, not instead of it.
-    settings = {**configwrite.read_include(target.include_file), **settings}
-    plan = configwrite.plan(target, settings, override, cwd=cwd)
-    result = None
-    if plan.changes and not dry_run:
-        prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
-                                      layout.worktree if layout else None, None,
-                                      {k: "set by hand with git-tune set" for k in settings})
-        from dataclasses import asdict
-        result = asdict(configwrite.apply(plan, prov, cwd=cwd))
-    from dataclasses import asdict
-    emit({"plan": asdict(plan), "written": result, "dry_run": dry_run}, as_json, write_view)
+    emit(run_set(assignments, repo, scope, override, dry_run), as_json, write_view)
 
 
 @cli.command()

@@ -104,3 +104,12 @@ def lookup(name: str) -> Key:
 def understood(git_version: Version, platform: str = sys.platform) -> Dict[str, Key]:
     """The keys this git reads (an older git silently ignores newer keys)."""
     return {n: k for n, k in catalogue().items() if k.available(git_version, platform)}
+
+
+def parse_assignment(text: str) -> Tuple[str, str]:
+    """'checkout.workers=8' -> ('checkout.workers', '8'), validated against the catalogue."""
+    k, sep, v = text.partition("=")
+    if not sep:
+        raise UsageError(f"expected KEY=VALUE, not {text!r}")
+    key = lookup(k.strip())
+    return key.name, key.validate(v)

@@ -1,0 +1,34 @@
+"""`git-tune set`: values chosen by hand, written through the same safe path as auto."""
+import os
+from dataclasses import asdict
+from typing import Optional, Sequence
+
+from git_tune.advisor import configwrite, scopes
+from git_tune.errors import GitError, UsageError
+from git_tune.models import catalogue
+from git_tune.probes import gitinfo, repo as repo_probe
+
+
+def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, override: bool,
+               dry_run: bool) -> dict:
+    version = gitinfo.git_version()
+    if version is None:
+        raise GitError("git is not installed")
+    understood = catalogue.understood(version)
+    settings = dict(catalogue.parse_assignment(a) for a in assignments)
+    for key in settings:
+        if key not in understood:
+            raise UsageError(f"git {catalogue.format_version(version)} does not read {key}")
+    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    target = scopes.resolve(scope_spec, layout.git_dir if layout else None)
+    cwd = layout.worktree if layout else None
+    # Added to what git-tune already wrote there, not instead of it.
+    settings = {**configwrite.read_include(target.include_file), **settings}
+    plan = configwrite.plan(target, settings, override, cwd=cwd)
+    result = None
+    if plan.changes and not dry_run:
+        prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
+                                      layout.worktree if layout else None, None,
+                                      {k: "set by hand with git-tune set" for k in settings})
+        result = asdict(configwrite.apply(plan, prov, cwd=cwd))
+    return {"plan": asdict(plan), "written": result, "dry_run": dry_run}
