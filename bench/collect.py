@@ -1,0 +1,64 @@
+"""Assemble bench/README.md from the latest full-size results in bench/results/.
+
+    python3 bench/collect.py
+"""
+import json
+import os
+import time
+
+from common import RESULTS, ROOT
+
+ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
+         "smallfile", "negative_lookups", "tuner_quality", "search_strategies", "binary"]
+
+HEAD = """# Benchmarks
+
+Speed is measured here, not in the tests. Every table compares configurations side by side
+in one run (interleaved where it matters) and gives ratios; the JSON behind each table is in
+`bench/results/NAME.json`.
+
+Reproduce (root is needed for the tmpfs, loop, FUSE and HDD-like beds and for dropping
+caches; without it those rows are skipped with the reason):
+
+```sh
+tools/setup-system && python3 -m pip install -e '.[test]'
+bench/run                      # everything, full size (about an hour on 2 cores)
+bench/run status_preload       # one benchmark
+bench/run --tiny               # CI size: each once, to keep them from rotting
+python3 bench/collect.py       # rebuild this page from bench/results/
+```
+
+Beds (testbeds/): `tmpfs`; `disk` (a directory on the machine's own disk, here a virtio
+disk that reports rotational=1 and answers like flash); `latfs-nfs` (the latfs FUSE server
+over a directory on the disk, 1 ms per lookup/open/create, 0.2 ms per read/write, 2 ms per
+fsync, attributes and entries cached 1 s, negative entries not cached: NFS with
+lookupcache=positive; multi-threaded, so concurrent requests overlap); `hdd` (ext4 on a loop
+device with direct IO over nbdfuse over nbdkit with the delay filter, 4 ms a request, and
+the noparallel filter, one request at a time).
+"""
+
+
+def main():
+    parts = [HEAD]
+    machine = None
+    for name in ORDER:
+        path = os.path.join(RESULTS, f"{name}.json")
+        if not os.path.exists(path):
+            script = "tuner_quality" if name == "search_strategies" else name
+            parts.append(f"### {name}\n\nNot run at full size yet: `bench/run {script}`.\n")
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        machine = machine or data["machine"]
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data["time"]))
+        with open(os.path.join(RESULTS, f"{name}.md")) as f:
+            script = "tuner_quality" if name == "search_strategies" else name
+            parts.append(f.read().rstrip() + f"\n\n_Run {when}: `python3 bench/{script}.py`._\n")
+    if machine:
+        parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
+    with open(os.path.join(ROOT, "bench", "README.md"), "w") as f:
+        f.write("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
