@@ -11,6 +11,7 @@ import statistics
 import os
 import platform
 import socket
+import stat
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple
@@ -86,7 +87,7 @@ def _sample(layout, names: List[str], n: int) -> Tuple[List[str], List[int]]:
             st = os.lstat(os.path.join(layout.worktree, p))
         except OSError:
             continue
-        if os.path.stat.S_ISREG(st.st_mode):
+        if stat.S_ISREG(st.st_mode):
             paths.append(p)
             sizes.append(st.st_size)
     return paths, sizes
@@ -342,7 +343,6 @@ def calibrate(repo: Optional[str] = None, opts: Options = Options(),
         if scratch is None:
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
-        record["scratch_fs_same"] = True
         if names:
             paths, sizes = _sample(layout, names, SAMPLE_FILES)
             record["sweeps"]["checkout"] = sweep_checkout(

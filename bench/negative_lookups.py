@@ -21,7 +21,7 @@ from testbeds.slow import NFS_POSITIVE
 
 def main():
     args = parser(__doc__).parse_args()
-    files = 300 if args.tiny else 3000
+    files = 300 if args.tiny else 1000
     repeat = args.repeat or (2 if args.tiny else 3)
     base = TINY_LATENCY if args.tiny else NFS_POSITIVE
     variants = {"lookupcache=positive": dataclasses.replace(base, negative_timeout=0),

@@ -86,7 +86,7 @@ def strategies(repo: str, budget: float, tiny: bool):
 
 def main():
     args = parser(__doc__).parse_args()
-    files = 300 if args.tiny else 5000
+    files = 300 if args.tiny else 3000
     repeat = args.repeat or (3 if args.tiny else 5)
     budget = 4 if args.tiny else 20
     beds = ("disk",) if args.tiny else ("tmpfs", "disk", "latfs-nfs")
