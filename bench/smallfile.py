@@ -34,7 +34,7 @@ def tar_side(mnt: str, files: int, size: int, per_dir: int) -> dict:
     out = {}
     try:
         t0 = time.perf_counter()
-        subprocess.run(["tar", "xf", ball, "-C", dest], check=True)
+        subprocess.run(["tar", "xf", ball, "--no-same-owner", "-C", dest], check=True)
         out["create"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         os.sync()

@@ -186,6 +186,17 @@ static int latfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return chmod(p, mode) ? -errno : 0;
 }
 
+static int latfs_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	char p[PATH_MAX];
+
+	delay(opts.write_us);
+	if (fi)
+		return fchown((int)fi->fh, uid, gid) ? -errno : 0;
+	real(p, path);
+	return lchown(p, uid, gid) ? -errno : 0;
+}
+
 static int latfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	char p[PATH_MAX];
@@ -293,7 +304,7 @@ static const struct fuse_operations latfs_ops = {
 	.init = latfs_init, .getattr = latfs_getattr, .readdir = latfs_readdir,
 	.mkdir = latfs_mkdir, .unlink = latfs_unlink, .rmdir = latfs_rmdir,
 	.symlink = latfs_symlink, .readlink = latfs_readlink, .rename = latfs_rename,
-	.link = latfs_link, .chmod = latfs_chmod, .truncate = latfs_truncate,
+	.link = latfs_link, .chmod = latfs_chmod, .chown = latfs_chown, .truncate = latfs_truncate,
 	.utimens = latfs_utimens, .open = latfs_open, .create = latfs_create,
 	.read = latfs_read, .write = latfs_write, .release = latfs_release,
 	.fsync = latfs_fsync, .statfs = latfs_statfs, .access = latfs_access,
