@@ -59,6 +59,22 @@ def small_repo(tmp_path_factory):
     return root
 
 
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt here even when the test run was started in the
+    background, where a shell leaves SIGINT ignored for its children."""
+    import signal
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def sigint_default():
+    """preexec_fn for a child that must see Ctrl-C whatever this process inherited."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def git_out(repo, *args, **kw) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
                           stdout=subprocess.PIPE, **kw).stdout

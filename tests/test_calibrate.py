@@ -18,7 +18,7 @@ from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.probes.gitinfo import git_version
 from git_tune.probes.scratch import PREFIX
-from tests.conftest import git_out
+from tests.conftest import git_out, sigint_default
 
 
 def tree_state(repo):
@@ -131,7 +131,8 @@ def test_ctrl_c_mid_sweep_leaves_no_scratch(small_repo, tmp_path):
     shutil.copytree(small_repo, repo)
     proc = subprocess.Popen([sys.executable, "-m", "git_tune", "calibrate", "--repo", str(repo),
                              "--budget", "60", "--strategy", "grid"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(
             n.startswith(PREFIX) for n in os.listdir(repo / ".git")):

@@ -206,7 +206,7 @@ def _interrupt_after(seconds, fired):
     return timer
 
 
-def test_ctrl_c_stops_a_sweep_within_100ms(small_repo):
+def test_ctrl_c_stops_a_sweep_within_100ms(small_repo, ctrl_c):
     listing = git_out(small_repo, "ls-files").split() * 3000  # ~3M lstat calls, seconds
     fired = {}
     timer = _interrupt_after(0.3, fired)
@@ -217,7 +217,7 @@ def test_ctrl_c_stops_a_sweep_within_100ms(small_repo):
     assert stopped < 0.1, f"took {stopped:.3f}s to stop"
 
 
-def test_ctrl_c_removes_what_the_kernel_created(tmp_path):
+def test_ctrl_c_removes_what_the_kernel_created(tmp_path, ctrl_c):
     fired = {}
     timer = _interrupt_after(0.3, fired)
     with pytest.raises(KeyboardInterrupt):
