@@ -70,8 +70,9 @@ def main():
                 data[kind] = {"engine": e.__dict__, "tar": t, "files": n}
         except BedUnavailable as e:
             notes.append(f"{kind}: {e}")
-    notes.append("engine read = stat + read of every file from a hot cache; tar read is after drop_caches (root) "
-                 "and also walks directories: compare create and remove columns like for like")
+    notes.append("engine read = stat + read of every file right after its create and sync, from whatever the "
+                 "page cache kept; tar read is after drop_caches (root) and walks directories in order: "
+                 "compare the create and remove columns like for like")
     report("smallfile", "Many small files (4 KiB, 10 per directory): engine kernel vs tar, sync included",
            ("bed", "files", "create engine", "create tar", "read engine", "read tar", "remove engine",
             "remove tar"), rows, data, args.tiny, notes)
