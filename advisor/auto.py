@@ -6,7 +6,7 @@ nothing changed plans no change and writes nothing.
 import os
 import subprocess
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Optional
 
 import platformdirs
 

@@ -202,7 +202,7 @@ def _save_state(state: Dict[str, dict]) -> None:
         raise ConfigWriteError(safefile.describe_os_error(e, "record state in", _state_path()))
 
 
-def _validate_text(text: str, directory: str) -> None:
+def _validate_text(text: str) -> None:
     proc = subprocess.run(["git", "config", "--file", "-", "--list"], input=text,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode:
@@ -248,7 +248,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
             safefile.remove_stale_temps(d)
         backup_dir = safefile.backup(touched, state_root, scope.name)
         text = render(p.settings, prov, repo_files)
-        _validate_text(text, os.path.dirname(scope.include_file))
+        _validate_text(text)
         try:
             os.makedirs(os.path.dirname(scope.include_file), exist_ok=True)
             # Repository files first: the include file that points at them is the switch.

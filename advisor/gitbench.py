@@ -105,10 +105,15 @@ class Workspace:
     layout: RepoLayout
     root: str
     _clone: Optional[str] = None
+    _copies: Dict[tuple, str] = field(default_factory=dict)
 
     def index_copy(self, name: str, version: Optional[int] = None, threads: Optional[int] = None,
                    untracked_cache: Optional[bool] = None) -> str:
-        """A copy of the user's index, rewritten by git itself with the given format options."""
+        """A copy of the user's index, rewritten by git itself with the given format options
+        (made once per name and options: the sweeps and the A/B runs share them)."""
+        key = (name, version, threads, untracked_cache)
+        if key in self._copies:
+            return self._copies[key]
         path = os.path.join(self.root, f"index.{name}")
         shutil.copyfile(self.layout.index_file, path)
         args = ["update-index", "--force-write-index"]
@@ -120,6 +125,7 @@ class Workspace:
             args.append("--no-untracked-cache")
         settings = {"index.threads": str(threads)} if threads else {}
         _run(args, self.layout.worktree, dict(config_env(settings), GIT_INDEX_FILE=path))
+        self._copies[key] = path
         return path
 
     def clone(self) -> str:

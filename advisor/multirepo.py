@@ -7,10 +7,10 @@ includeIf "gitdir:..." block.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 from git_tune.advisor import calibrate as cal
-from git_tune.advisor.recommend import Recommendation, recommend
+from git_tune.advisor.recommend import recommend
 from git_tune.errors import UsageError
 from git_tune.probes import repo as repo_probe
 

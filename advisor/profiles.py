@@ -11,12 +11,11 @@ A profile (schema "git-tune-profile/1"):
     provenance   host fingerprint, created, git-tune version, repository size
 """
 import json
-import math
 import statistics
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Sequence, Tuple
 
 from git_tune import __version__
 from git_tune.errors import GitTuneError, UsageError

@@ -1,7 +1,7 @@
 """`git-tune show`: what git-tune applied, where, and whether it is still current."""
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine

@@ -6,7 +6,7 @@ never as a fake huge time), early stopping and progress.
 """
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.search import Point, Strategy

@@ -7,12 +7,10 @@ warm-ups. One traced run per side gives the trace2 phase breakdown.
 """
 import os
 import subprocess
-import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor import coldcache, gitbench
-from git_tune.advisor.sweep import MeasurementFailed
 from git_tune.errors import UsageError
 from git_tune.models import catalogue, stats
 from git_tune.probes import repo as repo_probe

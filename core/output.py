@@ -4,7 +4,7 @@ Results go to stdout; progress and chatter to stderr.
 """
 import json
 import sys
-from typing import Callable, Iterable, List, Sequence
+from typing import Callable, Iterable, Sequence
 
 import click
 

@@ -1,7 +1,7 @@
 """The catalogue of Git keys git-tune may recommend (keys.toml), as data."""
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Dict, Optional, Tuple

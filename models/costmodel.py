@@ -9,7 +9,7 @@ coordinate. The fit is linear least squares for each candidate
 parallelism, keeping the best; intervals come from a residual bootstrap.
 """
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 

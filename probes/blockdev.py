@@ -5,7 +5,7 @@ answer like flash. The storage probe measures; this says what the kernel
 claims.
 """
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from git_tune.probes.sysfs import SysRoot, read_int

@@ -7,7 +7,7 @@ the repository, or it measures itself.
 """
 import glob
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from git_tune import engine

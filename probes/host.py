@@ -74,7 +74,7 @@ def _v2_limits(sys: SysRoot, path: str) -> Tuple[Optional[float], Optional[int]]
 
 
 def _v1_mount(sys: SysRoot, controller: str) -> Optional[str]:
-    for candidate in (controller, f"{controller},cpuacct", f"cpu,cpuacct", f"cpuacct,{controller}"):
+    for candidate in (controller, f"{controller},cpuacct", "cpu,cpuacct", f"cpuacct,{controller}"):
         if sys.exists("sys/fs/cgroup", candidate):
             return f"sys/fs/cgroup/{candidate}"
     return None

@@ -7,11 +7,11 @@ import contextlib
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from git_tune import __version__
-from git_tune.errors import EngineError, UsageError
+from git_tune.errors import UsageError
 from git_tune.probes import cache, gitinfo, host, mounts, repo, storage
 from git_tune.probes.scratch import scratch_dir
 

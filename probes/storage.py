@@ -1,6 +1,5 @@
 """Storage under a path: its file system, mount, devices, measured latencies and class."""
-import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from git_tune import engine
