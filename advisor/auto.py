@@ -36,7 +36,7 @@ class AutoOptions:
     scope: str = "global"
     workload: str = "mixed"
     budget: float = 20.0
-    strategy: str = "gp"
+    strategy: str = cal.search.DEFAULT_STRATEGY
     dry_run: bool = False
     override: bool = False
     recalibrate: bool = False

@@ -109,6 +109,15 @@ def _engine_measure(fn):
     return measure
 
 
+def checkout_batch(target: str, paths, sizes, budget: float) -> Tuple[list, list]:
+    """A warm-up (allocator, journal, dentry caches) that also sizes the batch so
+    about ten single-worker measurements fit the budget on slow storage too."""
+    probe_n = min(len(paths), 200)
+    t = engine.checkout(target, paths[:probe_n], sizes[:probe_n], workers=1, threshold=0).wall
+    keep = max(100, min(len(paths), int(budget / 10 / max(t / probe_n, 1e-6))))
+    return paths[:keep], sizes[:keep]
+
+
 def sweep_checkout(scratch: str, paths, sizes, max_workers: int, opts: Options,
                    budget: float) -> dict:
     """Engine checkout of the sample with W workers: the curve behind checkout.workers."""
@@ -120,12 +129,7 @@ def sweep_checkout(scratch: str, paths, sizes, max_workers: int, opts: Options,
         return engine.checkout(target, paths, sizes, workers=point["checkout.workers"],
                                threshold=0).wall
 
-    # Warm-up (allocator, journal, dentry caches) that also sizes the batch so
-    # about ten measurements fit the budget on slow storage too.
-    probe_n = min(len(paths), 200)
-    t = engine.checkout(target, paths[:probe_n], sizes[:probe_n], workers=1, threshold=0).wall
-    keep = max(100, min(len(paths), int(budget / 10 / max(t / probe_n, 1e-6))))
-    paths, sizes = paths[:keep], sizes[:keep]
+    paths, sizes = checkout_batch(target, paths, sizes, budget)
     r = sweep.run(search.make(opts.strategy, dims, opts.seed), _engine_measure(write), budget)
     samples = [(dict(k)["checkout.workers"], len(paths), statistics.median(v))
                for k, v in r.by_point().items()]
@@ -146,8 +150,14 @@ def sweep_checkout(scratch: str, paths, sizes, max_workers: int, opts: Options,
 
 
 def sweep_preload(worktree: str, names: List[str], opts: Options, budget: float,
-                  notes: List[str]) -> dict:
-    """Engine lstat of every tracked file: threads and split mode (findings, no Git key)."""
+                  notes: List[str], network: bool = False) -> dict:
+    """Engine lstat of every tracked file: threads and split mode (findings, no Git key).
+
+    Behind a network file system's attribute cache (NFS acregmin, FUSE
+    attr_timeout) a pass is hot or cold depending on how long ago the last one
+    ran, which made the measured surface timing noise (bench/search_strategies.py
+    on latfs). There each measured pass follows an unmeasured one, so all are
+    hot, unless --cold makes them all cold."""
     listing = names[:MAX_PRELOAD_PATHS]
     dims = [Dim("engine.preload.threads", 1, 20, default=git_threads(len(names))),
             Dim("engine.preload.split", categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
@@ -158,6 +168,9 @@ def sweep_preload(worktree: str, names: List[str], opts: Options, budget: float,
         nonlocal cold_note
         if opts.cold:
             cold_note = coldcache.make_cold([])
+        elif network:
+            engine.preload(listing, base=worktree, threads=point["engine.preload.threads"],
+                           split=point["engine.preload.split"], io_streams=1, batch=500)
         return engine.preload(listing, base=worktree, threads=point["engine.preload.threads"],
                               split=point["engine.preload.split"], io_streams=1,
                               batch=500).wall
@@ -166,6 +179,9 @@ def sweep_preload(worktree: str, names: List[str], opts: Options, budget: float,
                   max_evals=60)
     if cold_note:
         notes.append(f"preload sweep cold: {cold_note}")
+    elif network:
+        notes.append("preload sweep hot: on network storage each measured pass followed an "
+                     "unmeasured one (attribute cache); --cold measures cold")
     out = _sweep_result(r, dims)
     out["entries"] = len(listing)
     out["git_threads"] = git_threads(len(names))
@@ -209,11 +225,55 @@ def sweep_index(ws: gitbench.Workspace, cores: int, entries: int, opts: Options,
 
 
 def _ab(name: str, workload: str, a_settings, b_settings, run_a, run_b, runs: int,
-        seed: int) -> dict:
+        seed: int, budget: Optional[_Budget] = None, extensions: int = 2) -> dict:
+    """Interleaved A/B. When the interval straddles the noise band but the point
+    estimate is a clear change, and the budget has time left, more runs are
+    added (at most `extensions` times): a noisy disk needs 10-15 runs a side
+    to tell a 20% gain (bench/tuner_quality.py), a quiet one decides after 5."""
     ta, tb = gitbench.interleaved(run_a, run_b, runs)
     est = stats.compare(ta, tb, seed=seed)
+    for _ in range(extensions):
+        if est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
+                or budget is None or budget.left() <= 0:
+            break
+        more_a, more_b = gitbench.interleaved(run_a, run_b, runs, warmup=0)
+        ta, tb = ta + more_a, tb + more_b
+        est = stats.compare(ta, tb, seed=seed)
     return {"key": name, "workload": workload, "default": a_settings, "candidate": b_settings,
             "times_default": ta, "times_candidate": tb, "estimate": asdict(est)}
+
+
+def _median(xs) -> float:
+    return statistics.median(xs)
+
+
+def threshold_points(clone: str, names: List[str], scratch: str, cand, runs: int, measured,
+                     steps: int = 2) -> List[dict]:
+    """Real git, sequential vs parallel, at batch sizes bisected (geometrically) between
+    the largest batch where parallel lost and the smallest where it won by
+    THRESHOLD_MARGIN. Sequential time is not linear in files on a disk (write-back
+    starts past a few hundred), so the threshold is measured, not interpolated."""
+    from git_tune.advisor.recommend import THRESHOLD_MARGIN
+    points = [(n, list(a), list(b)) for n, a, b in measured]
+
+    def wins(p):
+        return _median(p[2]) <= (1 - THRESHOLD_MARGIN) * _median(p[1])
+
+    for _ in range(steps):
+        points.sort(key=lambda p: p[0])
+        lost = [p for p in points if not wins(p)]
+        won = [p for p in points if wins(p) and (not lost or p[0] > lost[-1][0])]
+        if not lost or not won:
+            break
+        lo, hi = lost[-1][0], won[0][0]
+        mid = int(round((lo * hi) ** 0.5))
+        if not lo < mid < hi:
+            break
+        work = gitbench.CheckoutWorkload(clone, names[:: max(1, len(names) // mid)][:mid], scratch)
+        ta, tb = gitbench.interleaved(lambda: work.run({}), lambda: work.run(cand), runs)
+        points.append((len(work.paths), ta, tb))
+    return [{"files": n, "times_sequential": a, "times_parallel": b}
+            for n, a, b in sorted(points, key=lambda p: p[0])]
 
 
 def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[str],
@@ -235,7 +295,7 @@ def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[s
             "core.preloadIndex", "status", {"core.preloadIndex": "true"},
             {"core.preloadIndex": "false"},
             lambda: st({"core.preloadIndex": "true"}), lambda: st({"core.preloadIndex": "false"}),
-            runs, opts.seed)
+            runs, opts.seed, budget)
         budget.tick("validate")
 
     co = sweeps.get("checkout")
@@ -251,14 +311,18 @@ def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[s
         cand = {"checkout.workers": str(w), "checkout.thresholdForParallelism": "0"}
         out["checkout.workers"] = _ab(
             "checkout.workers", "checkout", {}, cand, lambda: work.run({}),
-            lambda: work.run(cand), runs, opts.seed)
+            lambda: work.run(cand), runs, opts.seed, budget)
         out["checkout.workers"]["files"] = len(work.paths)
         # Per-worker cost of real git (processes): a tiny batch, parallel vs sequential.
         tiny = gitbench.CheckoutWorkload(clone, names[:: max(1, len(names) // 20)][:20], ws.root)
         ta, tb = gitbench.interleaved(lambda: tiny.run({}), lambda: tiny.run(cand), runs)
         out["checkout.worker_cost"] = {
             "workers": w, "files": len(tiny.paths), "times_sequential": ta, "times_parallel": tb,
-            "per_worker": max(0.0, (sorted(tb)[len(tb) // 2] - sorted(ta)[len(ta) // 2]) / w)}
+            "per_worker": max(0.0, (_median(tb) - _median(ta)) / w)}
+        v = out["checkout.workers"]
+        out["checkout.threshold_points"] = threshold_points(
+            clone, names, ws.root, cand, runs,
+            [(len(tiny.paths), ta, tb), (len(work.paths), v["times_default"], v["times_candidate"])])
         budget.tick("validate")
 
     ix = sweeps.get("index")
@@ -269,13 +333,13 @@ def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[s
             load = gitbench.index_load(wt, copy)
             cand = {"index.threads": str(max(2, threads))}
             out["index.threads"] = _ab("index.threads", "index", {}, cand, lambda: load({}),
-                                       lambda: load(cand), runs, opts.seed)
+                                       lambda: load(cand), runs, opts.seed, budget)
         if "index.version" in understood:
             v2, v4 = ws.index_copy("v2", version=2), ws.index_copy("v4", version=4)
             l2, l4 = gitbench.index_load(wt, v2), gitbench.index_load(wt, v4)
             out["index.version"] = _ab("index.version", "index", {"index.version": "2"},
                                        {"index.version": "4"}, lambda: l2({}), lambda: l4({}),
-                                       runs, opts.seed)
+                                       runs, opts.seed, budget)
         budget.tick("validate")
 
     if "core.untrackedCache" in understood:
@@ -288,7 +352,7 @@ def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[s
             out["core.untrackedCache"] = _ab(
                 "core.untrackedCache", "untracked", {"core.untrackedCache": "false"},
                 {"core.untrackedCache": "true"}, lambda: s_off({"core.untrackedCache": "false"}),
-                lambda: s_on({"core.untrackedCache": "true"}), runs, opts.seed)
+                lambda: s_on({"core.untrackedCache": "true"}), runs, opts.seed, budget)
             out["core.untrackedCache"]["fs_test"] = works
         budget.tick("validate")
     return out
@@ -349,7 +413,8 @@ def calibrate(repo: Optional[str] = None, opts: Options = Options(),
                 scratch, paths, sizes, max_workers, opts, opts.budget * SHARES["checkout"])
             budget.tick("checkout")
             record["sweeps"]["preload"] = sweep_preload(
-                layout.worktree, names, opts, opts.budget * SHARES["preload"], notes)
+                layout.worktree, names, opts, opts.budget * SHARES["preload"], notes,
+                network=storage["storage_class"] == "network")
             budget.tick("preload")
         ws = gitbench.Workspace(layout, scratch)
         record["sweeps"]["index"] = sweep_index(ws, cores, len(names), opts,

@@ -58,30 +58,49 @@ def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
     return key, statistics.median(groups[key]), len(groups[key])
 
 
+def auto_patience(strategy: Strategy, repeat_every: int) -> int:
+    """Evaluations without improvement before the sweep calls it converged: at
+    least 10, and enough for new points to cover the space (up to 40 of them)
+    besides the incumbent's repeats, so a cheap surface is covered before a
+    noisy early incumbent is declared the winner (bench/search_strategies.py:
+    stopping after 10 left 10-30% regret on tmpfs)."""
+    new_points = min(strategy.space_size(), 40)
+    return max(10, -(-new_points * repeat_every // max(1, repeat_every - 1)))
+
+
 def run(strategy: Strategy, measure: Callable[[Point], float], budget: float,
-        max_evals: int = 200, repeat_every: int = 4, patience: int = 10,
+        max_evals: int = 200, repeat_every: int = 4, patience: Optional[int] = None,
         min_gain: float = 0.02, clock: Callable[[], float] = time.monotonic,
         progress: Optional[Callable[[int], None]] = None) -> SweepResult:
     """Measure points until the budget, max_evals or convergence.
 
     Every `repeat_every` evaluations the incumbent is measured again so a
     lucky single draw cannot win; the sweep stops early when `patience`
-    evaluations in a row have not improved the incumbent's median by
-    `min_gain`.
+    evaluations in a row (default: auto_patience) have not improved the
+    incumbent's median by `min_gain`.
     """
+    if patience is None:
+        patience = auto_patience(strategy, repeat_every)
     start = clock()
     evals: List[Evaluation] = []
     failures = 0
     since_improvement = 0
     best_seen = float("inf")
     stopped = "evaluations"
+    # Git's own configuration is measured first: a sweep cut short by its budget
+    # (one or two points on slow, cold storage) then picks nothing worse than
+    # what Git does already (bench/search_strategies.py, latfs cold preload).
+    first = strategy.default_point()
     while len(evals) < max_evals:
         if clock() - start >= budget:
             stopped = "budget"
             break
         repeat = bool(evals) and len(evals) % repeat_every == 0
         key, _, _ = _incumbent(evals)
-        point = dict(key) if (repeat and key) else strategy.ask()
+        if first is not None:
+            point, first = first, None
+        else:
+            point = dict(key) if (repeat and key) else strategy.ask()
         try:
             value = measure(point)
         except MeasurementFailed as e:

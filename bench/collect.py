@@ -9,7 +9,7 @@ import time
 from common import RESULTS, ROOT
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
-         "smallfile", "negative_lookups", "tuner_quality", "search_strategies", "binary"]
+         "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "calibrate_speed", "binary"]
 
 HEAD = """# Benchmarks
 
@@ -44,16 +44,14 @@ def main():
     for name in ORDER:
         path = os.path.join(RESULTS, f"{name}.json")
         if not os.path.exists(path):
-            script = "tuner_quality" if name == "search_strategies" else name
-            parts.append(f"### {name}\n\nNot run at full size yet: `bench/run {script}`.\n")
+            parts.append(f"### {name}\n\nNot run at full size yet: `bench/run {name}`.\n")
             continue
         with open(path) as f:
             data = json.load(f)
         machine = machine or data["machine"]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data["time"]))
         with open(os.path.join(RESULTS, f"{name}.md")) as f:
-            script = "tuner_quality" if name == "search_strategies" else name
-            parts.append(f.read().rstrip() + f"\n\n_Run {when}: `python3 bench/{script}.py`._\n")
+            parts.append(f.read().rstrip() + f"\n\n_Run {when}: `python3 bench/{name}.py`._\n")
     if machine:
         parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
     with open(os.path.join(ROOT, "bench", "README.md"), "w") as f:

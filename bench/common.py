@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,10 @@ from testbeds import BedUnavailable, bed, hdd, latfs  # noqa: E402
 from testbeds.slow import NFS_POSITIVE, Latency  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
+
+# `kill` (SIGTERM) unwinds like Ctrl-C, so the beds' context managers unmount
+# and remove what they made instead of leaving mounts and images behind.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import sys
 import click
 
 from git_tune import __version__
+from git_tune.advisor import search
 from git_tune.errors import GitTuneError, Interrupted
 from git_tune.output import emit
 
@@ -84,11 +85,17 @@ def probe(repo, thorough, as_json):
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view)
 
 
+def strategy_option(f):
+    # The default is whichever strategy won bench/search_strategies.py.
+    return click.option("--strategy", type=click.Choice(sorted(search.STRATEGIES)),
+                        default=search.DEFAULT_STRATEGY, show_default=True,
+                        help="How sweep points are chosen.")(f)
+
+
 def calibration_options(f):
     f = click.option("--budget", type=float, default=20.0, show_default=True,
                      help="Seconds the calibration may take (real git runs may need more).")(f)
-    f = click.option("--strategy", type=click.Choice(["gp", "grid", "random", "coordinate"]),
-                     default="gp", show_default=True, help="How sweep points are chosen.")(f)
+    f = strategy_option(f)
     f = click.option("--seed", type=int, default=0, show_default=True)(f)
     f = click.option("--cold", is_flag=True,
                      help="Measure lstat with a cold cache (drops caches as root).")(f)
@@ -207,8 +214,7 @@ def _confirmer(yes: bool):
               show_default=True)
 @click.option("--budget", type=float, default=20.0, show_default=True,
               help="Seconds for calibration.")
-@click.option("--strategy", type=click.Choice(["gp", "grid", "random", "coordinate"]),
-              default="gp", show_default=True)
+@strategy_option
 @click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing at all.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before writing.")

@@ -8,6 +8,7 @@ a spindle); `per_worker` is what each extra worker costs to start and
 coordinate. The fit is linear least squares for each candidate
 parallelism, keeping the best; intervals come from a residual bootstrap.
 """
+import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Tuple
 
@@ -85,3 +86,23 @@ def fit(samples: Sequence[Tuple[int, int, float]], max_parallelism: int = 64,
         replicas.append(_fit_once(w, n, t_star, max_parallelism)[0])
     return ParallelCost(*params, rmse=float(np.sqrt(sse / len(t))), points=len(t),
                         replicas=tuple(replicas))
+
+
+def crossing(small: Tuple[int, float, float], large: Tuple[int, float, float],
+             margin: float = 0.05) -> Optional[int]:
+    """Where parallel starts to beat sequential by `margin`, from real git timed at two
+    batch sizes: (files, sequential seconds, parallel seconds) each.
+
+    Both times are taken as linear in the number of files between the two sizes.
+    Returns a file count within [small files, large files], or None when parallel
+    did not win at the large size.
+    """
+    (n1, s1, p1), (n2, s2, p2) = small, large
+    if n2 <= n1 or p2 > (1 - margin) * s2:
+        return None
+    if p1 <= (1 - margin) * s1:
+        return n1
+    slope_s, slope_p = (s2 - s1) / (n2 - n1), (p2 - p1) / (n2 - n1)
+    # p1 + slope_p*x = (1 - margin)*(s1 + slope_s*x), with x files beyond n1.
+    x = (p1 - (1 - margin) * s1) / ((1 - margin) * slope_s - slope_p)
+    return max(n1, min(n2, int(math.ceil(n1 + x))))

@@ -63,6 +63,23 @@ def test_calibration_record(calibrated):
         assert key in v, key
         assert len(v[key]["times_default"]) >= 5 and len(v[key]["times_candidate"]) >= 5
     assert v["checkout.workers"]["candidate"]["checkout.workers"] != "0"  # never "all CPUs"
+    # The threshold is measured with real git at batch sizes from 20 to 400 files.
+    sizes = [p["files"] for p in v["checkout.threshold_points"]]
+    assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == 400
+    assert all(len(p["times_sequential"]) >= 5 for p in v["checkout.threshold_points"])
+
+
+def test_threshold_stays_within_the_measured_batches():
+    # 20 files lost, 89 lost, 189 won, 400 won: the threshold lies in (89, 189].
+    def point(n, seq, par):
+        return {"files": n, "times_sequential": [seq] * 5, "times_parallel": [par] * 5}
+    cal = {"validation": {"checkout.threshold_points": [
+        point(20, 0.020, 0.030), point(89, 0.030, 0.031), point(189, 0.060, 0.040),
+        point(400, 0.200, 0.120)]}, "sweeps": {}}
+    from git_tune.advisor.recommend import _threshold
+    t, why, ev = _threshold(cal, 4)
+    assert 89 < t <= 189, (t, why)
+    assert "189 files 1.50x" in why
 
 
 def test_recommended_values_are_accepted_by_git(calibrated):

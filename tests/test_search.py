@@ -103,3 +103,27 @@ def test_three_failures_in_a_row_stop_the_sweep():
 def test_converges_early_on_a_flat_surface():
     r = sweep.run(search.make("random", DIMS_1D, 1), lambda p: 1.0, budget=1e9, patience=6)
     assert r.stopped == "converged" and len(r.evaluations) < 10
+
+
+def test_a_cheap_flat_surface_is_covered_before_it_converges():
+    # Auto patience: a 32-value space is measured whole before the sweep gives up.
+    dims = [search.Dim("checkout.workers", 1, 32, default=1)]
+    r = sweep.run(search.make("grid", dims, 0), lambda p: 1.0, budget=1e9)
+    assert r.stopped == "converged"
+    assert {e.point["checkout.workers"] for e in r.evaluations} == set(range(1, 33))
+
+
+@pytest.mark.parametrize("name", sorted(search.STRATEGIES))
+def test_the_first_measurement_is_gits_default(name):
+    # A budget that allows one measurement (slow, cold storage) keeps Git's default.
+    clock = FakeClock()
+    dims = [Dim("engine.preload.threads", 1, 20, default=6),
+            Dim("engine.preload.split", categories=("slices", "streams"), default="slices")]
+
+    def measure(point):
+        clock.t += 10.0
+        return 1.0
+
+    r = sweep.run(search.make(name, dims, 3), measure, budget=5.0, clock=clock)
+    assert r.best == {"engine.preload.threads": 6, "engine.preload.split": "slices"}
+    assert len(r.evaluations) == 1

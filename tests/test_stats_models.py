@@ -64,3 +64,14 @@ def test_catalogue_validates_and_refuses_unknown_keys():
     assert "core.fsmonitor" not in catalogue.understood((2, 54, 0), "linux")
     assert "core.fsmonitor" in catalogue.understood((2, 36, 0), "darwin")
     assert catalogue.parse_version("git version 2.39.5.windows.1") == (2, 39, 5)
+
+
+def test_crossing_of_real_git_timings():
+    # 20 files: parallel 2 ms slower; 400 files: parallel 40% faster.
+    even = costmodel.crossing((20, 0.010, 0.012), (400, 0.100, 0.060))
+    assert 20 < even < 400
+    seq = 0.010 + (even - 20) * 0.09 / 380
+    par = 0.012 + (even - 20) * 0.048 / 380
+    assert par <= 0.95 * seq
+    assert costmodel.crossing((20, 0.010, 0.005), (400, 0.1, 0.05)) == 20
+    assert costmodel.crossing((20, 0.010, 0.012), (400, 0.1, 0.099)) is None
