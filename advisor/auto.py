@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 import platformdirs
 
-from git_tune.advisor import calibrate as cal, configwrite, repogen, scopes, verify as verify_mod
+from git_tune.advisor import calibrate as cal, configwrite, repogen, scopes, search, verify as verify_mod
 from git_tune.advisor.recommend import recommend
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
@@ -36,7 +36,7 @@ class AutoOptions:
     scope: str = "global"
     workload: str = "mixed"
     budget: float = 20.0
-    strategy: str = cal.search.DEFAULT_STRATEGY
+    strategy: str = search.DEFAULT_STRATEGY
     dry_run: bool = False
     override: bool = False
     recalibrate: bool = False

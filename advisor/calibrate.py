@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune import __version__, engine
 from git_tune.advisor import coldcache, gitbench, search, sweep
+from git_tune.advisor.recommend import THRESHOLD_MARGIN
 from git_tune.advisor.search import Dim
 from git_tune.errors import EngineError, UsageError
 from git_tune.models import costmodel, stats
@@ -164,16 +165,18 @@ def sweep_preload(worktree: str, names: List[str], opts: Options, budget: float,
                 default=engine.SPLIT_SLICES)]
     cold_note = None
 
+    def lstat_once(point):
+        return engine.preload(listing, base=worktree, threads=point["engine.preload.threads"],
+                              split=point["engine.preload.split"], io_streams=1,
+                              batch=500).wall
+
     def lstat_all(point):
         nonlocal cold_note
         if opts.cold:
             cold_note = coldcache.make_cold([])
         elif network:
-            engine.preload(listing, base=worktree, threads=point["engine.preload.threads"],
-                           split=point["engine.preload.split"], io_streams=1, batch=500)
-        return engine.preload(listing, base=worktree, threads=point["engine.preload.threads"],
-                              split=point["engine.preload.split"], io_streams=1,
-                              batch=500).wall
+            lstat_once(point)
+        return lstat_once(point)
 
     r = sweep.run(search.make(opts.strategy, dims, opts.seed), _engine_measure(lstat_all), budget,
                   max_evals=60)
@@ -243,21 +246,17 @@ def _ab(name: str, workload: str, a_settings, b_settings, run_a, run_b, runs: in
             "times_default": ta, "times_candidate": tb, "estimate": asdict(est)}
 
 
-def _median(xs) -> float:
-    return statistics.median(xs)
-
-
 def threshold_points(clone: str, names: List[str], scratch: str, cand, runs: int, measured,
                      steps: int = 2) -> List[dict]:
     """Real git, sequential vs parallel, at batch sizes bisected (geometrically) between
     the largest batch where parallel lost and the smallest where it won by
     THRESHOLD_MARGIN. Sequential time is not linear in files on a disk (write-back
     starts past a few hundred), so the threshold is measured, not interpolated."""
-    from git_tune.advisor.recommend import THRESHOLD_MARGIN
     points = [(n, list(a), list(b)) for n, a, b in measured]
 
     def wins(p):
-        return _median(p[2]) <= (1 - THRESHOLD_MARGIN) * _median(p[1])
+        return costmodel.parallel_wins(statistics.median(p[1]), statistics.median(p[2]),
+                                       THRESHOLD_MARGIN)
 
     for _ in range(steps):
         points.sort(key=lambda p: p[0])
@@ -318,7 +317,7 @@ def validate(ws: gitbench.Workspace, layout, report, sweeps: dict, names: List[s
         ta, tb = gitbench.interleaved(lambda: tiny.run({}), lambda: tiny.run(cand), runs)
         out["checkout.worker_cost"] = {
             "workers": w, "files": len(tiny.paths), "times_sequential": ta, "times_parallel": tb,
-            "per_worker": max(0.0, (_median(tb) - _median(ta)) / w)}
+            "per_worker": max(0.0, (statistics.median(tb) - statistics.median(ta)) / w)}
         v = out["checkout.workers"]
         out["checkout.threshold_points"] = threshold_points(
             clone, names, ws.root, cand, runs,

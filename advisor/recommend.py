@@ -5,6 +5,7 @@ default, was faster beyond noise; everything else stays at Git's default
 with the reason. Keys the installed git does not read are never offered.
 """
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -76,10 +77,6 @@ def _validated(key: str, v: dict, value: str, what: str) -> Tuple[str, Optional[
     return NOT_SET, None, gain, f"not set: {what} {_gain_text(gain)}, within noise"
 
 
-def _median(xs) -> float:
-    return sorted(xs)[len(xs) // 2]
-
-
 def _threshold(cal: dict, workers: int) -> Tuple[Optional[int], str, dict]:
     """From real git at two batch sizes when both were timed, else from the engine model.
 
@@ -88,14 +85,18 @@ def _threshold(cal: dict, workers: int) -> Tuple[Optional[int], str, dict]:
     of 455 on this disk after 400 files were measured 1.3-1.7x faster)."""
     measured = cal["validation"].get("checkout.threshold_points")
     if measured:
-        pts = [(p["files"], _median(p["times_sequential"]), _median(p["times_parallel"]))
-               for p in measured]
-        # The crossing lies between the largest batch parallel lost and the next one.
-        lost = [i for i, (n, s, p) in enumerate(pts) if p > (1 - THRESHOLD_MARGIN) * s]
-        lo = pts[lost[-1]] if lost else pts[0]
-        hi = pts[lost[-1] + 1] if lost and lost[-1] + 1 < len(pts) else pts[-1]
-        even = costmodel.crossing(lo, hi, THRESHOLD_MARGIN) if hi is not lo else \
-            (lo[0] if not lost else None)
+        pts = [(p["files"], statistics.median(p["times_sequential"]),
+                statistics.median(p["times_parallel"])) for p in measured]
+        # The crossing lies between the largest batch parallel lost and the next one
+        # (crossing() answers the first size when parallel never lost, None when it
+        # lost at the largest).
+        lost = [i for i, (n, s, p) in enumerate(pts)
+                if not costmodel.parallel_wins(s, p, THRESHOLD_MARGIN)]
+        if len(pts) == 1:
+            even = None if lost else pts[0][0]
+        else:
+            i = min(lost[-1] if lost else 0, len(pts) - 2)
+            even = costmodel.crossing(pts[i], pts[i + 1], THRESHOLD_MARGIN)
         ev = {"real_git": [{"files": n, "sequential": s, "parallel": p} for n, s, p in pts],
               "crossing_files": even}
         curve = ", ".join(f"{n} files {s / p:.2f}x" for n, s, p in pts)

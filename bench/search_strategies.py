@@ -23,6 +23,7 @@ The strategy with the lowest mean regret over all beds and surfaces wins
 """
 import json
 import os
+from dataclasses import asdict
 import random
 import statistics
 import time
@@ -154,11 +155,10 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
 
     pl_dims = preload_dims(8 if tiny else 20, len(names))
     pl = measure_surface(pl_dims, lstat_all, repeat)
-    dims = lambda ds: [{k: v for k, v in vars(d).items()} for d in ds]  # noqa: E731
-    return {"checkout": {"dims": dims(co_dims), "cells": co, "budget": co_budget, "max_evals": 200,
+    return {"checkout": {"dims": [asdict(d) for d in co_dims], "cells": co, "budget": co_budget, "max_evals": 200,
                          "files": len(paths)},
             "preload" + (" (cold)" if cold else ""): {
-                "dims": dims(pl_dims), "cells": pl, "max_evals": 60,
+                "dims": [asdict(d) for d in pl_dims], "cells": pl, "max_evals": 60,
                 "budget": DEFAULT_BUDGET * cal.SHARES["preload"], "files": len(names)}}
 
 

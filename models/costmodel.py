@@ -88,6 +88,10 @@ def fit(samples: Sequence[Tuple[int, int, float]], max_parallelism: int = 64,
                         replicas=tuple(replicas))
 
 
+def parallel_wins(sequential: float, parallel: float, margin: float = 0.05) -> bool:
+    return parallel <= (1 - margin) * sequential
+
+
 def crossing(small: Tuple[int, float, float], large: Tuple[int, float, float],
              margin: float = 0.05) -> Optional[int]:
     """Where parallel starts to beat sequential by `margin`, from real git timed at two
@@ -98,9 +102,9 @@ def crossing(small: Tuple[int, float, float], large: Tuple[int, float, float],
     did not win at the large size.
     """
     (n1, s1, p1), (n2, s2, p2) = small, large
-    if n2 <= n1 or p2 > (1 - margin) * s2:
+    if n2 <= n1 or not parallel_wins(s2, p2, margin):
         return None
-    if p1 <= (1 - margin) * s1:
+    if parallel_wins(s1, p1, margin):
         return n1
     slope_s, slope_p = (s2 - s1) / (n2 - n1), (p2 - p1) / (n2 - n1)
     # p1 + slope_p*x = (1 - margin)*(s1 + slope_s*x), with x files beyond n1.
