@@ -63,7 +63,7 @@ def auto_patience(strategy: Strategy, repeat_every: int) -> int:
     least 10, and enough for new points to cover the space (up to 40 of them)
     besides the incumbent's repeats, so a cheap surface is covered before a
     noisy early incumbent is declared the winner (bench/search_strategies.py:
-    stopping after 10 left 10-30% regret on tmpfs)."""
+    stopping after 10 left 6-34% regret on tmpfs)."""
     new_points = min(strategy.space_size(), 40)
     return max(10, -(-new_points * repeat_every // max(1, repeat_every - 1)))
 
