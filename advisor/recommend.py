@@ -14,6 +14,9 @@ from git_tune.models import catalogue, costmodel, stats, workloads
 SET, NOT_SET, NOT_OFFERED = "set", "not set", "not offered"
 THRESHOLD_MARGIN = 0.05      # parallel must beat sequential by 5% at the threshold
 THRESHOLD_CHANGE = 0.3       # and the threshold must differ from Git's by 30% to be worth a key
+# The threshold's gain is on small batches, not the 400-file checkout the workers
+# gain was timed on: a workload of its own, so the two are not multiplied together.
+THRESHOLD_WORKLOAD = "checkout-small-batches"
 SCHEMA_VERSION = 1
 
 
@@ -122,6 +125,23 @@ def _threshold(cal: dict, workers: int) -> Tuple[Optional[int], str, dict]:
                  f"parallelism {m['parallelism']})", ev
 
 
+def _threshold_gain(points: List[dict], threshold: int, default: int) -> Optional[Gain]:
+    """Real git at the batch size the new threshold changes most plainly: the smallest
+    timed batch below Git's default that now goes parallel, or the largest at or above
+    it that now stays sequential. None when no timed batch lies in between (the value
+    would then rest on interpolation alone)."""
+    if threshold < default:
+        inside = [p for p in points if threshold <= p["files"] < default]
+        point, old, new = (inside[0] if inside else None), "times_sequential", "times_parallel"
+    else:
+        inside = [p for p in points if default <= p["files"] < threshold]
+        point, old, new = (inside[-1] if inside else None), "times_parallel", "times_sequential"
+    if point is None:
+        return None
+    est = stats.compare(point[old], point[new])
+    return Gain.from_estimate(THRESHOLD_WORKLOAD, asdict(est))
+
+
 def _advise(key: catalogue.Key, cal: dict, understood: Dict[str, str]) -> KeyAdvice:
     name, default = key.name, key.default
     if name not in understood:
@@ -155,7 +175,12 @@ def _advise(key: catalogue.Key, cal: dict, understood: Dict[str, str]) -> KeyAdv
         if abs(t - int(default)) <= THRESHOLD_CHANGE * int(default):
             return KeyAdvice(name, NOT_SET, None, default, None,
                              f"not set: {why}, close to Git's {default}", ev)
-        return KeyAdvice(name, SET, str(t), default, None, why, ev)
+        gain = _threshold_gain(val.get("checkout.threshold_points") or [], t, int(default))
+        if gain is None:
+            return KeyAdvice(name, NOT_SET, None, default, None,
+                             f"not set: {why}, but no batch between it and Git's {default} "
+                             "was timed with real git", ev)
+        return KeyAdvice(name, SET, str(t), default, gain, why, ev)
     if name == "index.threads":
         entries = cal["repository"]["entries"] or 0
         if name in val:

@@ -80,6 +80,14 @@ def test_threshold_stays_within_the_measured_batches():
     t, why, ev = _threshold(cal, 4)
     assert 89 < t <= 189, (t, why)
     assert "189 files 1.50x" in why
+    # Raising it above Git's 100 is backed by the batch of 100+ files parallel lost.
+    from git_tune.advisor.recommend import _threshold_gain
+    pts = cal["validation"]["checkout.threshold_points"]
+    assert _threshold_gain(pts, 150, 100) is None          # no timed batch in [100, 150)
+    g = _threshold_gain(pts + [point(120, 0.040, 0.050)], 150, 100)
+    assert g.speedup == pytest.approx(1.25) and g.workload == "checkout-small-batches"
+    g = _threshold_gain(pts, 30, 100)                      # 89 files now go parallel
+    assert g.speedup == pytest.approx(0.030 / 0.031)
 
 
 def test_recommended_values_are_accepted_by_git(calibrated):
