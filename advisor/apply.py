@@ -8,7 +8,7 @@ from typing import Optional
 
 from git_tune.advisor import configwrite, profiles, scopes
 from git_tune.models import catalogue
-from git_tune.probes import repo as repo_probe
+from git_tune.probes import gitinfo, repo as repo_probe
 from git_tune.probes.report import probe
 
 SCHEMA_VERSION = 1
@@ -23,26 +23,31 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
     if problems and not force:
         raise profiles.ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
                                        + " (--force applies it anyway)")
-    version = catalogue.parse_version(report.git["version"]) if report.git["version"] else (0, 0, 0)
-    understood = catalogue.understood(version)
+    understood = catalogue.understood(gitinfo.require_git())
     settings = {k: v for k, v in profile["settings"].items() if k in understood}
     dropped = sorted(set(profile["settings"]) - set(settings))
     layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
     scope = scopes.resolve(scope_spec, layout.git_dir if layout else None)
     cwd = layout.worktree if layout else None
-    plan = configwrite.plan(scope, settings, override, cwd=cwd)
+    prov = configwrite.Provenance(
+        report.git["version"], f"profile:{profile['provenance']['fingerprint'] or 'merged'}",
+        profile["class"]["storage_class"], cwd, None,
+        {k: f"fleet profile {os.path.basename(path)}: {_evidence(profile['measurements'].get(k))}"
+         for k in settings})
+    plan = configwrite.plan(scope, settings, prov, override, cwd=cwd)
     out = {"schema": SCHEMA_VERSION, "profile": path, "class": profile["class"], "host_class": here,
            "mismatches": problems, "forced": bool(problems), "dropped_keys": dropped,
            "plan": asdict(plan), "check": check, "would_change": plan.changes, "written": None}
     if check or not plan.changes:
         return out
-    prov = configwrite.Provenance(
-        report.git["version"], f"profile:{profile['provenance'].get('fingerprint') or 'merged'}",
-        profile["class"]["storage_class"], layout.worktree if layout else None, None,
-        {k: f"fleet profile {os.path.basename(path)}: "
-            + (f"{m['speedup']:.2f}x ({m['low']:.2f}-{m['high']:.2f}) on {m['workload']}"
-               if "speedup" in (m := profile["measurements"].get(k, {}))
-               else f"median {m['speedup_median']:.2f}x over {m['hosts']} hosts" if m else "measured on the profile's host")
-         for k in settings})
     out["written"] = asdict(configwrite.apply(plan, prov, cwd=cwd))
     return out
+
+
+def _evidence(m: Optional[dict]) -> str:
+    """What the profile says was measured for a key (already checked by profiles.parse)."""
+    if not m:
+        return "measured on the profile's host"
+    if "speedup" in m:
+        return f"{m['speedup']:.2f}x ({m['low']:.2f}-{m['high']:.2f}) on {m['workload']}"
+    return f"median {m['speedup_median']:.2f}x over {m['hosts']} hosts"

@@ -75,7 +75,7 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         record["git_version"], record["fingerprint"], record["storage"]["storage_class"],
         repo, record["repository"]["entries"],
         {k.key: k.reason for k in rec.keys if k.status == "set"})
-    plan = configwrite.plan(scope, settings, opts.override, cwd=repo)
+    plan = configwrite.plan(scope, settings, prov, opts.override, cwd=repo)
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}

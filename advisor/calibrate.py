@@ -22,7 +22,7 @@ from git_tune.advisor.recommend import THRESHOLD_MARGIN
 from git_tune.advisor.search import Dim
 from git_tune.errors import EngineError, UsageError
 from git_tune.models import costmodel, stats
-from git_tune.probes import memo, repo as repo_probe
+from git_tune.probes import gitinfo, memo, repo as repo_probe
 from git_tune.probes.report import probe
 from git_tune.probes.scratch import scratch_dir
 
@@ -373,14 +373,14 @@ def calibrate(repo: Optional[str] = None, opts: Options = Options(),
     if opts.budget <= 0:
         raise UsageError("--budget must be positive")
     budget = _Budget(opts.budget, progress)
+    gitinfo.require_git()
+    repo_probe.locate(os.path.abspath(repo or os.getcwd()))  # git's own refusal, with its words
     report = probe(repo)
     if report.repository is None:
         raise UsageError(f"'{report.path}' is not inside a git repository")
     layout = repo_probe.RepoLayout(**report.repository["layout"])
     if not layout.worktree:
         raise UsageError("calibration needs a working tree; this repository is bare")
-    if not report.git["version"]:
-        raise UsageError("git is not installed: nothing to tune")
     if report.repository["index_error"] or not report.repository["index"]:
         raise UsageError("the repository's index cannot be read: "
                          f"{report.repository['index_error'] or 'no index'}; "

@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import re
-import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import __version__
-from git_tune.advisor import safefile, scopes
+from git_tune import __version__, git
+from git_tune.advisor import configtext, safefile, scopes
 from git_tune.advisor.scopes import Scope
 from git_tune.errors import ConfigWriteError, GitError, UsageError
 from git_tune.models import catalogue
@@ -45,6 +45,7 @@ class Plan:
     changes: bool
     per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)          # git dir -> values
     current_per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    files: Dict[str, Optional[str]] = field(default_factory=dict)   # path -> exact new text (None: removed)
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,13 @@ class Provenance:
     reasons: Dict[str, str] = field(default_factory=dict)
 
 
-def _git_config(args: List[str], cwd: Optional[str] = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "config", *args], cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+def _git_config(args: List[str], cwd: Optional[str] = None, input: Optional[str] = None):
+    return git.run(["config", *args], cwd=cwd, input=input)
+
+
+def config_error(stderr: str) -> GitError:
+    """git could not read the configuration (a syntax error, an include cycle)."""
+    return GitError(f"git cannot read the configuration: {git.first_lines(stderr)}")
 
 
 def read_include(path: str) -> Dict[str, str]:
@@ -70,7 +75,7 @@ def read_include(path: str) -> Dict[str, str]:
         return {}
     proc = _git_config(["--file", path, "--list", "-z"])
     if proc.returncode:
-        raise ConfigWriteError(f"'{path}' is not a valid git config file: {proc.stderr.strip()}")
+        raise ConfigWriteError(f"'{path}' is not a valid git config file: {git.first_lines(proc.stderr)}")
     out = {}
     for item in filter(None, proc.stdout.split("\0")):
         k, _, v = item.partition("\n")
@@ -80,17 +85,12 @@ def read_include(path: str) -> Dict[str, str]:
     return out
 
 
-def _gitdir_condition(git_dir: str) -> str:
-    # The git dir itself, no trailing slash: "gitdir:/r/.git/" becomes
-    # "/r/.git/**", which does not match "/r/.git" (checked with git 2.39).
-    return f"gitdir:{git_dir.rstrip('/')}"
-
-
 def repo_file(include_file: str, git_dir: str) -> str:
     """Where one repository's own values live, beside the include file."""
     name = os.path.basename(os.path.dirname(git_dir.rstrip("/")) if git_dir.rstrip("/").endswith("/.git")
                             else git_dir.rstrip("/")) or "repo"
-    digest = hashlib.sha256(git_dir.encode()).hexdigest()[:8]
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
+    digest = hashlib.sha256(os.fsencode(git_dir)).hexdigest()[:8]
     return os.path.join(os.path.dirname(include_file), "repos", f"{name}-{digest}.gitconfig")
 
 
@@ -104,7 +104,9 @@ def read_per_repo(path: str) -> Dict[str, Dict[str, str]]:
         k, _, v = item.partition("\n")
         condition = k[len("includeif."):-len(".path")]
         if condition.startswith("gitdir:"):
-            out[condition[len("gitdir:"):].rstrip("/")] = read_include(v)
+            pattern = condition[len("gitdir:"):]
+            literal = re.sub(r"\\(.)", r"\1", pattern)   # undo configtext's wildmatch escapes
+            out[literal.rstrip("/")] = read_include(v)
     return out
 
 
@@ -112,14 +114,17 @@ def _known(key: str) -> bool:
     return any(k.lower() == key.lower() for k in catalogue.catalogue())
 
 
-def find_conflicts(keys: List[str], include_file: str, cwd: Optional[str]) -> List[Conflict]:
+def find_conflicts(keys: List[str], cwd: Optional[str]) -> List[Conflict]:
+    """Values the user set for these keys; git-tune's own include files are not the user's."""
     out = []
     for key in keys:
         proc = _git_config(["--show-origin", "--show-scope", "-z", "--get-all", key], cwd=cwd)
+        if proc.returncode not in (0, 1):
+            raise config_error(proc.stderr)
         fields = proc.stdout.split("\0")
         for i in range(0, len(fields) - 2, 3):
             scope, origin, value = fields[i], fields[i + 1], fields[i + 2]
-            if scope == "command" or origin == f"file:{include_file}":
+            if scope == "command" or scopes.owned_by_git_tune(origin[len("file:"):]):
                 continue
             out.append(Conflict(key, value, scope, origin))
     return out
@@ -127,60 +132,111 @@ def find_conflicts(keys: List[str], include_file: str, cwd: Optional[str]) -> Li
 
 def render(settings: Dict[str, str], prov: Provenance,
            per_repo_files: Optional[Dict[str, str]] = None) -> str:
+    """The include file's exact text. Every piece of provenance is untrusted text (a
+    fleet profile's fields): it only ever reaches a comment, through configtext."""
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    lines = [f"# Written by git-tune {__version__} for git {prov.git_version} on {when}.",
-             f"# Host {prov.fingerprint}, {prov.storage_class} storage"
-             + (f"; repository {prov.repo} ({prov.entries} files)" if prov.repo else "") + ".",
+    c = configtext.comment
+    lines = [f"# Written by git-tune {__version__} for git {c(prov.git_version)} on {when}.",
+             f"# Host {c(prov.fingerprint)}, {c(prov.storage_class)} storage"
+             + (f"; repository {c(prov.repo)}" if prov.repo else "")
+             + (f" ({c(prov.entries)} files)" if prov.repo and prov.entries is not None else "") + ".",
              "# Managed file: `git-tune revert` restores what was there before,",
              "# `git-tune show` says whether it is still current."]
     for key in sorted(settings):
         if key in prov.reasons:
-            lines.append(f"# {key} = {settings[key]}: {prov.reasons[key]}")
+            lines.append(f"# {key} = {c(settings[key])}: {c(prov.reasons[key])}")
     sections: Dict[str, List[Tuple[str, str]]] = {}
     for key in sorted(settings):
         section, _, name = key.rpartition(".")
         sections.setdefault(section, []).append((name, settings[key]))
     for section, items in sections.items():
         lines.append(f"[{section}]")
-        lines += [f"\t{name} = {value}" for name, value in items]
+        lines += [f"\t{name} = {configtext.value(value)}" for name, value in items]
     for git_dir, path in sorted((per_repo_files or {}).items()):
-        lines.append(f'[includeIf "{_gitdir_condition(git_dir)}"]')
-        lines.append(f"\tpath = {path}")
+        lines.append(f"[includeIf {configtext.subsection(configtext.gitdir_condition(git_dir))}]")
+        lines.append(f"\tpath = {configtext.value(path)}")
     return "\n".join(lines) + "\n"
 
 
+def canonical(settings: Dict[str, str]) -> Dict[str, str]:
+    """Catalogue names and the canonical text of each value (what git will parse)."""
+    out = {}
+    for k, v in settings.items():
+        key = catalogue.lookup(k)
+        key.require_writable()
+        out[key.name] = key.validate(v)
+    return out
 
-def plan(scope: Scope, settings: Dict[str, str], override: bool = False,
+
+def _read_bytes(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigWriteError(safefile.describe_os_error(e, "read", path)) from None
+
+
+def _with_include(config_file: str, include_file: str) -> bytes:
+    """The config file's bytes with include.path added, as `git config --add` writes it
+    (run on a copy, so the user's file is replaced in one atomic rename later)."""
+    with tempfile.TemporaryDirectory(prefix=safefile.TEMP_PREFIX) as tmp:
+        copy = os.path.join(tmp, "config")
+        old = _read_bytes(config_file)
+        with open(copy, "wb") as f:
+            f.write(old or b"")
+        proc = _git_config(["--file", copy, "--add", "include.path", include_file])
+        if proc.returncode:
+            raise ConfigWriteError(f"git config could not add include.path to '{config_file}': "
+                                   f"{git.first_lines(proc.stderr)}; nothing was changed")
+        with open(copy, "rb") as f:
+            return f.read()
+
+
+def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
+    def lines(data):
+        return data.splitlines(True) if data else []
+    old_text = old.decode("utf-8", "backslashreplace") if old is not None else ""
+    return "".join(difflib.unified_diff(lines(old_text), lines(new or ""),
+                                        f"{path} (now)" if old is not None else "/dev/null",
+                                        f"{path} (new)" if new is not None else "/dev/null"))
+
+
+def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: bool = False,
          cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None) -> Plan:
     """What writing `settings` (and per-repository values, by git dir) would change.
 
-    Per-repository values go to one file per repository, included from the
-    git-tune include file through an includeIf "gitdir:..." block.
+    Values are validated and written in their canonical form. Per-repository
+    values go to one file per repository, included from the git-tune include
+    file through an includeIf "gitdir:..." block. The plan holds the exact new
+    bytes of every file it would touch, and its diff shows exactly those.
     """
-    per_repo = {d.rstrip("/"): v for d, v in (per_repo or {}).items() if v}
-    for k, v in list(settings.items()) + [kv for vals in per_repo.values() for kv in vals.items()]:
-        catalogue.lookup(k).validate(v)
+    settings = canonical(settings)
+    per_repo = {d.rstrip("/"): canonical(v) for d, v in (per_repo or {}).items() if v}
     current = read_include(scope.include_file)
     current_per_repo = read_per_repo(scope.include_file)
-    conflicts = find_conflicts(sorted(settings), scope.include_file, cwd)
+    conflicts = find_conflicts(sorted(settings), cwd)
     left_alone = tuple(sorted({c.key for c in conflicts})) if not override else ()
     final = {k: v for k, v in settings.items() if k not in left_alone}
     include_present = scope.config_file is None or scope.include_file in scopes.include_paths(scope)
     anything = bool(final) or bool(per_repo)
     changes = final != current or per_repo != current_per_repo or (anything and not include_present)
-
-    def lines(values, repos):
-        out = [f"{k} = {v}\n" for k, v in sorted(values.items())]
-        for d, vals in sorted(repos.items()):
-            out += [f"[{_gitdir_condition(d)}] {k} = {v}\n" for k, v in sorted(vals.items())]
-        return "".join(out)
-    new_values, old_values = lines(final, per_repo), lines(current, current_per_repo)
-    diff = "".join(difflib.unified_diff(old_values.splitlines(True), new_values.splitlines(True),
-                                        f"{scope.include_file} (now)", f"{scope.include_file} (new)"))
-    if anything and not include_present:
-        diff += f"+ include.path = {scope.include_file}   (in {scope.config_file})\n"
+    files: Dict[str, Optional[str]] = {}
+    if changes:
+        repo_files = {d: repo_file(scope.include_file, d) for d in per_repo}
+        for d, path in repo_files.items():
+            files[path] = render(per_repo[d], dataclasses.replace(prov, repo=d))
+        for d in current_per_repo:
+            if d not in per_repo:
+                files[repo_file(scope.include_file, d)] = None
+        files[scope.include_file] = render(final, prov, repo_files)
+        if anything and not include_present:
+            files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
+                "utf-8", "surrogateescape")
+    diff = "".join(_diff(path, _read_bytes(path), text) for path, text in files.items())
     return Plan(asdict(scope), final, current, tuple(conflicts), left_alone, include_present,
-                diff, changes, per_repo, current_per_repo)
+                diff, changes, per_repo, current_per_repo, files)
 
 
 def _state_path() -> str:
@@ -190,23 +246,24 @@ def _state_path() -> str:
 def load_state() -> Dict[str, dict]:
     try:
         with open(_state_path()) as f:
-            return json.load(f)
+            state = json.load(f)
     except (OSError, ValueError):
         return {}
+    return state if isinstance(state, dict) else {}
 
 
 def _save_state(state: Dict[str, dict]) -> None:
     try:
-        safefile.write_atomic(_state_path(), json.dumps(state, indent=1, sort_keys=True).encode())
+        safefile.write_atomic(_state_path(), json.dumps(state, indent=1, sort_keys=True).encode(),
+                              mode=0o600)
     except OSError as e:
         raise ConfigWriteError(safefile.describe_os_error(e, "record state in", _state_path()))
 
 
-def _validate_text(text: str) -> None:
-    proc = subprocess.run(["git", "config", "--file", "-", "--list"], input=text,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _validate_text(path: str, text: str) -> None:
+    proc = _git_config(["--file", "-", "--list"], input=text)
     if proc.returncode:
-        raise ConfigWriteError(f"internal error: the include file would not parse: {proc.stderr}")
+        raise ConfigWriteError(f"internal error: '{path}' would not parse: {git.first_lines(proc.stderr)}")
 
 
 @dataclass(frozen=True)
@@ -230,8 +287,61 @@ def effective_values(keys: List[str], cwd: Optional[str]) -> Dict[str, Tuple[Opt
     return out
 
 
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _digest(data: Optional[bytes]) -> Optional[str]:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def _journal(state: Dict[str, dict], scope: Scope, p: Plan, prov: Provenance, backup_dir: str,
+             pending: bool) -> dict:
+    """The state entry for this write. It is saved *before* any file changes (pending), so a
+    run killed half way still leaves revert the backup from before git-tune's first write,
+    and every digest git-tune may have left in each file (`known`): a file holding one of
+    them was not edited by the user since."""
+    prev = state.get(scope.key) or {}
+    known = {path: list(digests) for path, digests in prev.get("known", {}).items()}
+    with open(os.path.join(backup_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    backed_up = {item["path"]: item.get("sha256") for item in manifest["files"]}
+    # What each file was before git-tune first touched it: revert's target.
+    originals = dict(prev.get("originals") or _originals_of(prev.get("first_backup")))
+    for item in manifest["files"]:
+        originals.setdefault(item["path"], item)
+    for path, text in p.files.items():
+        for digest in (originals[path].get("sha256"), backed_up.get(path),
+                       _digest(_encode(text)) if text is not None else None):
+            if digest and digest not in known.setdefault(path, []):
+                known[path].append(digest)
+    return {"scope": p.scope, "settings": p.settings, "per_repo": p.per_repo,
+            "backup": backup_dir, "first_backup": prev.get("first_backup", prev.get("backup", backup_dir)),
+            "originals": originals, "known": known, "pending": pending, "time": time.time(),
+            "git_tune_version": __version__, **asdict(prov)}
+
+
+def _referenced_backups(state: Dict[str, dict]) -> set:
+    """Backup directories some state entry still needs (for revert, or as its latest)."""
+    keep = {e.get(k) for e in state.values() for k in ("backup", "first_backup")}
+    keep |= {os.path.dirname(item["copy"]) for e in state.values()
+             for item in (e.get("originals") or {}).values() if item.get("copy")}
+    return {k for k in keep if k}
+
+
+def _originals_of(backup_dir: Optional[str]) -> Dict[str, dict]:
+    if not backup_dir:
+        return {}
+    try:
+        with open(os.path.join(backup_dir, "manifest.json")) as f:
+            return {item["path"]: item for item in json.load(f)["files"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
-    """Write the plan: lock, backup, atomic include file, include.path, verify."""
+    """Write the plan: lock, backup, journal, atomic writes (repository files, the include
+    file, then the include.path switch), state."""
     scope = Scope(**p.scope)
     if not p.changes:
         return WriteResult(False, p.scope, scope.include_file, p.settings, None,
@@ -239,49 +349,51 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                            {}, "nothing to change: these values are already applied")
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
-        repo_files = {d: repo_file(scope.include_file, d) for d in p.per_repo}
-        stale_files = [repo_file(scope.include_file, d) for d in p.current_per_repo
-                       if d not in p.per_repo]
-        touched = ([scope.include_file] + ([scope.config_file] if scope.config_file else [])
-                   + sorted(set(repo_files.values()) | set(stale_files)))
-        for d in {os.path.dirname(scope.include_file), state_root}:
+        for path, text in p.files.items():
+            if text is not None:
+                _validate_text(path, text)
+        for d in {os.path.dirname(path) for path in p.files} | {state_root}:
             safefile.remove_stale_temps(d)
+        touched = list(p.files)
         backup_dir = safefile.backup(touched, state_root, scope.name)
-        text = render(p.settings, prov, repo_files)
-        _validate_text(text)
-        try:
-            os.makedirs(os.path.dirname(scope.include_file), exist_ok=True)
-            # Repository files first: the include file that points at them is the switch.
-            for d, path in repo_files.items():
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                safefile.write_atomic(path, render(p.per_repo[d], dataclasses.replace(prov, repo=d)).encode())
-            safefile.write_atomic(scope.include_file, text.encode())
-            for path in stale_files:
-                if os.path.exists(path):
-                    os.unlink(path)
-        except OSError as e:
-            safefile.restore(backup_dir)
-            raise ConfigWriteError(safefile.describe_os_error(e, "write", scope.include_file)
-                                   + "; nothing was changed") from None
-        try:
-            scopes.add_include(scope)
-        except GitError as e:
-            safefile.restore(backup_dir)
-            raise ConfigWriteError(f"{e}; the previous files were restored, nothing was changed") from None
         state = load_state()
-        prev = state.get(scope.key)
-        state[scope.key] = {"scope": p.scope, "settings": p.settings, "per_repo": p.per_repo,
-                            "backup": backup_dir,
-                            "first_backup": prev.get("first_backup", prev["backup"]) if prev else backup_dir,
-                            "written": {f: _sha256(f) for f in touched},
-                            "time": time.time(), "git_tune_version": __version__, **asdict(prov)}
+        state[scope.key] = _journal(state, scope, p, prov, backup_dir, pending=True)
         _save_state(state)
+        # Repository files first, then the include file that points at them, then the
+        # user's config file whose include.path switches it all on.
+        order = sorted(touched, key=lambda f: (f == scope.config_file, f == scope.include_file, f))
+        try:
+            for path in order:
+                text = p.files[path]
+                if text is None:
+                    safefile.remove(path)
+                else:
+                    safefile.makedirs(os.path.dirname(path))
+                    safefile.write_atomic(path, _encode(text))
+        except OSError as e:
+            cause = safefile.describe_os_error(e, "write", e.filename or scope.include_file)
+            _roll_back(backup_dir, cause)
+            del state[scope.key]
+            _save_state(state)
+            raise ConfigWriteError(f"{cause}; nothing was changed") from None
+        state[scope.key]["pending"] = False
+        _save_state(state)
+        safefile.prune_backups(state_root, keep=_referenced_backups(state))
     eff = effective_values(list(p.settings), cwd) if scope.config_file else {}
     overridden = {k: origin for k, (v, origin) in eff.items()
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
     return WriteResult(True, p.scope, scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
                        f"wrote {len(p.settings)} values to {scope.include_file}")
+
+
+def _roll_back(backup_dir: str, cause: str) -> None:
+    """Put back what this write changed; a failure here is reported with the first cause."""
+    try:
+        safefile.restore(backup_dir, only_changed=True)
+    except ConfigWriteError as e:
+        raise ConfigWriteError(f"{cause}; rolling back also failed: {e}. The backup is in "
+                               f"'{backup_dir}'") from None
 
 
 def _sha256(path: str) -> Optional[str]:
@@ -303,8 +415,9 @@ class RevertResult:
 def revert(scope: Scope) -> RevertResult:
     """Put back the files from before git-tune's first write to this scope.
 
-    A file the user edited since git-tune wrote it is not overwritten: from
-    a config file only git-tune's include.path is removed, with git config.
+    A config file the user edited since git-tune wrote it (it holds none of the
+    bytes git-tune left there) is not overwritten: only git-tune's include.path is
+    removed from it, with git config. Links stay links: bytes go to their targets.
     """
     with safefile.lock(scopes.state_dir()):
         state = load_state()
@@ -312,16 +425,17 @@ def revert(scope: Scope) -> RevertResult:
         if not entry:
             raise UsageError(f"git-tune has written nothing for scope {scope.name} "
                              f"({scope.include_file}); nothing to revert")
-        backup_dir = entry.get("first_backup", entry["backup"])
-        with open(os.path.join(backup_dir, "manifest.json")) as f:
-            manifest = json.load(f)
-        edited = [f for f, digest in entry.get("written", {}).items()
-                  if f == scope.config_file and _sha256(f) != digest]
+        originals = entry.get("originals") or _originals_of(entry.get("first_backup", entry.get("backup")))
+        if not originals:
+            raise ConfigWriteError(f"the backup from before git-tune's first write to scope "
+                                   f"{scope.name} cannot be read; nothing was reverted")
+        known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
+        edited = [f for f in (scope.config_file,) if f and os.path.exists(f) and _sha256(f)
+                  not in known.get(f, []) + [originals.get(f, {}).get("sha256")]]
         restored = []
-        for item in manifest["files"]:
-            if item["path"] in edited:
-                continue
-            restored += safefile.restore_one(item)
+        for path, item in sorted(originals.items()):
+            if path not in edited:
+                restored += safefile.restore_one(item)
         removed_from = None
         if edited:
             proc = _git_config(["--file", scope.config_file, "--fixed-value", "--unset-all",
@@ -332,6 +446,7 @@ def revert(scope: Scope) -> RevertResult:
             removed_from = scope.config_file
         del state[scope.key]
         _save_state(state)
+        safefile.prune_backups(scopes.state_dir(), keep=_referenced_backups(state))
     msg = f"restored {len(restored)} file(s) to their bytes from before git-tune"
     if removed_from:
         msg += f"; '{removed_from}' was edited since, so only git-tune's include.path was removed"

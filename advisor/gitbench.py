@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from git_tune import git
 from git_tune.advisor.sweep import MeasurementFailed
 from git_tune.probes.repo import RepoLayout
 
@@ -21,19 +22,19 @@ Settings = Dict[str, str]
 
 def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
     """The environment that makes git see `settings` as command-line config."""
-    env = dict(os.environ if base is None else base)
-    start = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-    for i, (k, v) in enumerate(sorted(settings.items()), start):
-        env[f"GIT_CONFIG_KEY_{i}"] = k
-        env[f"GIT_CONFIG_VALUE_{i}"] = str(v)
-    env["GIT_CONFIG_COUNT"] = str(start + len(settings))
-    return env
+    return git.with_config(settings, base)
 
 
-def _run(args: List[str], cwd: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+def _run(args: List[str], cwd: str, env: dict, timeout: float = 600,
+         hooks: bool = True) -> subprocess.CompletedProcess:
+    """A git run that is part of a measurement (hooks=True: what git would run, runs) or
+    git-tune's own bookkeeping (hooks=False: the repository's hooks are not run)."""
+    if not hooks:
+        env = git.with_config(git.NO_HOOKS_SETTINGS, env)
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+                              stderr=subprocess.PIPE, text=True, errors="surrogateescape",
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         raise MeasurementFailed(f"git {' '.join(args)} took over {timeout:.0f} s") from None
     except FileNotFoundError:
@@ -124,7 +125,8 @@ class Workspace:
         elif untracked_cache is False:
             args.append("--no-untracked-cache")
         settings = {"index.threads": str(threads)} if threads else {}
-        _run(args, self.layout.worktree, dict(config_env(settings), GIT_INDEX_FILE=path))
+        _run(args, self.layout.worktree, dict(config_env(settings), GIT_INDEX_FILE=path),
+             hooks=False)
         self._copies[key] = path
         return path
 
@@ -135,8 +137,8 @@ class Workspace:
         dest = os.path.join(self.root, "clone")
         env = config_env({})
         _run(["clone", "-q", "--shared", "--no-checkout", self.layout.worktree or self.layout.git_dir,
-              dest], self.root, env)
-        _run(["read-tree", "HEAD"], dest, env)
+              dest], self.root, env, hooks=False)
+        _run(["read-tree", "HEAD"], dest, env, hooks=False)
         self._clone = dest
         return dest
 

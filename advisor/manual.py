@@ -4,16 +4,14 @@ from dataclasses import asdict
 from typing import Optional, Sequence
 
 from git_tune.advisor import configwrite, scopes
-from git_tune.errors import GitError, UsageError
+from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
 
 
 def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, override: bool,
                dry_run: bool) -> dict:
-    version = gitinfo.git_version()
-    if version is None:
-        raise GitError("git is not installed")
+    version = gitinfo.require_git()
     understood = catalogue.understood(version)
     settings = dict(catalogue.parse_assignment(a) for a in assignments)
     for key in settings:
@@ -24,11 +22,11 @@ def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str,
     cwd = layout.worktree if layout else None
     # Added to what git-tune already wrote there, not instead of it.
     settings = {**configwrite.read_include(target.include_file), **settings}
-    plan = configwrite.plan(target, settings, override, cwd=cwd)
+    prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
+                                  layout.worktree if layout else None, None,
+                                  {k: "set by hand with git-tune set" for k in settings})
+    plan = configwrite.plan(target, settings, prov, override, cwd=cwd)
     result = None
     if plan.changes and not dry_run:
-        prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
-                                      layout.worktree if layout else None, None,
-                                      {k: "set by hand with git-tune set" for k in settings})
         result = asdict(configwrite.apply(plan, prov, cwd=cwd))
     return {"plan": asdict(plan), "written": result, "dry_run": dry_run}

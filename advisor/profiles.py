@@ -11,11 +11,13 @@ A profile (schema "git-tune-profile/1"):
     provenance   host fingerprint, created, git-tune version, repository size
 """
 import json
+import math
 import statistics
+import unicodedata
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from git_tune import __version__
 from git_tune.errors import GitTuneError, UsageError
@@ -54,14 +56,24 @@ def git_range(version: str) -> str:
     return f">={v[0]}.{v[1]}.0,<{v[0]}.{v[1] + 1}.0"
 
 
+RANGE_OPS = {">=": lambda v, w: v >= w, "<=": lambda v, w: v <= w, "<": lambda v, w: v < w,
+             ">": lambda v, w: v > w, "=": lambda v, w: v == w}
+
+
+def parse_range(spec: str) -> List[Tuple[str, catalogue.Version]]:
+    """'>=2.39.0,<2.40.0' -> [('>=', (2, 39, 0)), ('<', (2, 40, 0))]; ValueError otherwise."""
+    out = []
+    for part in spec.split(","):
+        op = part[:2] if part[:2] in (">=", "<=") else part[:1]
+        if op not in RANGE_OPS:
+            raise ValueError(f"no comparison in {part!r}")
+        out.append((op, catalogue.parse_version(part[len(op):])))
+    return out
+
+
 def in_range(version: str, spec: str) -> bool:
     v = catalogue.parse_version(version)
-    for part in spec.split(","):
-        op, ver = (part[:2], part[2:]) if part[:2] in (">=", "<=") else (part[:1], part[1:])
-        w = catalogue.parse_version(ver)
-        if not {">=": v >= w, "<=": v <= w, "<": v < w, ">": v > w, "=": v == w}[op]:
-            return False
-    return True
+    return all(RANGE_OPS[op](v, w) for op, w in parse_range(spec))
 
 
 def host_class(report) -> Dict[str, str]:
@@ -85,19 +97,119 @@ def export(report, record: dict, rec) -> dict:
                            "hosts": 1}}
 
 
+class MalformedProfile(UsageError):
+    """A profile that is not of the schema (a fleet profile is untrusted data)."""
+
+
+TEXT_LIMIT = 200
+
+
+def _text(value, where: str, optional: bool = False) -> Optional[str]:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise MalformedProfile(f"{where} must be text, not {type(value).__name__}")
+    if len(value) > TEXT_LIMIT or any(unicodedata.category(c)[0] == "C" for c in value):
+        raise MalformedProfile(f"{where} must be at most {TEXT_LIMIT} printable characters "
+                               "(no newlines or other control characters)")
+    return value
+
+
+def _number(value, where: str, integer: bool = False) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise MalformedProfile(f"{where} must be a {'whole ' if integer else ''}number >= 0")
+    return value
+
+
+def _object(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise MalformedProfile(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+MEASUREMENT_FIELDS = {"workload": "text", "speedup": "number", "low": "number", "high": "number",
+                      "runs": "integer", "hosts": "integer", "speedup_min": "number",
+                      "speedup_median": "number", "speedup_max": "number"}
+
+
+def _measurement(m, where: str) -> dict:
+    m = _object(m, where)
+    out = {}
+    for name, kind in MEASUREMENT_FIELDS.items():
+        if name in m:
+            out[name] = (_text(m[name], f"{where}.{name}") if kind == "text"
+                         else _number(m[name], f"{where}.{name}", kind == "integer"))
+    if not ({"speedup", "low", "high", "workload", "runs"} <= set(out)
+            or {"hosts", "speedup_min", "speedup_median", "speedup_max"} <= set(out)):
+        raise MalformedProfile(f"{where} must hold speedup, low, high, workload and runs "
+                               "(one host) or hosts and speedup_min/median/max (merged)")
+    return out
+
+
+def parse(data, source: str) -> dict:
+    """A profile checked field by field and normalised: catalogue key names, canonical
+    values, typed measurements. Anything else is MalformedProfile (exit 2) naming the field."""
+    try:
+        data = _object(data, "the profile")
+        if data.get("schema") != SCHEMA:
+            raise MalformedProfile(f"it is not a {SCHEMA} profile (schema {_shown(data.get('schema'))})")
+        klass = _object(data.get("class"), "class")
+        klass = {f: _text(klass.get(f), f"class.{f}") for f in CLASS_FIELDS}
+        if klass["git"] != "none":
+            try:
+                parse_range(klass["git"])
+            except ValueError:
+                raise MalformedProfile(f"class.git {_shown(klass['git'])} is not a version range "
+                                       "like >=2.39.0,<2.40.0") from None
+        settings = {}
+        for k, v in _object(data.get("settings"), "settings").items():
+            key = catalogue.lookup(k)
+            key.require_writable()
+            settings[key.name] = key.validate(v)
+        measurements = {catalogue.lookup(k).name: _measurement(m, f"measurements.{k}")
+                        for k, m in _object(data.get("measurements", {}), "measurements").items()}
+        prov = _object(data.get("provenance", {}), "provenance")
+        provenance = {"fingerprint": _text(prov.get("fingerprint"), "provenance.fingerprint", True),
+                      "hosts": int(_number(prov.get("hosts", 1), "provenance.hosts", True))}
+        if "fingerprints" in prov:
+            if not isinstance(prov["fingerprints"], list):
+                raise MalformedProfile("provenance.fingerprints must be a list")
+            provenance["fingerprints"] = [_text(f, "provenance.fingerprints[]")
+                                          for f in prov["fingerprints"]]
+        for name in ("created", "calibrated", "repository_entries"):
+            if name in prov:
+                provenance[name] = _number(prov[name], f"provenance.{name}",
+                                           integer=name == "repository_entries")
+        for name in ("git_tune_version", "git_version"):
+            if name in prov:
+                provenance[name] = _text(prov[name], f"provenance.{name}")
+        return {"schema": SCHEMA, "class": klass, "settings": settings,
+                "measurements": measurements,
+                "workload": _text(data.get("workload"), "workload", optional=True),
+                "provenance": provenance}
+    except UsageError as e:
+        raise MalformedProfile(f"'{source}' is not a usable profile: {e}") from None
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load(path: str) -> dict:
     try:
-        with open(path) as f:
-            profile = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read((1 << 20) + 1)
     except OSError as e:
         raise UsageError(f"cannot read profile '{path}': {e.strerror}") from None
-    except ValueError as e:
+    if len(raw) > 1 << 20:
+        raise MalformedProfile(f"'{path}' is over 1 MiB: not a profile")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise UsageError(f"'{path}' is not JSON: {e}") from None
-    if profile.get("schema") != SCHEMA:
-        raise UsageError(f"'{path}' is not a {SCHEMA} profile (schema {profile.get('schema')!r})")
-    for k, v in profile.get("settings", {}).items():
-        catalogue.lookup(k).validate(v)
-    return profile
+    return parse(data, path)
 
 
 def mismatches(profile: dict, here: Dict[str, str]) -> List[str]:
@@ -162,6 +274,9 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
                   "measurements": measurements, "workload": group[0].get("workload"),
                   "provenance": {"hosts": len(group), "created": time.time(),
                                  "git_tune_version": __version__,
-                                 "fingerprints": sorted({p["provenance"]["fingerprint"] for p in group})}}
+                                 "fingerprints": sorted({f for p in group
+                                                         for f in [p["provenance"].get("fingerprint"),
+                                                                   *p["provenance"].get("fingerprints", [])]
+                                                         if f})}}
         out.append(MergedClass(merged, len(group), spread, tuple(warnings)))
     return out

@@ -11,6 +11,7 @@ import time
 from typing import Iterator, List, Optional
 
 from git_tune.errors import ConfigWriteError, GitTuneError
+from git_tune.probes import scratch
 
 
 class Locked(GitTuneError):
@@ -19,19 +20,47 @@ class Locked(GitTuneError):
     exit_code = 7
 
 
-def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def makedirs(directory: str, mode: int = 0o755) -> None:
+    """Create directory and any missing parents with `mode` less the umask (os.makedirs
+    would give the parents 0777 less the umask: world-writable under umask 000)."""
+    directory = os.path.abspath(directory)
+    if os.path.isdir(directory):
+        return
+    makedirs(os.path.dirname(directory), mode)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, mode)
+
+
+TEMP_PREFIX = ".git-tune-tmp-"
+
+
+def write_atomic(path: str, data: bytes, mode: Optional[int] = None) -> None:
     """Replace path with data: temporary file in the same directory, fsync, rename, fsync dir.
 
-    Killed at any instant, path holds either the old or the new bytes.
+    Killed at any instant, path holds either the old or the new bytes. A symbolic link
+    (a dotfile manager's ~/.gitconfig) stays a link: its target gets the bytes. An
+    existing file keeps its mode; a new one gets `mode` (default rw-r--r--) less the umask.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path)
+    try:
+        keep = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        keep = None
+    final_mode = mode if mode is not None else keep if keep is not None else 0o644 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        os.chmod(tmp, final_mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -44,21 +73,33 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
         os.close(dfd)
 
 
-TEMP_PREFIX = ".git-tune-tmp-"
+def remove(path: str) -> None:
+    """Remove a file git-tune wrote (through a link: the link itself stays the user's)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.realpath(path))
 
 
-def remove_stale_temps(directory: str, older_than: float = 60.0) -> None:
-    """Temporary files of a run that was killed (SIGKILL) before its rename."""
+def remove_stale_temps(directory: str, older_than: float = 3600.0) -> None:
+    """Temporary files of runs that were killed (SIGKILL) before their rename: those of
+    processes that no longer run, and pid-less ones (older git-tune) after an hour."""
     try:
         names = os.listdir(directory)
     except OSError:
         return
     now = time.time()
     for n in names:
-        if n.startswith(TEMP_PREFIX):
-            path = os.path.join(directory, n)
-            with contextlib.suppress(OSError):
-                if now - os.stat(path).st_mtime > older_than:
+        if not n.startswith(TEMP_PREFIX):
+            continue
+        path = os.path.join(directory, n)
+        with contextlib.suppress(OSError):
+            if n[len(TEMP_PREFIX):].split("-", 1)[0].isdigit():
+                dead = not scratch.owner_alive(n, TEMP_PREFIX)
+            else:
+                dead = now - os.lstat(path).st_mtime > older_than
+            if dead:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
                     os.unlink(path)
 
 
@@ -73,8 +114,8 @@ def describe_os_error(e: OSError, action: str, path: str) -> str:
 def lock(directory: str, timeout: float = 60.0) -> Iterator[None]:
     """Serialise git-tune runs that write configuration."""
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        makedirs(directory, 0o700)
+        fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:
         raise ConfigWriteError(describe_os_error(e, "create the lock in", directory)
                                + "; nothing was changed") from None
@@ -95,16 +136,20 @@ def lock(directory: str, timeout: float = 60.0) -> Iterator[None]:
 
 
 def backup(files: List[str], root: str, label: str) -> str:
-    """Copy each file's exact bytes (or note its absence) into a new backup directory."""
+    """Copy each file's exact bytes (or note its absence) into a new backup directory.
+
+    Through a link the target's bytes are copied; restoring writes them back through it.
+    """
     # Nanoseconds first, so names sort by time.
     dest = os.path.join(root, "backups", f"{time.time_ns():020d}-{label}-{os.getpid()}")
     try:
-        os.makedirs(dest)
+        makedirs(os.path.dirname(dest), 0o700)
+        os.mkdir(dest, 0o700)
         entries = []
         for i, path in enumerate(files):
             if os.path.exists(path):
                 copy = os.path.join(dest, f"{i}.bak")
-                shutil.copy2(path, copy)
+                shutil.copyfile(path, copy)
                 with open(copy, "rb") as f:
                     digest = hashlib.sha256(f.read()).hexdigest()
                 entries.append({"path": path, "existed": True, "copy": copy, "sha256": digest,
@@ -113,7 +158,7 @@ def backup(files: List[str], root: str, label: str) -> str:
                 entries.append({"path": path, "existed": False})
         write_atomic(os.path.join(dest, "manifest.json"),
                      json.dumps({"label": label, "time": time.time(), "files": entries},
-                                indent=1).encode())
+                                indent=1).encode(), mode=0o600)
     except OSError as e:
         shutil.rmtree(dest, ignore_errors=True)
         raise ConfigWriteError(describe_os_error(e, "write a backup to", dest)
@@ -121,25 +166,57 @@ def backup(files: List[str], root: str, label: str) -> str:
     return dest
 
 
-def restore_one(entry: dict) -> List[str]:
-    """Put one backed-up file back to its exact bytes (or remove it if it was absent)."""
+def _digest_of(path: str) -> Optional[str]:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
+    """Put one backed-up file back to its exact bytes (or remove it if it was absent).
+
+    only_changed: leave a file alone when it already holds those bytes (a rollback
+    rewrites nothing it did not change).
+    """
     path = entry["path"]
     try:
+        if only_changed and _digest_of(path) == (entry.get("sha256") if entry["existed"] else None):
+            return []
         if entry["existed"]:
             with open(entry["copy"], "rb") as f:
                 write_atomic(path, f.read(), entry.get("mode", 0o644))
-        elif os.path.exists(path):
-            os.unlink(path)
+        elif os.path.lexists(path):
+            remove(path)
     except OSError as e:
         raise ConfigWriteError(describe_os_error(e, "restore", path)) from None
     return [path]
 
 
-def restore(backup_dir: str) -> List[str]:
+def restore(backup_dir: str, only_changed: bool = False) -> List[str]:
     """Put every file of a backup back to its exact bytes."""
     with open(os.path.join(backup_dir, "manifest.json")) as f:
         manifest = json.load(f)
-    return [p for entry in manifest["files"] for p in restore_one(entry)]
+    return [p for entry in manifest["files"] for p in restore_one(entry, only_changed)]
+
+
+KEEP_BACKUPS = 10
+
+
+def prune_backups(root: str, keep: set, newest: int = KEEP_BACKUPS) -> None:
+    """Remove backups no state entry needs, but for the newest few (a short history)."""
+    dirs = sorted(os.path.join(root, "backups", n) for n in _listdir(os.path.join(root, "backups")))
+    for d in dirs[:-newest] if newest else dirs:
+        if d not in keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _listdir(directory: str) -> List[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def backups(root: str, label: Optional[str] = None) -> List[str]:

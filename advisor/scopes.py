@@ -10,13 +10,15 @@ git-tune never edits a user's config file by hand: the include directive is
 added and removed with `git config` itself.
 """
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import List, Optional
 
 import platformdirs
 
+from git_tune import git
 from git_tune.errors import GitError, UsageError
+
+SYSTEM_DIR = "/etc/git-tune"
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,7 @@ def _system_config_file() -> str:
     explicit = os.environ.get("GIT_CONFIG_SYSTEM")
     if explicit:
         return explicit
-    proc = subprocess.run(["git", "config", "--system", "--show-origin", "--list"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = git.run(["config", "--system", "--show-origin", "--list"])
     for line in proc.stdout.splitlines():
         if line.startswith("file:"):
             return line[5:].split("\t", 1)[0]
@@ -64,7 +65,8 @@ def resolve(spec: str, git_dir: Optional[str] = None) -> Scope:
     if spec == "system":
         if os.environ.get("GIT_CONFIG_NOSYSTEM"):
             raise UsageError("GIT_CONFIG_NOSYSTEM is set: git reads no system config to include from")
-        return Scope("system", "/etc/git-tune/system.gitconfig", _system_config_file(), "--system")
+        return Scope("system", os.path.join(SYSTEM_DIR, "system.gitconfig"), _system_config_file(),
+                     "--system")
     if spec == "local":
         if not git_dir:
             raise UsageError("--scope local needs a repository (--repo or run inside one)")
@@ -75,21 +77,23 @@ def resolve(spec: str, git_dir: Optional[str] = None) -> Scope:
     raise UsageError(f"unknown scope '{spec}': use global, system, local or file:PATH")
 
 
+def owned_by_git_tune(path: str) -> bool:
+    """Whether a config file is one git-tune writes (an include file of any scope, or a
+    per-repository file beside one): its values are git-tune's, never a user's conflict."""
+    if not path:
+        return False
+    global_dir = os.path.dirname(resolve("global").include_file)
+    parent = os.path.dirname(path)
+    return (os.path.basename(path) == "git-tune.gitconfig"
+            or parent in (global_dir, SYSTEM_DIR)
+            or (os.path.basename(parent) == "repos" and os.path.dirname(parent) in (global_dir, SYSTEM_DIR)))
+
+
 def include_paths(scope: Scope) -> List[str]:
     """The include.path values already in the scope's config file."""
     if not scope.config_file:
         return []
-    proc = subprocess.run(["git", "config", "--file", scope.config_file, "--get-all", "include.path"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return [os.path.expanduser(p) for p in proc.stdout.splitlines()]
-
-
-def add_include(scope: Scope) -> None:
-    if not scope.config_file or scope.include_file in include_paths(scope):
-        return
-    proc = subprocess.run(["git", "config", "--file", scope.config_file, "--add", "include.path",
-                           scope.include_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
-    if proc.returncode:
-        raise GitError(f"git config could not add include.path to '{scope.config_file}': "
-                       f"{proc.stderr.strip()}")
+    proc = git.run(["config", "--file", scope.config_file, "-z", "--get-all", "include.path"])
+    if proc.returncode not in (0, 1):
+        raise GitError(f"git cannot read '{scope.config_file}': {git.first_lines(proc.stderr)}")
+    return [os.path.expanduser(p) for p in proc.stdout.split("\0") if p]

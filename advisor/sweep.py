@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.search import Point, Strategy
+from git_tune.errors import GitError
 
 
-class MeasurementFailed(Exception):
-    """One measurement could not be taken; the sweep records it and goes on."""
+class MeasurementFailed(GitError):
+    """One measurement could not be taken; the sweep records it and goes on. Where
+    nothing catches it, it is git failing (exit 4), not a traceback."""
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ on the same index copies and the same scratch clone, interleaved, with
 warm-ups. One traced run per side gives the trace2 phase breakdown.
 """
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
+from git_tune import git
 from git_tune.advisor import coldcache, gitbench
-from git_tune.errors import UsageError
+from git_tune.advisor.sweep import MeasurementFailed
+from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue, stats
 from git_tune.probes import repo as repo_probe
 from git_tune.probes.scratch import scratch_dir
@@ -76,13 +77,10 @@ def _index_copy(ws: gitbench.Workspace, name: str, settings: Dict[str, str]) -> 
 
 def _commit_pair(worktree: str) -> Optional[Tuple[str, str, int]]:
     """HEAD and the nearest ancestor that differs in at least SWITCH_MIN_FILES files."""
-    proc = subprocess.run(["git", "rev-list", "--max-count=30", "HEAD"], cwd=worktree,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    revs = proc.stdout.split()
+    revs = git.run(["rev-list", "--max-count=30", "HEAD"], cwd=worktree).stdout.split()
     for old in revs[1:]:
-        diff = subprocess.run(["git", "diff", "--name-only", "--no-renames", old, revs[0]],
-                              cwd=worktree, stdout=subprocess.PIPE, text=True).stdout
-        n = len(diff.splitlines())
+        diff = git.run(["diff", "-z", "--name-only", "--no-renames", old, revs[0]], cwd=worktree).stdout
+        n = diff.count("\0")
         if n >= SWITCH_MIN_FILES:
             return revs[0], old, n
     return None
@@ -95,8 +93,8 @@ class _Switch:
         self.clone = os.path.join(ws.root, "switch")
         env = gitbench.config_env({})
         gitbench._run(["clone", "-q", "--shared", "--no-checkout", ws.layout.worktree, self.clone],
-                      ws.root, env)
-        gitbench._run(["checkout", "-q", "-f", "--detach", a], self.clone, env)
+                      ws.root, env, hooks=False)
+        gitbench._run(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
         self.targets = [b, a]
         self.i = 0
 
@@ -147,8 +145,11 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
         if scratch is None:
             raise UsageError("no writable scratch directory on the repository's file system")
         ws = gitbench.Workspace(layout, scratch)
-        copies = {"before": _index_copy(ws, "before", before),
-                  "after": _index_copy(ws, "after", after)}
+        try:
+            copies = {"before": _index_copy(ws, "before", before),
+                      "after": _index_copy(ws, "after", after)}
+        except MeasurementFailed as e:
+            raise GitError(f"git cannot use this repository's index: {e}") from None
         switch = None
         if "switch" in workloads:
             pair = _commit_pair(layout.worktree)

@@ -21,7 +21,7 @@ Reproduce (root is needed for the tmpfs, loop, FUSE and HDD-like beds and for dr
 caches; without it those rows are skipped with the reason):
 
 ```sh
-tools/setup-system && python3 -m pip install -e '.[test]'
+tools/setup-system && tools/install --test && source .venv/bin/activate
 bench/run                      # everything, full size (about an hour on 2 cores)
 bench/run status_preload       # one benchmark
 bench/run --tiny               # CI size: each once, to keep them from rotting

@@ -85,6 +85,34 @@ def probe(repo, thorough, as_json):
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view)
 
 
+class Finite(click.ParamType):
+    """A finite number within [low, high] (float() alone takes nan and inf)."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float, unit: str = "seconds"):
+        self.low, self.high, self.unit = low, high, unit
+
+    def convert(self, value, param, ctx):
+        import math
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of {self.unit}", param, ctx)
+        if not math.isfinite(seconds) or not self.low <= seconds <= self.high:
+            self.fail(f"{value!r} is not between {self.low:g} and {self.high:g} {self.unit}",
+                      param, ctx)
+        return seconds
+
+
+BUDGET = Finite(1.0, 86400.0)
+
+
+def budget_option(f):
+    return click.option("--budget", type=BUDGET, default=20.0, show_default=True,
+                        help="Seconds the calibration may take.")(f)
+
+
 def strategy_option(f):
     # The default is whichever strategy won bench/search_strategies.py.
     return click.option("--strategy", type=click.Choice(sorted(search.STRATEGIES)),
@@ -93,8 +121,7 @@ def strategy_option(f):
 
 
 def calibration_options(f):
-    f = click.option("--budget", type=float, default=20.0, show_default=True,
-                     help="Seconds the calibration may take (real git runs may need more).")(f)
+    f = budget_option(f)
     f = strategy_option(f)
     f = click.option("--seed", type=int, default=0, show_default=True)(f)
     f = click.option("--cold", is_flag=True,
@@ -212,8 +239,7 @@ def _confirmer(yes: bool):
 @scope_option()
 @click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
               show_default=True)
-@click.option("--budget", type=float, default=20.0, show_default=True,
-              help="Seconds for calibration.")
+@budget_option
 @strategy_option
 @click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing at all.")
@@ -294,7 +320,7 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
 
 
 @cli.command()
-@click.option("--max-age", type=float, default=90, show_default=True,
+@click.option("--max-age", type=Finite(0, 1e6, "days"), default=90, show_default=True,
               help="Days after which applied values count as stale.")
 @json_option
 def show(max_age, as_json):
@@ -339,11 +365,11 @@ def _write_many(many, scope_spec: str) -> dict:
     if scope_spec == "local":
         raise click.UsageError("per-repository values need a shared scope: global, system or file:PATH")
     target = scopes.resolve(scope_spec)
-    plan = configwrite.plan(target, many.common, per_repo=many.per_repo)
-    version = gitinfo.git_version()
-    prov = configwrite.Provenance(catalogue.format_version(version) if version else "?",
-                                  "several-repositories", "per-repository",
+    version = gitinfo.require_git()
+    prov = configwrite.Provenance(catalogue.format_version(version), "several-repositories",
+                                  "per-repository",
                                   reasons={k: "shared by every repository" for k in many.common})
+    plan = configwrite.plan(target, many.common, prov, per_repo=many.per_repo)
     result = configwrite.apply(plan, prov)
     return {"plan": asdict(plan), "result": asdict(result)}
 
@@ -357,7 +383,7 @@ def profile():
 @repo_option
 @click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
               show_default=True)
-@click.option("--budget", type=float, default=20.0, show_default=True)
+@budget_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
 @json_option
 def profile_export(repo, workload, budget, output, as_json):

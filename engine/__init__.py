@@ -4,6 +4,7 @@ Each function runs one C kernel (see gittune.h) and returns a frozen
 dataclass. Engine failures raise EngineError with the engine's sentence;
 Ctrl-C cancels the running kernel, which removes what it created.
 """
+import os
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
@@ -140,11 +141,12 @@ NO_LIMITS = Limits()
 
 
 def _path_list(paths: Sequence[str]) -> bytes:
-    return b"".join(p.encode() + b"\0" for p in paths)
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
 
 
 def _enc(path) -> bytes:
-    return str(path).encode()
+    # The bytes the file system has: a name that is not UTF-8 round-trips (surrogateescape).
+    return os.fsencode(path)
 
 
 def version() -> int:

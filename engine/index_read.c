@@ -365,6 +365,18 @@ drop:
 	ix->ieot_nr = 0;
 }
 
+/*
+ * Git skips an extension it does not know only when its name starts with
+ * 'A'..'Z' (optional); any other unknown one is required and the index is
+ * refused (read_index_extension() in read-cache.c). "link" (split index)
+ * and "sdir" (sparse directories) are the required ones Git knows.
+ */
+static int extension_understood(const unsigned char *sig)
+{
+	return (sig[0] >= 'A' && sig[0] <= 'Z') ||
+	       !memcmp(sig, "link", 4) || !memcmp(sig, "sdir", 4);
+}
+
 /* Walk the extensions from `pos` to the trailer, recording their names. */
 static int walk_extensions(const struct index_file *ix, size_t pos,
 			   struct gt_index_result *out, char *err, size_t errlen)
@@ -380,6 +392,10 @@ static int walk_extensions(const struct index_file *ix, size_t pos,
 			return gt_error(GT_ECORRUPT, err, errlen,
 					"extension '%.4s' at offset %zu runs past the end",
 					(const char *)ix->buf + pos, pos);
+		if (!extension_understood(ix->buf + pos))
+			return gt_error(GT_ECORRUPT, err, errlen,
+					"index uses the '%.4s' extension, which git does not understand",
+					(const char *)ix->buf + pos);
 		if (out->extensions < 16)
 			memcpy(out->ext_sig[out->extensions], ix->buf + pos, 4);
 		out->extensions++;

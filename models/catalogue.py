@@ -1,4 +1,5 @@
 """The catalogue of Git keys git-tune may recommend (keys.toml), as data."""
+import re
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -42,6 +43,11 @@ class Key:
     values: Tuple[str, ...] = ()
     needs_index_rewrite: bool = False
     since_linux: Optional[Version] = None
+    not_written_because: str = ""     # empty: git-tune may write the key
+
+    @property
+    def writable(self) -> bool:
+        return not self.not_written_because
 
     def available(self, git_version: Version, platform: str = sys.platform) -> bool:
         since = self.since_linux if (platform.startswith("linux") and self.since_linux) else self.since
@@ -49,6 +55,8 @@ class Key:
 
     def validate(self, value: str) -> str:
         """The canonical text of value, or UsageError saying why it is not valid."""
+        if not isinstance(value, (str, int)):   # bool is an int; lists, None, floats are not
+            raise UsageError(f"{self.name}={_shown(value)} is not a valid value ({self.describe_range()})")
         text = str(value).strip().lower() if self.type in ("bool", "enum") else str(value).strip()
         if self.type == "bool":
             if text in ("true", "yes", "on", "1"):
@@ -61,13 +69,18 @@ class Key:
         elif self.type in ("int", "bool-or-int"):
             if self.type == "bool-or-int" and text.lower() in ("true", "false"):
                 return text.lower()
-            try:
+            # ASCII digits only: Python's int() also takes "1_0" and other scripts' digits,
+            # which git's strtol-based parser refuses ("bad numeric config value").
+            if re.fullmatch(r"[+-]?[0-9]{1,12}", text, re.ASCII):
                 number = int(text)
-            except ValueError:
-                number = None
-            if number is not None and self.min <= number <= self.max:
-                return str(number)
-        raise UsageError(f"{self.name}={value!r} is not a valid value ({self.describe_range()})")
+                if self.min <= number <= self.max:
+                    return str(number)
+        raise UsageError(f"{self.name}={_shown(value)} is not a valid value ({self.describe_range()})")
+
+    def require_writable(self) -> None:
+        """UsageError for a key git-tune reports on but never writes."""
+        if not self.writable:
+            raise UsageError(f"git-tune never writes {self.name}: {self.not_written_because}")
 
     def describe_range(self) -> str:
         if self.type == "bool":
@@ -76,6 +89,12 @@ class Key:
             return " | ".join(self.values)
         extra = " or true/false" if self.type == "bool-or-int" else ""
         return f"{self.min}..{self.max}{extra}"
+
+
+def _shown(value) -> str:
+    """A value quoted for an error message, cut short (it may be hostile or huge)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @lru_cache(maxsize=1)
@@ -88,7 +107,8 @@ def catalogue() -> Dict[str, Key]:
             affects=tuple(k["affects"]), measured_by=k["measured_by"], facts=" ".join(k["facts"].split()),
             min=k.get("min"), max=k.get("max"), values=tuple(k.get("values", ())),
             needs_index_rewrite=k.get("needs_index_rewrite", False),
-            since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None)
+            since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
+            not_written_because=" ".join(k.get("not_written_because", "").split()))
     return keys
 
 
@@ -97,7 +117,7 @@ def lookup(name: str) -> Key:
     for key_name, key in catalogue().items():
         if key_name.lower() == name.lower():
             return key
-    raise UsageError(f"'{name}' is not a key git-tune knows; known keys: "
+    raise UsageError(f"{_shown(name)} is not a key git-tune knows; known keys: "
                      + ", ".join(sorted(catalogue())))
 
 
@@ -112,4 +132,5 @@ def parse_assignment(text: str) -> Tuple[str, str]:
     if not sep:
         raise UsageError(f"expected KEY=VALUE, not {text!r}")
     key = lookup(k.strip())
+    key.require_writable()
     return key.name, key.validate(v)

@@ -6,6 +6,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from git_tune import git
+from git_tune.errors import GitError
 from git_tune.models import catalogue
 from git_tune.probes import memo
 
@@ -34,17 +36,36 @@ class GitFacts:
 
 def run_git(args: List[str], cwd: Optional[str] = None, timeout: float = 30,
             env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, text=True, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=timeout, env=env)
+    """git for the probes: hooks off, GitError when git is missing (git.run)."""
+    return git.run(args, cwd=cwd, timeout=timeout, env=env)
+
+
+def _version_or_problem() -> Tuple[Optional[catalogue.Version], str]:
+    if not shutil.which("git"):
+        return None, "git is not installed (no 'git' on PATH)"
+    try:
+        proc = run_git(["--version"])
+    except GitError as e:
+        return None, str(e)
+    if proc.returncode:
+        # git --version reads the configuration: a syntax error stops even that.
+        return None, f"git cannot run: {git.first_lines(proc.stderr)}"
+    try:
+        return catalogue.parse_version(proc.stdout), ""
+    except ValueError:
+        return None, f"git answered --version with {git.first_lines(proc.stdout)!r}"
 
 
 def git_version() -> Optional[catalogue.Version]:
-    if not shutil.which("git"):
-        return None
-    try:
-        return catalogue.parse_version(run_git(["--version"]).stdout)
-    except (ValueError, OSError, subprocess.SubprocessError):
-        return None
+    return _version_or_problem()[0]
+
+
+def require_git() -> catalogue.Version:
+    """The installed git's version, or GitError (exit 4) saying why there is none."""
+    version, problem = _version_or_problem()
+    if version is None:
+        raise GitError(problem)
+    return version
 
 
 def config_values(repo: Optional[str]) -> Dict[str, List[ConfigValue]]:

@@ -1,11 +1,10 @@
 """The repository's shape: index, tree, objects, sparse checkout, submodules, worktrees."""
 import glob
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune import engine
+from git_tune import engine, git
 from git_tune.errors import EngineError, GitError, UsageError
 from git_tune.probes.gitinfo import run_git
 
@@ -42,29 +41,32 @@ class RepoFacts:
     notes: Tuple[str, ...]
 
 
-def _rev_parse(path: str, *args: str) -> List[str]:
-    proc = run_git(["rev-parse", *args], cwd=path)
-    if proc.returncode:
-        raise GitError(proc.stderr.strip() or f"git rev-parse failed in '{path}'")
-    return proc.stdout.splitlines()
-
-
 def locate(path: str) -> Optional[RepoLayout]:
-    """The repository containing path, or None outside any repository."""
+    """The repository containing path, or None outside any repository.
+
+    A repository git itself refuses (owned by another user and not in
+    safe.directory) is refused here too, with git's own words.
+    """
     if not os.path.isdir(path):
         raise UsageError(f"'{path}' is not a directory")
-    try:
-        bare, git_dir, common, index = _rev_parse(
-            path, "--is-bare-repository", "--absolute-git-dir", "--git-common-dir",
-            "--git-path", "index")
-    except GitError:
+    # One question per git call: rev-parse has no -z, and a path may hold a newline.
+    def ask(*args: str) -> Optional[str]:
+        proc = run_git(["rev-parse", *args], cwd=path)
+        if proc.returncode:
+            if "safe.directory" in proc.stderr:
+                raise UsageError(f"git refuses this repository: {git.first_lines(proc.stderr)}")
+            if "not a git repository" in proc.stderr:
+                return None
+            # A broken config (syntax error, include cycle) stops every git command.
+            raise GitError(f"git cannot work here: {git.first_lines(proc.stderr)}")
+        return proc.stdout[:-1] if proc.stdout.endswith("\n") else proc.stdout
+
+    bare = ask("--is-bare-repository")
+    if bare is None:
         return None
-    except FileNotFoundError:
-        return None
-    worktree = None
-    if bare != "true":
-        top = run_git(["rev-parse", "--show-toplevel"], cwd=path)
-        worktree = top.stdout.strip() or None
+    git_dir, common = ask("--absolute-git-dir"), ask("--git-common-dir")
+    index = ask("--git-path", "index")
+    worktree = (ask("--show-toplevel") or None) if bare != "true" else None
     return RepoLayout(worktree, git_dir, os.path.abspath(os.path.join(path, common)),
                       os.path.abspath(os.path.join(path, index)), bare == "true")
 
@@ -85,7 +87,7 @@ def _untracked(layout: RepoLayout) -> Tuple[Optional[int], str]:
     try:
         proc = run_git(["ls-files", "-o", "--exclude-standard", "--directory", "-z"],
                        cwd=layout.worktree, timeout=20)
-    except subprocess.TimeoutExpired:
+    except GitError:
         return None, "untracked walk took over 20 s; not counted"
     return proc.stdout.count("\0"), "untracked files and directories (git ls-files -o --directory)"
 
@@ -98,8 +100,38 @@ def _count_objects(layout: RepoLayout) -> Optional[int]:
     return None
 
 
+# Hooks the commands git-tune times can start (status, checkout, update-index, clone).
+TIMED_HOOKS = ("post-index-change", "post-checkout", "reference-transaction", "fsmonitor-watchman")
+
+
+def repository_commands(layout: RepoLayout) -> List[str]:
+    """Commands this repository's own config makes git run while git-tune times git:
+    git-tune runs what git would run, so it is trusted as git is trusted here."""
+    out = []
+    fsmonitor = run_git(["config", "core.fsmonitor"], cwd=layout.git_dir).stdout.strip()
+    if fsmonitor and fsmonitor.lower() not in ("false", "no", "off", "0"):
+        out.append(f"core.fsmonitor = {fsmonitor}")
+    # hooks=True: where *git* would look (git-tune's own runs point core.hooksPath away).
+    hooks_path = git.run(["rev-parse", "--git-path", "hooks"], cwd=layout.git_dir,
+                         hooks=True).stdout.rstrip("\n")
+    hooks_dir = os.path.join(layout.git_dir, hooks_path) if hooks_path else ""
+    for hook in TIMED_HOOKS:
+        path = os.path.join(hooks_dir, hook)
+        if hooks_dir and os.path.isfile(path) and os.access(path, os.X_OK):
+            out.append(f"hook {path}")
+    filters = run_git(["config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"],
+                      cwd=layout.git_dir).stdout
+    out += [f"{item.partition(chr(10))[0]} = {item.partition(chr(10))[2]}"
+            for item in filters.split("\0") if item]
+    return out
+
+
 def repo_facts(layout: RepoLayout) -> RepoFacts:
     notes = []
+    commands = repository_commands(layout)
+    if commands:
+        notes.append("timing git here runs commands this repository's config names "
+                     "(git-tune runs what git would run): " + "; ".join(commands))
     index = index_error = None
     if os.path.exists(layout.index_file):
         try:

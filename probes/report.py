@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from git_tune import __version__
-from git_tune.errors import UsageError
+from git_tune.errors import GitError, UsageError
 from git_tune.probes import cache, gitinfo, host, mounts, repo, storage
 from git_tune.probes.scratch import scratch_dir
 
@@ -45,16 +45,14 @@ def _dev(path: str):
 
 
 def _scratch_candidates(target: str, layout: Optional[repo.RepoLayout]) -> List[str]:
-    """Where a scratch directory may go for measuring target's file system:
-    the git directory first, never the working tree itself."""
-    out = []
+    """Where a scratch directory may go for measuring target's file system: the git
+    directory first, never the working tree itself. Outside a repository the directory
+    itself comes before its parent, which the user did not name."""
     if layout:
-        out.append(layout.git_dir)
-    out += [os.path.dirname(os.path.abspath(target)), tempfile.gettempdir(),
-            os.path.expanduser("~")]
-    if not layout:
-        out.append(target)
-    return out
+        first = [layout.git_dir, os.path.dirname(os.path.abspath(target))]
+    else:
+        first = [target]
+    return first + [tempfile.gettempdir(), os.path.expanduser("~")]
 
 
 class _Clock:
@@ -87,7 +85,9 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -
     with clock.section("locate"):
         try:
             layout = repo.locate(path)
-        except (OSError, UsageError):
+        except (OSError, UsageError, GitError) as e:
+            # The probe reports what it can (exit 0); the reason is a note.
+            notes.append(str(e))
             layout = None
     if layout is None:
         notes.append(f"'{path}' is not inside a git repository: host and storage only")

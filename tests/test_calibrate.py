@@ -124,12 +124,11 @@ def test_keys_git_does_not_read_are_not_offered(calibrated):
 def test_recommend_reuses_the_stored_calibration(calibrated):
     repo, _, record = calibrated
     runner = CliRunner()
-    t0 = time.monotonic()
     res = runner.invoke(cli, ["recommend", "--repo", str(repo), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    # A new calibration would carry its own creation time (no wall-clock bound: flaky).
     assert data["calibration_created"] == record["created"]
-    assert time.monotonic() - t0 < 3
 
 
 def test_plot_is_written(calibrated, tmp_path):

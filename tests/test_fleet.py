@@ -61,7 +61,8 @@ def test_apply_check_then_apply_then_check(home, small_repo, tmp_path):
     runner = CliRunner()
     res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo), "--check", "--diff"])
     assert res.exit_code == 6, res.output
-    assert "+checkout.workers = 4" in res.stdout and git_get("checkout.workers") is None
+    # The diff is of the exact bytes to be written.
+    assert "+\tworkers = 4" in res.stdout and git_get("checkout.workers") is None
     res = runner.invoke(cli, ["apply", p, "--repo", str(small_repo)])
     assert res.exit_code == 0, res.output
     assert git_get("checkout.workers") == "4"

@@ -34,17 +34,19 @@ def test_per_repo_blocks_apply_only_to_their_repository(home, two_repos):
     a, b = two_repos
     scope = scopes.resolve("global")
     per_repo = {str(a / ".git"): {"index.threads": "4"}, str(b / ".git"): {"checkout.workers": "6"}}
-    plan = configwrite.plan(scope, {"core.untrackedCache": "true"}, per_repo=per_repo)
-    assert plan.changes and f"[gitdir:{a}/.git] index.threads = 4" in plan.diff
     prov = configwrite.Provenance("2.39.5", "test", "local-ssd")
+    plan = configwrite.plan(scope, {"core.untrackedCache": "true"}, prov, per_repo=per_repo)
+    # The diff shows the exact bytes: the includeIf block and the repository's own file.
+    assert plan.changes and f'+[includeIf "gitdir:{a}/.git"]' in plan.diff
+    assert "+\tthreads = 4" in plan.diff
     configwrite.apply(plan, prov)
     assert get(a, "index.threads") == "4" and get(b, "index.threads") is None
     assert get(b, "checkout.workers") == "6" and get(a, "checkout.workers") is None
     assert get(a, "core.untrackedCache") == get(b, "core.untrackedCache") == "true"
-    again = configwrite.plan(scope, {"core.untrackedCache": "true"}, per_repo=per_repo)
+    again = configwrite.plan(scope, {"core.untrackedCache": "true"}, prov, per_repo=per_repo)
     assert not again.changes
     # Dropping a repository removes its file on the next write.
-    shrink = configwrite.plan(scope, {"core.untrackedCache": "true"},
+    shrink = configwrite.plan(scope, {"core.untrackedCache": "true"}, prov,
                               per_repo={str(a / ".git"): {"index.threads": "4"}})
     configwrite.apply(shrink, prov)
     assert get(b, "checkout.workers") is None

@@ -1,0 +1,574 @@
+"""Hostile and broken input: profiles are untrusted data, every write is exactly
+reversible, and no input ends in a traceback. Real git, real files, throw-away HOME."""
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from git_tune import engine
+from git_tune.advisor import configwrite, profiles, repogen, scopes
+from git_tune.cli import cli
+from git_tune.errors import EngineError
+from git_tune.models import catalogue
+from git_tune.probes import gitinfo
+from git_tune.probes.scratch import PREFIX
+from git_tune.probes.report import probe
+
+GIT_TUNE = [sys.executable, "-m", "git_tune"]
+USER_CONFIG = "# my own settings\n[user]\n\tname = Ada\n[alias]\n\tst = status -sb\n"
+
+
+@pytest.fixture
+def home(isolated_git, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    (isolated_git / ".gitconfig").write_text(USER_CONFIG)
+    return isolated_git
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def no_traceback(res, *codes):
+    """The command ended with one of the expected exit codes and a sentence, not a bug."""
+    assert res.exit_code in codes, (res.exit_code, res.output, res.exception)
+    assert res.exit_code == 0 or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in res.output
+
+
+def config_list(cwd=None):
+    proc = subprocess.run(["git", "config", "--list"], cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def git_get(key, cwd=None):
+    p = subprocess.run(["git", "config", "--get", key], cwd=cwd, stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip() or None
+
+
+def snapshot(root):
+    """Every file below root (links as links), byte for byte; git-tune's state excluded."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("state", ".cache")]
+        for name in files:
+            path = os.path.join(dirpath, name)
+            out[path] = ("link", os.readlink(path)) if os.path.islink(path) else open(path, "rb").read()
+    return out
+
+
+def profile_for(repo, settings, measurements=None, **overrides):
+    data = {"schema": profiles.SCHEMA, "class": profiles.host_class(probe(str(repo))),
+            "settings": settings, "measurements": measurements or {}, "workload": "mixed",
+            "provenance": {"fingerprint": "test", "created": 0, "hosts": 1}}
+    data.update(overrides)
+    return data
+
+
+# 1. A profile cannot inject config.
+
+INJECTION = "checkout\n[core]\n\tfsmonitor = touch /tmp/git-tune-pwned\n#"
+
+
+@pytest.mark.parametrize("where", ["workload", "fingerprint"])
+def test_profile_text_with_newlines_is_refused(home, small_repo, tmp_path, where):
+    m = {"speedup": 1.4, "low": 1.2, "high": 1.6, "runs": 5, "workload": "checkout"}
+    data = profile_for(small_repo, {"checkout.workers": "4"}, {"checkout.workers": m})
+    if where == "workload":
+        m["workload"] = INJECTION
+    else:
+        data["provenance"]["fingerprint"] = INJECTION
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    before = snapshot(home)
+    res = invoke("apply", path, "--repo", small_repo)
+    no_traceback(res, 2)
+    assert "control characters" in res.output
+    assert snapshot(home) == before
+
+
+def test_profile_file_name_reaches_only_a_comment(home, small_repo, tmp_path):
+    # A name may hold anything but '/' and NUL: it is rendered, escaped, into a comment.
+    path = tmp_path / "p\n[core]\n\tfsmonitor = touch pwned\n.json"
+    path.write_text(json.dumps(profile_for(small_repo, {"checkout.workers": "4"})))
+    diff = invoke("apply", path, "--repo", small_repo, "--check", "--diff")
+    no_traceback(diff, 6)
+    res = invoke("apply", path, "--repo", small_repo)
+    no_traceback(res, 0)
+    include = home / ".config" / "git-tune" / "global.gitconfig"
+    listed = subprocess.run(["git", "config", "--file", include, "--list"], stdout=subprocess.PIPE,
+                            text=True, check=True).stdout.split()
+    assert listed == ["checkout.workers=4"]
+    assert git_get("core.fsmonitor", cwd=small_repo) is None
+    # The diff showed exactly the bytes that were written (but the time in the header).
+    added = [l[1:] for l in diff.output.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    written = include.read_text().splitlines() + (home / ".gitconfig").read_text().splitlines()
+    strip_time = lambda lines: [l for l in lines if not l.startswith("# Written by")]
+    assert set(strip_time(added)) <= set(strip_time(written))
+    assert all(l in added for l in strip_time(include.read_text().splitlines()))
+
+
+def test_hostile_provenance_stays_in_comments():
+    hostile = configwrite.Provenance("2.39\n[core]\nfsmonitor=x", "fp\r\n[a]b=c", "ssd\u2028[x]",
+                                     "/r\n[alias]\nst=!sh", 5, {"checkout.workers": "x\n[pack]\nthreads=1"})
+    text = configwrite.render({"checkout.workers": "4"}, hostile)
+    proc = subprocess.run(["git", "config", "--file", "-", "--list"], input=text,
+                          stdout=subprocess.PIPE, text=True, check=True)
+    assert proc.stdout.split() == ["checkout.workers=4"]
+
+
+@pytest.mark.parametrize("shape", [
+    [], "x", {"schema": profiles.SCHEMA}, {"schema": profiles.SCHEMA, "class": []},
+    {"schema": profiles.SCHEMA, "class": {}, "settings": {}},
+    {"schema": profiles.SCHEMA, "class": {f: "x" for f in profiles.CLASS_FIELDS}, "settings": []},
+    {"schema": profiles.SCHEMA, "class": {f: 1 for f in profiles.CLASS_FIELDS}, "settings": {}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git="2.39"),
+     "settings": {}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
+     "settings": {"checkout.workers": [4]}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
+     "settings": {"checkout.workers": "4"}, "measurements": {"checkout.workers": {"speedup": "fast"}}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
+     "settings": {"pack.threads": "2"}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
+     "settings": {}, "provenance": {"hosts": float("nan")}},
+], ids=lambda s: json.dumps(s)[:40])
+def test_malformed_profiles_are_clear_errors(home, small_repo, tmp_path, shape):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(shape))
+    for args in (["apply", path, "--repo", small_repo], ["fleet", "merge", path]):
+        no_traceback(invoke(*args), 2)
+
+
+# 2. Values: validated, written canonically, and accepted by git itself.
+
+def test_values_python_accepts_but_git_does_not_are_refused_or_canonical(home):
+    for bad in ("1_0", "\uff14", "４", "4.0", "0x4", "", "99999999999999999999"):
+        no_traceback(invoke("set", f"checkout.workers={bad}"), 2)
+    for messy, canonical in (("+4", "4"), (" 4", "4"), ("04", "4")):
+        no_traceback(invoke("set", f"checkout.workers={messy}"), 0)
+        assert git_get("checkout.workers") == canonical
+    assert "workers = 4\n" in (home / ".config" / "git-tune" / "global.gitconfig").read_text()
+
+
+def test_keys_git_tune_never_writes_are_refused(home, small_repo, tmp_path):
+    for kv in ("feature.manyFiles=true", "pack.threads=2"):
+        res = invoke("set", kv)
+        no_traceback(res, 2)
+        assert "never writes" in res.output
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile_for(small_repo, {"feature.manyFiles": "true"})))
+    no_traceback(invoke("apply", path, "--repo", small_repo), 2)
+
+
+def parsing_command(key, repo, tmp_path):
+    """A git command that really parses `key` (git status does not parse them all), with
+    what it needs; run with the value in force, it fails on a value git cannot parse."""
+    victim = sorted(p for p in os.listdir(repo) if os.path.isfile(os.path.join(repo, p)))[0]
+    if key.startswith("checkout."):
+        os.unlink(os.path.join(repo, victim))          # parallel-checkout.c reads both keys
+        return ["checkout", "--", victim], {}
+    if key == "index.version":                          # read when a new index is written
+        return ["read-tree", "HEAD"], {"GIT_INDEX_FILE": str(tmp_path / "new-index")}
+    if key == "index.skipHash":
+        return ["update-index", "--force-write-index"], {}
+    if key == "index.threads":
+        return ["ls-files"], {}
+    return ["status", "--porcelain"], {}
+
+
+def values_to_try(key):
+    if key.type == "bool":
+        return ["true", "false", "yes", "0"]
+    if key.type == "enum":
+        return list(key.values)
+    out = [str(key.min), str(key.max), f"+{key.max}", f" {key.min}"]
+    return out + (["true", "false"] if key.type == "bool-or-int" else [])
+
+
+@pytest.mark.parametrize("name", sorted(k.name for k in catalogue.catalogue().values() if k.writable))
+def test_every_writable_value_is_accepted_by_git(home, small_repo, tmp_path, name):
+    key = catalogue.lookup(name)
+    if not key.available(gitinfo.git_version()):
+        pytest.skip(f"this git does not read {name}")
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    for value in values_to_try(key):
+        res = invoke("set", f"{name}={value}", "--scope", "local", "--repo", repo)
+        no_traceback(res, 0)
+        args, env = parsing_command(name, repo, tmp_path)
+        proc = subprocess.run(["git", *args], cwd=repo, env=dict(os.environ, **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 0 and "bad" not in proc.stderr, (name, value, proc.stderr)
+    # The command really parses the key: a value git cannot parse makes it fail.
+    if key.type != "enum" or name == "index.version":
+        args, env = parsing_command(name, repo, tmp_path)
+        bad = subprocess.run(["git", "-c", f"{name}=1_0", *args], cwd=repo,
+                             env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert bad.returncode != 0 or "1_0" in bad.stderr, (name, bad.stderr)
+
+
+# 3. revert is exact after a kill at any point of the first write.
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (tools/setup-system)")
+@pytest.mark.parametrize("syscall", ["rename", "fsync", "write"])
+def test_kill_at_every_point_of_the_first_write_then_revert_is_exact(home, tmp_path, syscall):
+    """strace kills the process at its Nth `syscall` (counted per process: git-tune's own
+    and git's), for every N until a run gets through; after each kill, a later write and
+    revert must give back the files byte for byte."""
+    pristine = snapshot(home)
+    args = ["set", "checkout.workers=4"]
+    kills = 0
+    for n in range(1, 40):
+        proc = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
+                               "-e", f"inject={syscall}:signal=KILL:when={n}", *GIT_TUNE, *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode == 0:
+            break
+        kills += 1
+        assert proc.returncode in (5, -signal.SIGKILL, 128 + signal.SIGKILL), proc.stderr
+        config_list()
+        no_traceback(invoke("set", "checkout.workers=6", "index.threads=2"), 0)
+        assert git_get("checkout.workers") == "6"
+        no_traceback(invoke("revert", "--scope", "global"), 0)
+        assert snapshot(home) == pristine, f"not exact after a kill at {syscall} {n}"
+        assert git_get("checkout.workers") is None
+    else:
+        pytest.fail(f"set never got through 40 {syscall} calls")
+    assert kills >= 3, f"only {kills} {syscall} points"
+
+
+# 4. Links stay links.
+
+@pytest.mark.parametrize("scope", ["global", "file"])
+def test_symlinked_config_files_stay_links(home, tmp_path, scope):
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    if scope == "global":
+        (dotfiles / "gitconfig").write_text(USER_CONFIG)
+        (home / ".gitconfig").unlink()
+        os.symlink(dotfiles / "gitconfig", home / ".gitconfig")
+        link, target, spec = home / ".gitconfig", dotfiles / "gitconfig", "global"
+    else:
+        (dotfiles / "tuned.gitconfig").write_text("[core]\n\tpreloadIndex = true\n")
+        os.symlink(dotfiles / "tuned.gitconfig", home / "tuned.gitconfig")
+        link, target, spec = home / "tuned.gitconfig", dotfiles / "tuned.gitconfig", f"file:{home}/tuned.gitconfig"
+    before = target.read_bytes()
+    no_traceback(invoke("set", "checkout.workers=4", "--scope", spec), 0)
+    assert os.path.islink(link) and os.readlink(link) == str(target)
+    assert target.read_bytes() != before
+    no_traceback(invoke("revert", "--scope", spec), 0)
+    assert os.path.islink(link) and os.readlink(link) == str(target)
+    assert target.read_bytes() == before
+
+
+# 5. No traceback, whatever the repository.
+
+def make_repo(path, files=30, commit=True):
+    repogen.generate(str(path), repogen.RepoShape(depth=1, width=3, files=files // 3),
+                     second_commit_changes=0)
+    if not commit:
+        shutil.rmtree(path / ".git")
+        subprocess.run(["git", "init", "-q", str(path)], check=True)
+        subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
+    return path
+
+
+def test_odd_repositories_give_results_or_clear_errors(home, tmp_path):
+    odd_name = make_repo(tmp_path / "odd")
+    (odd_name / os.fsdecode(b"caf\xe9-latin1.txt")).write_bytes(b"x\n")
+    repogen.git(odd_name, "add", "-A")
+    repogen.git(odd_name, *repogen._IDENTITY, "commit", "-qm", "latin-1 name")
+    newline = make_repo(tmp_path / "new\nline")
+    unborn = make_repo(tmp_path / "unborn", commit=False)
+    for repo in (odd_name, newline, unborn):
+        no_traceback(invoke("probe", "--repo", repo, "--json"), 0)
+        no_traceback(invoke("calibrate", "--repo", repo, "--budget", "2", "--json"), 0, 2)
+        no_traceback(invoke("verify", "--repo", repo, "--set", "checkout.workers=2",
+                            "--workload", "status"), 0, 2)
+
+
+@pytest.mark.parametrize("budget", ["nan", "inf", "-1", "1e-9", "abc", "1e300"])
+def test_impossible_budgets_are_usage_errors(small_repo, budget):
+    for cmd in ("calibrate", "auto", "recommend"):
+        res = invoke(cmd, "--repo", small_repo, "--budget", budget)
+        no_traceback(res, 2)
+
+
+def corrupt_copies(small_repo, tmp_path):
+    data = (small_repo / ".git" / "index").read_bytes()
+    rng = random.Random(7)
+    yield "truncated", data[:500]
+    yield "bad signature", b"XXXX" + data[4:]
+    yield "bad version", data[:4] + b"\0\0\0\x09" + data[8:]
+    flipped = bytearray(data)
+    for _ in range(8):
+        flipped[rng.randrange(12, len(data) - 20)] ^= 0xFF
+    yield "bit flips", bytes(flipped)
+    yield "empty", b""
+
+
+def test_corrupt_indexes_probe_exits_0_and_the_rest_say_why(home, small_repo, tmp_path):
+    for name, data in corrupt_copies(small_repo, tmp_path):
+        repo = tmp_path / name.replace(" ", "-")
+        shutil.copytree(small_repo, repo)
+        (repo / ".git" / "index").write_bytes(data)
+        res = invoke("probe", "--repo", repo)
+        no_traceback(res, 0)
+        # git does not check the index checksum on reads: where it can read the entries,
+        # timing it is fine; where it cannot, the command says why.
+        no_traceback(invoke("calibrate", "--repo", repo, "--budget", "2"), 0, 2, 4)
+        no_traceback(invoke("verify", "--repo", repo, "--set", "checkout.workers=2",
+                            "--workload", "status"), 0, 2, 4)
+        assert (repo / ".git" / "index").read_bytes() == data  # never "repaired" behind the user
+
+
+# 6. Exit codes that say what happened.
+
+def test_git_missing_is_exit_4(home, small_repo, monkeypatch, tmp_path):
+    bare_path = tmp_path / "bin"
+    bare_path.mkdir()
+    monkeypatch.setenv("PATH", str(bare_path))
+    for args in (["probe", "--repo", small_repo], ["set", "checkout.workers=4"],
+                 ["calibrate", "--repo", small_repo, "--budget", "2"]):
+        res = invoke(*args)
+        assert res.exit_code in (0, 4) if args[0] == "probe" else res.exit_code == 4, res.output
+        if res.exit_code == 4:
+            assert "git is not installed" in res.output
+
+
+@pytest.mark.parametrize("broken", ["[core\n\tpreloadIndex = true\n", "[include]\n\tpath = ~/.gitconfig\n"])
+def test_a_broken_gitconfig_is_git_failing_not_git_missing(home, small_repo, broken):
+    (home / ".gitconfig").write_text(broken)
+    before = snapshot(home)
+    for args in (["set", "checkout.workers=4"], ["calibrate", "--repo", small_repo, "--budget", "2"]):
+        res = invoke(*args)
+        no_traceback(res, 4)
+        assert "not installed" not in res.output
+    assert snapshot(home) == before
+
+
+def test_a_failed_write_rolls_back_only_what_it_changed_and_keeps_the_cause(home, monkeypatch):
+    no_traceback(invoke("set", "checkout.workers=4"), 0)
+    include = home / ".config" / "git-tune" / "global.gitconfig"
+    before = snapshot(home)
+    stamp = (home / ".gitconfig").stat().st_mtime_ns
+    os.chmod(include.parent, 0o500)       # the include file cannot be replaced now
+    try:
+        if os.access(include.parent, os.W_OK):
+            pytest.skip("root writes through directory permissions")
+        res = invoke("set", "checkout.workers=6")
+    finally:
+        os.chmod(include.parent, 0o755)
+    no_traceback(res, 5)
+    assert "permission denied" in res.output
+    assert snapshot(home) == before
+    assert (home / ".gitconfig").stat().st_mtime_ns == stamp   # not rewritten by the rollback
+
+
+# 7. includeIf conditions and paths with quotes, backslashes and glob characters.
+
+def test_per_repository_blocks_match_only_their_repository(home, tmp_path):
+    parent = tmp_path / 'we"ird\\na*me'
+    a, b = parent / "a", parent / "ab"
+    for r in (a, b):
+        r.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(r)], check=True)
+    scope = scopes.resolve("global")
+    prov = configwrite.Provenance("2.39.5", "test", "local-ssd")
+    plan = configwrite.plan(scope, {}, prov, per_repo={str(a / ".git"): {"index.threads": "4"}})
+    configwrite.apply(plan, prov)
+    config_list()
+    assert git_get("index.threads", cwd=a) == "4"
+    assert git_get("index.threads", cwd=b) is None
+    assert configwrite.read_per_repo(scope.include_file) == {str(a / ".git"): {"index.threads": "4"}}
+    configwrite.revert(scope)
+
+
+# 8. Smaller: modes, own includes, backups, scratch, the engine's extensions.
+
+def test_files_and_directories_follow_the_umask(home):
+    old = os.umask(0o077)
+    try:
+        no_traceback(invoke("set", "checkout.workers=4"), 0)
+    finally:
+        os.umask(old)
+    include = home / ".config" / "git-tune" / "global.gitconfig"
+    assert stat.S_IMODE(include.stat().st_mode) == 0o600
+    assert stat.S_IMODE(include.parent.stat().st_mode) == 0o700
+    for path in (home / "state" / "applied.json",):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    no_traceback(invoke("revert", "--scope", "global"), 0)
+    old = os.umask(0)
+    try:
+        no_traceback(invoke("set", "checkout.workers=4"), 0)
+    finally:
+        os.umask(old)
+    assert not stat.S_IMODE(include.stat().st_mode) & 0o022
+    assert not stat.S_IMODE(include.parent.stat().st_mode) & 0o022
+
+
+def test_git_tunes_own_global_values_are_no_conflict_for_local(home, small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    no_traceback(invoke("set", "checkout.workers=4"), 0)
+    res = invoke("set", "checkout.workers=6", "--scope", "local", "--repo", repo, "--json")
+    no_traceback(res, 0)
+    assert json.loads(res.stdout)["plan"]["conflicts"] == []
+    assert git_get("checkout.workers", cwd=repo) == "6"
+
+
+def test_backups_are_pruned(home):
+    for i in range(25):
+        no_traceback(invoke("set", f"checkout.workers={2 + i % 5}"), 0)
+    backups = os.listdir(home / "state" / "backups")
+    assert len(backups) <= 11
+    no_traceback(invoke("revert", "--scope", "global"), 0)
+    assert (home / ".gitconfig").read_text() == USER_CONFIG
+
+
+def dead_pid():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_scratch_of_dead_processes_is_removed(home, small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    stale = repo / ".git" / f"{PREFIX}{dead_pid()}-abcd"
+    (stale / "clone").mkdir(parents=True)
+    alive = repo / ".git" / f"{PREFIX}{os.getppid()}-live"
+    alive.mkdir()
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    no_traceback(invoke("probe", "--repo", repo), 0)
+    assert not stale.exists() and alive.exists()
+    res = invoke("probe", "--repo", outside)
+    no_traceback(res, 0)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(PREFIX)]
+
+
+def test_kill_leaves_scratch_that_the_next_run_removes(home, small_repo, tmp_path):
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    proc = subprocess.Popen(GIT_TUNE + ["calibrate", "--repo", str(repo), "--budget", "60"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        if any(n.startswith(PREFIX) for n in os.listdir(repo / ".git")):
+            break
+        proc.wait(timeout=0.05) if proc.poll() is not None else None
+        import time
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    no_traceback(invoke("probe", "--repo", repo), 0)
+    assert not [n for n in os.listdir(repo / ".git") if n.startswith(PREFIX)]
+
+
+def with_extension(index: bytes, signature: bytes, payload: bytes = b"") -> bytes:
+    import hashlib
+    body = index[:-20] + signature + len(payload).to_bytes(4, "big") + payload
+    return body + hashlib.sha1(body).digest()
+
+
+def git_reads(tmp_path, data):
+    path = tmp_path / "index.probe"
+    path.write_bytes(data)
+    proc = subprocess.run(["git", "ls-files", "--stage", "-z"], cwd=tmp_path,
+                          env=dict(os.environ, GIT_INDEX_FILE=str(path)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc.returncode == 0, proc.stdout.count(b"\0")
+
+
+def test_engine_refuses_unknown_required_extensions_as_git_does(small_repo, tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    index = (small_repo / ".git" / "index").read_bytes()
+    for signature, git_ok in ((b"ZZZZ", True), (b"abcd", False), (b"link", None)):
+        data = with_extension(index, signature)
+        ok, _ = git_reads(tmp_path, data)
+        if git_ok is not None:
+            assert ok == git_ok
+        try:
+            engine.index_parse(data)
+            engine_ok = True
+        except EngineError:
+            engine_ok = False
+        if git_ok is not None:
+            assert engine_ok == ok, signature
+
+
+def test_engine_reads_what_git_reads_on_mutated_indexes(small_repo, tmp_path):
+    """Differential: mutate a real index (checksum recomputed, so the parser is what
+    decides), then both must accept or both refuse, with the same number of entries."""
+    import hashlib
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    original = (small_repo / ".git" / "index").read_bytes()
+    rng = random.Random(11)
+    disagreements = []
+    for trial in range(150):
+        data = bytearray(original[:-20])
+        for _ in range(rng.choice((1, 2, 4))):
+            pos = rng.randrange(8, len(data))
+            data[pos] = rng.randrange(256)
+        data = bytes(data) + hashlib.sha1(bytes(data)).digest()
+        git_ok, git_entries = git_reads(tmp_path, data)
+        try:
+            engine_entries = engine.index_parse(data).entries
+            engine_ok = True
+        except EngineError:
+            engine_ok, engine_entries = False, 0
+        if engine_ok != git_ok or (git_ok and engine_entries != git_entries):
+            disagreements.append((trial, git_ok, git_entries, engine_ok, engine_entries))
+    # The engine may be stricter than git (it refuses what it cannot time safely) but it
+    # must never read an index git refuses, nor read a different number of entries.
+    assert not [d for d in disagreements if d[3] and (not d[1] or d[2] != d[4])], disagreements[:5]
+
+
+# Untrusted repositories.
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository another owner")
+def test_a_repository_git_refuses_is_refused(home, small_repo, tmp_path):
+    repo = tmp_path / "theirs"
+    shutil.copytree(small_repo, repo)
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    assert subprocess.run(["git", "status"], cwd=repo, stderr=subprocess.PIPE).returncode != 0
+    for args in (["calibrate", "--repo", repo, "--budget", "2"], ["auto", "--repo", repo, "--yes"]):
+        res = invoke(*args)
+        no_traceback(res, 2)
+        assert "safe.directory" in res.output
+    res = invoke("probe", "--repo", repo, "--json")
+    no_traceback(res, 0)
+    assert any("safe.directory" in n for n in json.loads(res.stdout)["notes"])
+
+
+def test_bookkeeping_runs_no_hooks_and_probe_names_them(home, small_repo, tmp_path):
+    from git_tune.advisor import gitbench
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "r"
+    shutil.copytree(small_repo, repo)
+    marker = tmp_path / "hook-ran"
+    for hook in ("post-index-change", "post-checkout"):
+        path = repo / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\necho {hook} >> '{marker}'\n")
+        path.chmod(0o755)
+    layout = repo_probe.locate(str(repo))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ws = gitbench.Workspace(layout, str(scratch))
+    ws.index_copy("x", version=4)
+    ws.clone()
+    assert not marker.exists()
+    res = invoke("probe", "--repo", repo, "--json")
+    notes = " ".join(json.loads(res.stdout)["repository"]["notes"])
+    assert "post-index-change" in notes and "post-checkout" in notes
