@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from git_tune.advisor import configwrite, profiles, scopes
+from git_tune.errors import ProfileMismatch
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
 from git_tune.probes.report import probe
@@ -21,7 +22,7 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
     here = dict(profiles.host_class(report), git_version=report.git["version"])
     problems = profiles.mismatches(profile, here)
     if problems and not force:
-        raise profiles.ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
+        raise ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
                                        + " (--force applies it anyway)")
     understood = catalogue.understood(gitinfo.require_git())
     settings = {k: v for k, v in profile["settings"].items() if k in understood}

@@ -20,19 +20,13 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from git_tune import __version__
-from git_tune.errors import GitTuneError, UsageError
+from git_tune.errors import UsageError
 from git_tune.models import catalogue
 
 SCHEMA = "git-tune-profile/1"
 CLASS_FIELDS = ("storage_class", "fstype", "cores", "memory", "git")
 CORE_BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 1 << 20))
 MEMORY_BUCKETS_GIB = ((0, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 1 << 20))
-
-
-class ProfileMismatch(GitTuneError):
-    """This host is not of the profile's class."""
-
-    exit_code = 8
 
 
 def core_bucket(cores: int) -> str:

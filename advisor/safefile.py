@@ -10,14 +10,8 @@ import tempfile
 import time
 from typing import Iterator, List, Optional
 
-from git_tune.errors import ConfigWriteError, GitTuneError
+from git_tune.errors import ConfigWriteError, Locked
 from git_tune.probes import scratch
-
-
-class Locked(GitTuneError):
-    """Another git-tune is writing configuration."""
-
-    exit_code = 7
 
 
 def _umask() -> int:

@@ -1,8 +1,6 @@
 """The git-tune command line: parse, call a library function, render.
 
-Exit codes (also in README.md): 0 success; 1 unexpected error; 2 usage;
-3 engine; 4 git; 5 config write refused or failed; 6 would change (apply
---check); 130 interrupted.
+Exit codes: the table in errors.py (also in README.md), mapped in TuneGroup.
 """
 import signal
 import sys
@@ -11,12 +9,10 @@ import click
 
 from git_tune import __version__
 from git_tune.advisor import search
-from git_tune.errors import GitTuneError, Interrupted
+from git_tune.errors import GitTuneError, Interrupted, WouldChange
 from git_tune.output import emit
 
-EXIT_OK = 0
-EXIT_UNEXPECTED = 1
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = Interrupted.exit_code
 
 
 def json_option(f):
@@ -354,9 +350,6 @@ def revert(repo, scope, as_json):
     emit(asdict(result), as_json, lambda r: r["message"])
 
 
-EXIT_WOULD_CHANGE = 6
-
-
 def _write_many(many, scope_spec: str) -> dict:
     from dataclasses import asdict
     from git_tune.advisor import configwrite, scopes
@@ -419,7 +412,7 @@ def apply(profile_path, repo, scope, check, show_diff, force, override, as_json)
     result = apply_profile(profile_path, scope, repo, check, force, override)
     emit(result, as_json, lambda r: apply_view(r, show_diff))
     if check and result["would_change"]:
-        sys.exit(EXIT_WOULD_CHANGE)
+        raise WouldChange("this host is not in the profile's state (--check: nothing was written)")
 
 
 @cli.group()

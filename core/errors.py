@@ -1,7 +1,21 @@
-"""The exceptions git-tune raises, and the exit code each maps to.
+"""The exceptions git-tune raises, and the exit code each maps to: the one table.
 
 Commands never call sys.exit themselves: the CLI maps these in one place.
+
+    0    success, including "nothing to change"
+    1    unexpected error (a bug)
+    2    UsageError: bad option or value, unknown key, malformed profile, not a repository
+    3    EngineError, EngineLoadError: the C engine
+    4    GitError: git missing or failing
+    5    ConfigWriteError: config could not be written; nothing was changed
+    6    WouldChange: apply --check found the host not in the profile's state
+    7    Locked: another git-tune held the lock; nothing was changed
+    8    ProfileMismatch: the host is not of the profile's class; nothing was changed
+    130  Interrupted: Ctrl-C or SIGTERM; scratch removed, nothing changed
 """
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
 
 
 class GitTuneError(Exception):
@@ -50,3 +64,21 @@ class Interrupted(GitTuneError):
     """Ctrl-C: work stopped and scratch files were removed."""
 
     exit_code = 130
+
+
+class WouldChange(GitTuneError):
+    """`apply --check`: applying the profile would change this host."""
+
+    exit_code = 6
+
+
+class Locked(GitTuneError):
+    """Another git-tune is writing configuration."""
+
+    exit_code = 7
+
+
+class ProfileMismatch(GitTuneError):
+    """This host is not of the profile's class."""
+
+    exit_code = 8

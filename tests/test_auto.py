@@ -200,6 +200,9 @@ def test_auto_local_is_idempotent_and_revertable(home, repo, monkeypatch):
         for k, v in settings.items():
             assert git_get(k, cwd=repo) == v
         assert first["verify"]["workloads"]
+    else:  # nothing beat Git's defaults here: then nothing may be written either
+        assert first["written"] is None and first["message"].startswith("nothing to change")
+        assert not (repo / ".git" / "git-tune.gitconfig").exists()
     res = invoke(*args)
     assert res.exit_code == 0
     second = json.loads(res.stdout)
