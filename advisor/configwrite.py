@@ -396,14 +396,6 @@ def _roll_back(backup_dir: str, cause: str) -> None:
                                f"'{backup_dir}'") from None
 
 
-def _sha256(path: str) -> Optional[str]:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
-
-
 @dataclass(frozen=True)
 class RevertResult:
     scope: dict
@@ -430,7 +422,7 @@ def revert(scope: Scope) -> RevertResult:
             raise ConfigWriteError(f"the backup from before git-tune's first write to scope "
                                    f"{scope.name} cannot be read; nothing was reverted")
         known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
-        edited = [f for f in (scope.config_file,) if f and os.path.exists(f) and _sha256(f)
+        edited = [f for f in (scope.config_file,) if f and os.path.exists(f) and safefile.digest(f)
                   not in known.get(f, []) + [originals.get(f, {}).get("sha256")]]
         restored = []
         for path, item in sorted(originals.items()):

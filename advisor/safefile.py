@@ -144,9 +144,7 @@ def backup(files: List[str], root: str, label: str) -> str:
             if os.path.exists(path):
                 copy = os.path.join(dest, f"{i}.bak")
                 shutil.copyfile(path, copy)
-                with open(copy, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-                entries.append({"path": path, "existed": True, "copy": copy, "sha256": digest,
+                entries.append({"path": path, "existed": True, "copy": copy, "sha256": digest(copy),
                                 "mode": os.stat(path).st_mode & 0o7777})
             else:
                 entries.append({"path": path, "existed": False})
@@ -160,11 +158,12 @@ def backup(files: List[str], root: str, label: str) -> str:
     return dest
 
 
-def _digest_of(path: str) -> Optional[str]:
+def digest(path: str) -> Optional[str]:
+    """SHA-256 of a file's bytes (through a link), None when it cannot be read."""
     try:
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
-    except FileNotFoundError:
+    except OSError:
         return None
 
 
@@ -176,7 +175,7 @@ def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
     """
     path = entry["path"]
     try:
-        if only_changed and _digest_of(path) == (entry.get("sha256") if entry["existed"] else None):
+        if only_changed and digest(path) == (entry.get("sha256") if entry["existed"] else None):
             return []
         if entry["existed"]:
             with open(entry["copy"], "rb") as f:

@@ -66,7 +66,9 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
             actual = configwrite.read_include(scope.include_file)
         except Exception as e:  # a damaged include file is itself the finding
             actual = {"<unreadable>": str(e)}
-        if actual != entry["settings"]:
+        if entry.get("pending"):
+            stale.append("a git-tune write here was interrupted (killed) before it finished")
+        elif actual != entry["settings"]:
             stale.append(f"{scope.include_file} was changed outside git-tune")
         if scope.config_file and scope.include_file not in scopes.include_paths(scope):
             stale.append(f"{scope.config_file} no longer includes it")

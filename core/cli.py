@@ -62,9 +62,24 @@ class TuneGroup(click.Group):
             ctx.exit(e.exit_code)
 
 
+def _use_git(ctx, _param, value):
+    """--git PATH / GIT_TUNE_GIT: every git that git-tune starts is this one (its directory
+    goes first on PATH, so git's own children resolve the same way)."""
+    if value and not ctx.resilient_parsing:
+        import os
+        path = os.path.abspath(value)
+        if os.path.basename(path) != "git" or not os.access(path, os.X_OK):
+            raise click.BadParameter(f"'{value}' is not an executable named git", param=_param)
+        os.environ["PATH"] = os.path.dirname(path) + os.pathsep + os.environ.get("PATH", "")
+    return value
+
+
 @click.group(cls=TuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version, engine ABI and library path.")
+@click.option("--git", "git_path", envvar="GIT_TUNE_GIT", expose_value=False, is_eager=True,
+              callback=_use_git, type=click.Path(exists=True, dir_okay=False),
+              help="The git to tune and time (default: git on PATH).")
 def cli():
     """Measure this host's storage and CPUs, then tune Git's performance settings for it."""
 

@@ -11,6 +11,8 @@
 #define GT_ONDISK_FIXED (40 + GT_HASH_SZ + 2)	/* stat data, oid, flags */
 #define GT_CE_NAMEMASK 0x0fff
 #define GT_CE_EXTENDED 0x4000
+/* The bits of the second flags word Git knows: CE_INTENT_TO_ADD | CE_SKIP_WORKTREE. */
+#define GT_CE_EXTENDED_FLAGS ((1u << 29) | (1u << 30))
 #define GT_EOIE_SIZE (4 + GT_HASH_SZ)
 #define GT_EXT_HEADER 8
 /* The smallest entry of any version: 62 fixed bytes + two for the name. */

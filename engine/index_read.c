@@ -118,13 +118,17 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 		return corrupt(l, "entry %u is truncated (%llu bytes left)", i, (uint64_t)(end - p));
 	flags = gt_get_be16(p + 40 + GT_HASH_SZ);
 	if (flags & GT_CE_EXTENDED) {
-		if (ix->version < 3)
-			return corrupt(l, "entry %u has extended flags in a version %llu index",
-				       i, ix->version);
+		/*
+		 * Git reads the second flags word whatever the version says and
+		 * refuses only bits it does not know ("unknown index entry format").
+		 */
 		fixed += 2;
 		if ((size_t)(end - p) < fixed)
 			return corrupt(l, "entry %u is truncated (%llu bytes left)", i,
 				       (uint64_t)(end - p));
+		if (((uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16) & ~GT_CE_EXTENDED_FLAGS)
+			return corrupt(l, "entry %u has an unknown index entry format 0x%08x", i,
+				       (uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16);
 	}
 	name = p + fixed;
 	if (ix->version == 4) {
@@ -139,15 +143,30 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 			copy_len = prev->namelen - (size_t)strip;
 		}
 	}
-	nul = memchr(name, '\0', (size_t)(end - name));
-	if (!nul)
+	/*
+	 * The path's length is the one in the flags, as create_from_disk()
+	 * takes it; only a length too long for the flags (CE_NAMEMASK) is
+	 * found with strlen(). Git does not look at the byte after the path
+	 * nor at the padding, so neither do we; unlike Git, every length is
+	 * checked against the end of the entries.
+	 */
+	len = flags & GT_CE_NAMEMASK;
+	if (len == GT_CE_NAMEMASK) {
+		nul = memchr(name, '\0', (size_t)(end - name));
+		if (!nul)
+			return corrupt(l, "entry %u: path runs past the end of the entries (%llu bytes)",
+				       i, (uint64_t)(end - name));
+		len = (size_t)(nul - name);
+	} else if (ix->version == 4) {
+		if (len < copy_len)
+			return corrupt(l, "entry %u: path length %llu is shorter than its shared prefix",
+				       i, (uint64_t)len);
+		len -= copy_len;	/* the flags hold the whole path's length */
+	}
+	if (len >= (size_t)(end - name))
 		return corrupt(l, "entry %u: path runs past the end of the entries (%llu bytes)",
 			       i, (uint64_t)(end - name));
-	len = (size_t)(nul - name);
-	if (ix->version != 4 && (flags & GT_CE_NAMEMASK) != GT_CE_NAMEMASK &&
-	    (flags & GT_CE_NAMEMASK) != len)
-		return corrupt(l, "entry %u: path length %llu does not match its flags", i, len);
-	ondisk = ix->version == 4 ? (size_t)(nul + 1 - p) : gt_ondisk_ce_size(fixed, len);
+	ondisk = ix->version == 4 ? (size_t)(name + len + 1 - p) : gt_ondisk_ce_size(fixed, len);
 	if (ondisk > (size_t)(end - p))
 		return corrupt(l, "entry %u: padding runs past the end (%llu bytes)", i, ondisk);
 

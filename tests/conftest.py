@@ -85,3 +85,34 @@ def is_root() -> bool:
 
 
 needs_root = pytest.mark.skipif(not is_root(), reason="needs root (mount, drop caches)")
+
+
+def _built_gits():
+    """The gits tools/build-git left in the user cache (read before the tests isolate
+    XDG_CACHE_HOME), plus any named in GIT_TUNE_TEST_GITS (colon-separated)."""
+    import glob
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    found = sorted(glob.glob(os.path.join(cache, "git-tune", "git", "*", "bin", "git")))
+    extra = [p for p in os.environ.get("GIT_TUNE_TEST_GITS", "").split(":") if p]
+    return [p for p in dict.fromkeys(found + extra) if os.access(p, os.X_OK)]
+
+
+BUILT_GITS = _built_gits()
+SYSTEM_GIT = "git"
+
+
+def git_version_of(binary):
+    from git_tune.models import catalogue
+    out = subprocess.run([binary, "version"], stdout=subprocess.PIPE, text=True).stdout
+    return catalogue.parse_version(out)
+
+
+@pytest.fixture(params=[SYSTEM_GIT] + BUILT_GITS,
+                ids=lambda p: "system-git" if p == SYSTEM_GIT else "git-" + p.split("/")[-3])
+def any_git(request, monkeypatch):
+    """The machine's git and every built one: git-tune is run with --git PATH, and the
+    test runs the same git by its full path. PATH is restored after the test."""
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    binary = request.param if request.param != SYSTEM_GIT else subprocess.run(
+        ["sh", "-c", "command -v git"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    return binary

@@ -359,12 +359,12 @@ static int test_index_corrupt(void)
 	memset(buf + 12 + 62, 'a', len - 12 - 62 - 20);
 	fix_trailer(buf, len);
 	rc |= expect_corrupt(buf, len, "runs past the end");
-	/* Extended flag in a version 2 index. */
-	memcpy(buf, good, len); buf[12 + 60] |= 0x40; fix_trailer(buf, len);
-	rc |= expect_corrupt(buf, len, "extended flags");
-	/* Name length disagrees with flags. */
-	memcpy(buf, good, len); buf[12 + 61] = 3; fix_trailer(buf, len);
-	rc |= expect_corrupt(buf, len, "does not match its flags");
+	/* An extended flags word with a bit Git does not know (Git reads it in any version). */
+	memcpy(buf, good, len); buf[12 + 60] |= 0x40; buf[12 + 62] = 0x01; fix_trailer(buf, len);
+	rc |= expect_corrupt(buf, len, "unknown index entry format");
+	/* The flags give the path's length (as Git reads it): one past the end is refused. */
+	memcpy(buf, good, len); buf[12 + 60] = 0x0f; buf[12 + 61] = 0xfe; fix_trailer(buf, len);
+	rc |= expect_corrupt(buf, len, "runs past the end");
 	/* An extension whose size runs past the trailer. */
 	{
 		unsigned char *ext = malloc(len + 8);
