@@ -232,13 +232,20 @@ def _accepted_by_git(home, small_repo, tmp_path, name, any_git, stack):
 # 3. revert is exact after a kill at any point of the first write.
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (tools/setup-system)")
-@pytest.mark.parametrize("syscall", ["rename", "fsync", "write"])
-def test_kill_at_every_point_of_the_first_write_then_revert_is_exact(home, tmp_path, syscall):
+@pytest.mark.parametrize("command,syscall", [("set", "rename"), ("set", "fsync"), ("set", "write"),
+                                             ("apply", "rename")])
+def test_kill_at_every_point_of_the_first_write_then_revert_is_exact(home, small_repo, tmp_path,
+                                                                     command, syscall):
     """strace kills the process at its Nth `syscall` (counted per process: git-tune's own
     and git's), for every N until a run gets through; after each kill, a later write and
     revert must give back the files byte for byte."""
     pristine = snapshot(home)
-    args = ["set", "checkout.workers=4"]
+    if command == "set":
+        args = ["set", "checkout.workers=4"]
+    else:
+        profile = tmp_path / "p.json"
+        profile.write_text(json.dumps(profile_for(small_repo, {"checkout.workers": "4"})))
+        args = ["apply", str(profile), "--repo", str(small_repo)]
     kills = 0
     for n in range(1, 40):
         proc = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
@@ -255,7 +262,7 @@ def test_kill_at_every_point_of_the_first_write_then_revert_is_exact(home, tmp_p
         assert snapshot(home) == pristine, f"not exact after a kill at {syscall} {n}"
         assert git_get("checkout.workers") is None
     else:
-        pytest.fail(f"set never got through 40 {syscall} calls")
+        pytest.fail(f"{command} never got through 40 {syscall} calls")
     assert kills >= 3, f"only {kills} {syscall} points"
 
 
