@@ -357,6 +357,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
         touched = list(p.files)
         backup_dir = safefile.backup(touched, state_root, scope.name)
         state = load_state()
+        before = state.get(scope.key)
         state[scope.key] = _journal(state, scope, p, prov, backup_dir, pending=True)
         _save_state(state)
         # Repository files first, then the include file that points at them, then the
@@ -373,7 +374,10 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
         except OSError as e:
             cause = safefile.describe_os_error(e, "write", e.filename or scope.include_file)
             _roll_back(backup_dir, cause)
-            del state[scope.key]
+            if before:      # an earlier write stays revertable
+                state[scope.key] = before
+            else:
+                del state[scope.key]
             _save_state(state)
             raise ConfigWriteError(f"{cause}; nothing was changed") from None
         state[scope.key]["pending"] = False

@@ -400,6 +400,8 @@ def test_a_failed_write_rolls_back_only_what_it_changed_and_keeps_the_cause(home
     assert "permission denied" in res.output or "not permitted" in res.output
     assert snapshot(home) == before
     assert (home / ".gitconfig").stat().st_mtime_ns == stamp   # not rewritten by the rollback
+    no_traceback(invoke("revert", "--scope", "global"), 0)     # the first write stays revertable
+    assert (home / ".gitconfig").read_text() == USER_CONFIG
 
 
 # 7. includeIf conditions and paths with quotes, backslashes and glob characters.
