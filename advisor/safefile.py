@@ -76,24 +76,13 @@ def remove(path: str) -> None:
 def remove_stale_temps(directory: str, older_than: float = 3600.0) -> None:
     """Temporary files of runs that were killed (SIGKILL) before their rename: those of
     processes that no longer run, and pid-less ones (older git-tune) after an hour."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return
+    scratch.remove_dead(directory, TEMP_PREFIX)
     now = time.time()
-    for n in names:
-        if not n.startswith(TEMP_PREFIX):
-            continue
+    for n in scratch.listdir(directory):
         path = os.path.join(directory, n)
-        with contextlib.suppress(OSError):
-            if n[len(TEMP_PREFIX):].split("-", 1)[0].isdigit():
-                dead = not scratch.owner_alive(n, TEMP_PREFIX)
-            else:
-                dead = now - os.lstat(path).st_mtime > older_than
-            if dead:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
+        if n.startswith(TEMP_PREFIX) and not n[len(TEMP_PREFIX):].split("-", 1)[0].isdigit():
+            with contextlib.suppress(OSError):
+                if now - os.lstat(path).st_mtime > older_than:
                     os.unlink(path)
 
 
@@ -199,17 +188,11 @@ KEEP_BACKUPS = 10
 
 def prune_backups(root: str, keep: set, newest: int = KEEP_BACKUPS) -> None:
     """Remove backups no state entry needs, but for the newest few (a short history)."""
-    dirs = sorted(os.path.join(root, "backups", n) for n in _listdir(os.path.join(root, "backups")))
+    dirs = sorted(os.path.join(root, "backups", n)
+                  for n in scratch.listdir(os.path.join(root, "backups")))
     for d in dirs[:-newest] if newest else dirs:
         if d not in keep:
             shutil.rmtree(d, ignore_errors=True)
-
-
-def _listdir(directory: str) -> List[str]:
-    try:
-        return os.listdir(directory)
-    except OSError:
-        return []
 
 
 def backups(root: str, label: Optional[str] = None) -> List[str]:

@@ -10,7 +10,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Iterable, Iterator, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 PREFIX = ".git-tune-scratch-"
 
@@ -43,13 +43,17 @@ def owner_alive(name: str, prefix: str) -> bool:
     return True
 
 
-def remove_dead(directory: str, prefix: str = PREFIX) -> None:
-    """Remove the scratch left in directory by processes that no longer run."""
+def listdir(directory: str) -> List[str]:
+    """The names in directory ([] when it cannot be listed)."""
     try:
-        names = os.listdir(directory)
+        return os.listdir(directory)
     except OSError:
-        return
-    for name in names:
+        return []
+
+
+def remove_dead(directory: str, prefix: str = PREFIX) -> None:
+    """Remove what processes that no longer run left in directory under `prefix`."""
+    for name in listdir(directory):
         if name.startswith(prefix) and not owner_alive(name, prefix):
             path = os.path.join(directory, name)
             if os.path.isdir(path) and not os.path.islink(path):
