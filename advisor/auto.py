@@ -1,20 +1,28 @@
-"""`git-tune auto`: probe, calibrate, recommend, show the diff, write safely, verify.
+"""`git-tune auto`: the pipeline, once. Probe -> calibrate -> recommend -> plan/write -> verify.
+
+    advisor/measure/   probe the repository, sweep with the engine, trial with real git
+    advisor/decide/    a value (or Git's default) per key, with its evidence
+    advisor/write/     plan, diff, back up, write atomically, revert, show
+    advisor/fleet/     profiles, apply, many repositories
+    advisor/keys/      one module per key family: what each key needs at every stage
 
 Idempotent: a fresh stored calibration is reused, so a second run with
 nothing changed plans no change and writes nothing.
 """
 import os
-import subprocess
+import shutil
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
 import platformdirs
 
-from git_tune.advisor import calibrate as cal, configwrite, repogen, scopes, search, verify as verify_mod
-from git_tune.advisor.recommend import recommend
+from git_tune import repogen
+from git_tune.advisor.decide.recommend import Recommendation, recommend
+from git_tune.advisor.keys import registry
+from git_tune.advisor.measure import calibrate as cal, search, verify as verify_mod
+from git_tune.advisor.measure.record import Options
+from git_tune.advisor.write import configwrite, scopes
 from git_tune.errors import UsageError
-from git_tune.models import catalogue
-from git_tune.probes import repo as repo_probe
 
 SCHEMA_VERSION = 1
 DEMO_SHAPE = repogen.RepoShape(depth=3, width=10, files=9)   # 9,999 files
@@ -25,63 +33,86 @@ def demo_repo() -> str:
     """A generated repository for trying git-tune out (made once, then reused)."""
     root = os.path.join(platformdirs.user_cache_dir("git-tune"), "demo-repo")
     if not os.path.exists(os.path.join(root, ".git", "index")):
-        import shutil
         shutil.rmtree(root, ignore_errors=True)
         repogen.generate(root, DEMO_SHAPE, second_commit_changes=DEMO_CHANGED)
     return root
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class AutoOptions:
     scope: str = "global"
     workload: str = "mixed"
     budget: float = 20.0
     strategy: str = search.DEFAULT_STRATEGY
+    runs: int = 5
     dry_run: bool = False
     override: bool = False
     recalibrate: bool = False
     verify: bool = True
-    runs: int = 5
+
+    def calibration(self) -> Options:
+        return Options(budget=self.budget, strategy=self.strategy, runs=self.runs)
 
 
 Confirm = Callable[[str], bool]
+Say = Callable[[str], None]
 
 
-def _rewrite_index(repo: str, version: str) -> str:
-    proc = subprocess.run(["git", "update-index", "--index-version", version], cwd=repo,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode:
-        return f"could not rewrite the index: {proc.stderr.strip()}"
-    return f"rewrote {repo}'s index as version {version}"
+def provenance(record, rec: Recommendation) -> configwrite.Provenance:
+    return configwrite.Provenance(record.git_version, record.fingerprint,
+                                  record.storage.storage_class, record.repository.path,
+                                  record.repository.entries, rec.reasons())
+
+
+def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
+    """Values that reach an existing index only by rewriting it: ask, then rewrite."""
+    done = []
+    for key, value in plan.settings.items():
+        entry = registry.entry(key)
+        if not (entry.key.needs_index_rewrite and entry.rewrites_index):
+            continue
+        if confirm(f"rewrite {repo}'s index for {key}={value} now ({key} only applies to new "
+                   "index files)?"):
+            done.append(entry.rewrite_index(value, repo))
+        else:
+            done.append(f"not rewritten: {key} takes effect on the next new index")
+    return "; ".join(done) or None
+
+
+def _verify(plan, repo: str, opts: AutoOptions, say: Say) -> dict:
+    """Real git before and after, on the workloads that show the keys written."""
+    before = {k: plan.current.get(k, verify_mod.defaults_for([k])[k]) for k in plan.settings}
+    touched = registry.verify_workloads(plan.settings)
+    say("verifying with real git")
+    rep = verify_mod.verify(repo, dict(plan.settings), before, runs=opts.runs,
+                            workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched))
+    return rep.to_dict()
 
 
 def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
-         progress=None, say: Callable[[str], None] = lambda m: None) -> dict:
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    if layout is None or not layout.worktree:
+         progress=None, say: Say = lambda m: None) -> dict:
+    report = cal.probe_repository(repo)
+    layout = report.repository and report.repository["layout"]
+    if not layout or not layout["worktree"]:
         raise UsageError("git-tune auto needs a repository with a working tree "
                          "(--repo PATH, or --demo for a generated one)")
-    repo = layout.worktree
-    scope = scopes.resolve(opts.scope, layout.git_dir)
-    record = None if opts.recalibrate else cal.load_fresh(repo)
+    repo = layout["worktree"]
+    scope = scopes.resolve(opts.scope, layout["git_dir"])
+    record = None if opts.recalibrate else cal.load_fresh(report)
     reused = record is not None
     if record is None:
         say(f"calibrating {repo} (about {opts.budget:g} s)")
-        record = cal.calibrate(repo, cal.Options(budget=opts.budget, strategy=opts.strategy,
-                                                 runs=opts.runs), progress, store=not opts.dry_run)
+        record = cal.calibrate(report, opts.calibration(), progress, store=not opts.dry_run)
     rec = recommend(record, opts.workload)
-    settings = rec.settings()
-    prov = configwrite.Provenance(
-        record["git_version"], record["fingerprint"], record["storage"]["storage_class"],
-        repo, record["repository"]["entries"],
-        {k.key: k.reason for k in rec.keys if k.status == "set"})
-    plan = configwrite.plan(scope, settings, prov, opts.override, cwd=repo)
+    prov = provenance(record, rec)
+    plan = configwrite.plan(scope, rec.settings(), prov, opts.override, cwd=repo)
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}
     if not plan.changes:
         out["message"] = ("nothing to change: the recommended values are already applied"
-                          if settings else "nothing to change: no setting beat Git's defaults here")
+                          if rec.settings() else
+                          "nothing to change: no setting beat Git's defaults here")
         return out
     if opts.dry_run:
         out["message"] = "dry run: nothing was written"
@@ -91,23 +122,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         return out
     result = configwrite.apply(plan, prov, cwd=repo)
     out["written"] = asdict(result)
-    rewrite = [k for k in plan.settings if catalogue.lookup(k).needs_index_rewrite]
-    if "index.version" in rewrite:
-        if confirm(f"rewrite {repo}'s index as version {plan.settings['index.version']} now "
-                   "(index.version only applies to new index files)?"):
-            out["index"] = _rewrite_index(repo, plan.settings["index.version"])
-        else:
-            out["index"] = "not rewritten: index.version takes effect on the next new index"
+    out["index"] = _rewrite_indexes(plan, repo, confirm)
     if opts.verify and plan.settings:
-        before = {k: plan.current.get(k, verify_mod.defaults_for([k])[k]) for k in plan.settings}
-        touched = set()
-        for k in plan.settings:
-            touched |= {"checkout.workers": {"switch"}, "checkout.thresholdForParallelism": {"switch"},
-                        "core.untrackedCache": {"untracked"}, "index.threads": {"index"},
-                        "index.version": {"index", "status"}}.get(k, {"status"})
-        say("verifying with real git")
-        rep = verify_mod.verify(repo, dict(plan.settings), before, runs=opts.runs,
-                                workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched))
-        out["verify"] = rep.to_dict()
+        out["verify"] = _verify(plan, repo, opts, say)
     out["message"] = result.message
     return out

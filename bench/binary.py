@@ -11,7 +11,7 @@ import tempfile
 
 from common import ROOT, median, parser, report, timeit
 
-from git_tune.advisor import repogen
+from git_tune import repogen
 
 BINARY = os.path.join(ROOT, "dist", "git-tune", "git-tune")
 

@@ -12,7 +12,8 @@ import time
 
 from common import median, parser, report
 
-from git_tune.advisor import calibrate as cal, repogen
+from git_tune.advisor.measure import calibrate as cal
+from git_tune import repogen
 
 
 def timed_calibration(repo: str, budget: float):

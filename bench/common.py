@@ -108,7 +108,7 @@ def storage(kind: str, latency: Latency = NFS_POSITIVE, size_mb: int = 1024) -> 
 def repo_on(kind: str, mnt: str, files: int, changed: int = 0, name: str = "repo") -> str:
     """A generated repository on a mounted bed. On latfs it is written to the backing
     directory (fast) and used through the mount (slow)."""
-    from git_tune.advisor import repogen
+    from git_tune import repogen
     shape = repogen.RepoShape.for_files(files)
     if kind == "latfs-nfs":
         backing = os.path.join(os.path.dirname(mnt), "backing")
@@ -129,7 +129,7 @@ def drop_caches() -> bool:
 
 
 def config_env(settings: Dict[str, str]) -> dict:
-    from git_tune.advisor.gitbench import config_env as env
+    from git_tune.advisor.measure.gitbench import config_env as env
     return env(settings)
 
 
@@ -152,7 +152,7 @@ def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = F
 
 def ab(run_a: Callable[[], float], run_b: Callable[[], float], repeat: int) -> Tuple[List[float], List[float]]:
     """Interleaved A/B (ABBA) after one warm-up each."""
-    from git_tune.advisor.gitbench import interleaved
+    from git_tune.advisor.measure.gitbench import interleaved
     return interleaved(run_a, run_b, repeat)
 
 

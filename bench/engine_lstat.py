@@ -9,7 +9,7 @@ import tempfile
 from common import ROOT, median, parser, report
 
 from git_tune import engine
-from git_tune.advisor import repogen
+from git_tune import repogen
 
 
 def main():

@@ -9,7 +9,7 @@ import tempfile
 
 from common import median, parser, report, timeit
 
-from git_tune.advisor import repogen
+from git_tune import repogen
 
 
 def main():

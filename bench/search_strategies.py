@@ -31,7 +31,7 @@ import time
 from common import BedUnavailable, bed_latency, drop_caches, parser, repo_on, report, storage
 
 from git_tune import engine
-from git_tune.advisor import calibrate as cal, search, sweep
+from git_tune.advisor.measure import calibrate as cal, search, sweep
 
 STRATEGIES = ("gp", "coordinate", "random", "grid")
 DEFAULT_BUDGET = cal.Options().budget

@@ -12,7 +12,7 @@ import tempfile
 
 from common import bed_latency, BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
 
-from git_tune.advisor.gitbench import trace_phases
+from git_tune.advisor.measure.gitbench import trace_phases
 
 
 def main():

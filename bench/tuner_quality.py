@@ -27,8 +27,8 @@ import time
 
 from common import RESULTS, BedUnavailable, bed_latency, median, parser, repo_on, report, storage, timed
 
-from git_tune.advisor import calibrate as cal
-from git_tune.advisor.recommend import recommend
+from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.decide.recommend import recommend
 from git_tune.models import stats
 
 WEIGHTS = {"status": 0.4, "checkout": 0.4, "index": 0.2}

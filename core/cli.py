@@ -8,7 +8,7 @@ import sys
 import click
 
 from git_tune import __version__
-from git_tune.advisor import search
+from git_tune.advisor.measure import search
 from git_tune.errors import GitTuneError, Interrupted, WouldChange
 from git_tune.output import emit
 
@@ -28,6 +28,23 @@ def repo_option(f):
 def scope_option(default="global"):
     return click.option("--scope", default=default, show_default=True,
                         help="Where to write: global, system, local or file:PATH.")
+
+
+def workload_option(f):
+    from git_tune.models import workloads
+    return click.option("--workload", type=click.Choice(sorted(workloads.profiles())),
+                        default="mixed", show_default=True,
+                        help="Whose day to optimise for (models/workloads.toml).")(f)
+
+
+def override_option(f):
+    return click.option("--override", is_flag=True,
+                        help="Write keys the user already set elsewhere too.")(f)
+
+
+def dry_run_option(f):
+    return click.option("--dry-run", is_flag=True,
+                        help="Show what would change; write nothing at all.")(f)
 
 
 def _version_text() -> str:
@@ -91,7 +108,7 @@ def cli():
 @json_option
 def probe(repo, thorough, as_json):
     """Report the host, its storage, the cache state, git and the repository."""
-    from git_tune.advisor.views import probe_view
+    from git_tune.views import probe_view
     from git_tune.probes.report import probe as run_probe
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view)
 
@@ -164,11 +181,16 @@ def _progress_bar():
     return update, lambda: bar.__exit__(None, None, None)
 
 
-def _run_calibration(repo, budget, strategy, seed, cold, runs):
-    from git_tune.advisor.calibrate import Options, calibrate as run
+def _options(budget, strategy, seed, cold, runs):
+    from git_tune.advisor.measure.record import Options
+    return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs)
+
+
+def _run_calibration(report, options):
+    from git_tune.advisor.measure.calibrate import calibrate as run
     update, close = _progress_bar()
     try:
-        return run(repo, Options(budget, strategy, seed, cold, runs), update)
+        return run(report, options, update)
     finally:
         close()
 
@@ -180,10 +202,12 @@ def _run_calibration(repo, budget, strategy, seed, cold, runs):
 @json_option
 def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
-    from git_tune.advisor.views import calibration_view
-    record = _run_calibration(repo, budget, strategy, seed, cold, runs)
+    from git_tune.advisor.measure.calibrate import probe_repository
+    from git_tune.views import calibration_view
+    record = _run_calibration(probe_repository(repo),
+                              _options(budget, strategy, seed, cold, runs)).to_json()
     if plot_file:
-        from git_tune.advisor import plot
+        from git_tune import plot
         plot.sweeps(record, plot_file)
     emit(record, as_json, calibration_view)
 
@@ -193,8 +217,7 @@ def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
               help="A repository; repeat for several (default: the current one).")
 @click.option("--scan", "scan_dir", type=click.Path(file_okay=False),
               help="Recommend for every repository found below this directory.")
-@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
-              show_default=True, help="Whose day to optimise for.")
+@workload_option
 @click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
 @click.option("--write", is_flag=True,
               help="With several repositories: write shared values and includeIf blocks.")
@@ -205,33 +228,33 @@ def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
 def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, strategy, seed, cold,
               runs, plot_file, as_json):
     """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
-    from git_tune.advisor.calibrate import Options, load_fresh
-    from git_tune.advisor.recommend import recommend as advise
-    from git_tune.advisor.views import recommend_view
+    from git_tune.advisor.measure.calibrate import load_fresh, probe_repository
+    from git_tune.advisor.decide.recommend import recommend as advise
+    from git_tune.views import recommend_view
     if scan_dir or len(repos) > 1 or write:
-        from git_tune.advisor import multirepo
+        from git_tune.advisor.fleet import multirepo
         targets = list(repos) + (multirepo.scan(scan_dir) if scan_dir else [])
         if not targets:
             raise click.UsageError("no repositories given or found")
         update, close = _progress_bar()
         try:
-            many = multirepo.recommend_many(targets, workload, Options(budget, strategy, seed, cold, runs),
-                                            update)
+            many = multirepo.recommend_many(targets, workload,
+                                            _options(budget, strategy, seed, cold, runs), update)
         finally:
             close()
         data = many.to_dict()
         if write:
             data["written"] = _write_many(many, scope)
-        from git_tune.advisor.views import multi_view
+        from git_tune.views import multi_view
         emit(data, as_json, multi_view)
         return
-    repo = repos[0] if repos else None
-    record = None if recalibrate else load_fresh(repo)
+    report = probe_repository(repos[0] if repos else None)
+    record = None if recalibrate else load_fresh(report)
     if record is None:
-        record = _run_calibration(repo, budget, strategy, seed, cold, runs)
+        record = _run_calibration(report, _options(budget, strategy, seed, cold, runs))
     if plot_file:
-        from git_tune.advisor import plot
-        plot.sweeps(record, plot_file)
+        from git_tune import plot
+        plot.sweeps(record.to_json(), plot_file)
     emit(advise(record, workload).to_dict(), as_json, recommend_view)
 
 
@@ -248,14 +271,13 @@ def _confirmer(yes: bool):
 @repo_option
 @click.option("--demo", is_flag=True, help="Tune a generated 10,000-file demo repository.")
 @scope_option()
-@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
-              show_default=True)
+@workload_option
 @budget_option
 @strategy_option
 @click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True)
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing at all.")
+@dry_run_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before writing.")
-@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
+@override_option
 @click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
 @click.option("--no-verify", is_flag=True, help="Skip the real-git check after writing.")
 @json_option
@@ -263,7 +285,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
          recalibrate, no_verify, as_json):
     """Probe, calibrate, recommend, write the config safely and verify the gain."""
     from git_tune.advisor.auto import AutoOptions, auto as run_auto, demo_repo
-    from git_tune.advisor.views import auto_view
+    from git_tune.views import auto_view
     from git_tune.output import chatter
     if demo:
         if repo:
@@ -274,9 +296,11 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
             scope = "local"  # the demo never touches the user's own config
     update, close = _progress_bar()
     try:
-        result = run_auto(repo, AutoOptions(scope, workload, budget, strategy, dry_run, override,
-                                            recalibrate, not no_verify, runs),
-                          _confirmer(yes), update, say=lambda m: chatter(f"git-tune: {m}"))
+        options = AutoOptions(scope=scope, workload=workload, budget=budget, strategy=strategy,
+                              runs=runs, dry_run=dry_run, override=override,
+                              recalibrate=recalibrate, verify=not no_verify)
+        result = run_auto(repo, options, _confirmer(yes), update,
+                          say=lambda m: chatter(f"git-tune: {m}"))
     finally:
         close()
     emit(result, as_json, auto_view)
@@ -296,8 +320,9 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
 @json_option
 def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
     """Time real git before and after git-tune's values, with confidence intervals."""
-    from git_tune.advisor import configwrite, verify as verify_mod
-    from git_tune.advisor.views import verify_view
+    from git_tune.advisor.write import configwrite
+    from git_tune.advisor.measure import verify as verify_mod
+    from git_tune.views import verify_view
     from git_tune.models import catalogue
     if candidate:
         after = dict(catalogue.parse_assignment(item) for item in candidate)
@@ -311,7 +336,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
     report = verify_mod.verify(repo, after, runs=runs, cold=cold,
                                workloads=tuple(workloads) or verify_mod.ALL_WORKLOADS)
     if plot_file:
-        from git_tune.advisor import plot
+        from git_tune import plot
         plot.verify(report.to_dict(), plot_file)
     emit(report.to_dict(), as_json, verify_view)
 
@@ -320,13 +345,13 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
 @repo_option
 @scope_option()
-@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
-@click.option("--dry-run", is_flag=True)
+@override_option
+@dry_run_option
 @json_option
 def set_values(assignments, repo, scope, override, dry_run, as_json):
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
-    from git_tune.advisor.manual import set_values as run_set
-    from git_tune.advisor.views import write_view
+    from git_tune.advisor.write.manual import set_values as run_set
+    from git_tune.views import write_view
     emit(run_set(assignments, repo, scope, override, dry_run), as_json, write_view)
 
 
@@ -337,8 +362,8 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
 def show(max_age, as_json):
     """List what git-tune applied, where, and whether it is stale."""
     from dataclasses import asdict
-    from git_tune.advisor.show import show as run_show
-    from git_tune.advisor.views import show_view
+    from git_tune.advisor.write.show import show as run_show
+    from git_tune.views import show_view
     emit({"applied": [asdict(a) for a in run_show(max_age)]}, as_json, show_view)
 
 
@@ -350,7 +375,7 @@ def revert(repo, scope, as_json):
     """Restore the config files git-tune touched to their exact earlier bytes."""
     import os
     from dataclasses import asdict
-    from git_tune.advisor import configwrite, scopes
+    from git_tune.advisor.write import configwrite, scopes
     from git_tune.probes import repo as repo_probe
     if scope is None:
         written = list(configwrite.load_state().values())
@@ -367,7 +392,7 @@ def revert(repo, scope, as_json):
 
 def _write_many(many, scope_spec: str) -> dict:
     from dataclasses import asdict
-    from git_tune.advisor import configwrite, scopes
+    from git_tune.advisor.write import configwrite, scopes
     from git_tune.models import catalogue
     from git_tune.probes import gitinfo
     if scope_spec == "local":
@@ -389,22 +414,22 @@ def profile():
 
 @profile.command("export")
 @repo_option
-@click.option("--workload", type=click.Choice(["interactive", "ci", "mixed"]), default="mixed",
-              show_default=True)
+@workload_option
 @budget_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
 @json_option
 def profile_export(repo, workload, budget, output, as_json):
     """Export this host's measured recommendation as a versioned JSON profile."""
     import json
-    from git_tune.advisor import profiles
-    from git_tune.advisor.calibrate import Options, calibrate as run, load_fresh
-    from git_tune.advisor.recommend import recommend as advise
-    from git_tune.probes.report import probe as run_probe
-    record = load_fresh(repo) or run(repo, Options(budget=budget))
-    data = profiles.export(run_probe(repo), record, advise(record, workload))
+    from git_tune.advisor.fleet import profiles
+    from git_tune.advisor.measure.calibrate import calibrate as run, load_fresh, probe_repository
+    from git_tune.advisor.measure.record import Options
+    from git_tune.advisor.decide.recommend import recommend as advise
+    report = probe_repository(repo)
+    record = load_fresh(report) or run(report, Options(budget=budget))
+    data = profiles.export(report, record, advise(record, workload))
     if output:
-        from git_tune.advisor.safefile import write_atomic
+        from git_tune.advisor.write.safefile import write_atomic
         write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     emit(data, as_json or not output, lambda d: "")
     if output and not as_json:
@@ -418,12 +443,12 @@ def profile_export(repo, workload, budget, output, as_json):
 @click.option("--check", is_flag=True, help="Change nothing; exit 0 if already applied, 6 if it would change.")
 @click.option("--diff", "show_diff", is_flag=True, help="Show the change as a diff.")
 @click.option("--force", is_flag=True, help="Apply even where the host is not of the profile's class.")
-@click.option("--override", is_flag=True, help="Write keys the user already set elsewhere too.")
+@override_option
 @json_option
 def apply(profile_path, repo, scope, check, show_diff, force, override, as_json):
     """Apply a fleet profile without calibrating, if this host is of its class."""
-    from git_tune.advisor.apply import apply_profile
-    from git_tune.advisor.views import apply_view
+    from git_tune.advisor.fleet.apply import apply_profile
+    from git_tune.views import apply_view
     result = apply_profile(profile_path, scope, repo, check, force, override)
     emit(result, as_json, lambda r: apply_view(r, show_diff))
     if check and result["would_change"]:
@@ -446,12 +471,12 @@ def fleet_merge(profile_paths, output_dir, as_json):
     import json
     import os
     from dataclasses import asdict
-    from git_tune.advisor import profiles
-    from git_tune.advisor.views import merge_view
+    from git_tune.advisor.fleet import profiles
+    from git_tune.views import merge_view
     merged = profiles.merge([profiles.load(p) for p in profile_paths])
     files = []
     if output_dir:
-        from git_tune.advisor.safefile import write_atomic
+        from git_tune.advisor.write.safefile import write_atomic
         os.makedirs(output_dir, exist_ok=True)
         for m in merged:
             name = "-".join(str(v) for v in m.profile["class"].values())

@@ -20,13 +20,16 @@ NO_HOOKS_SETTINGS = {"core.hooksPath": os.devnull}
 
 def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
         timeout: Optional[float] = 60, input: Optional[str] = None,
-        check: bool = False, hooks: bool = False) -> subprocess.CompletedProcess:
-    """git ARGS; GitError if git is missing, or (check=True) exits non-zero."""
+        check: bool = False, hooks: bool = False,
+        stdout: bool = True) -> subprocess.CompletedProcess:
+    """git ARGS; GitError if git is missing, or (check=True) exits non-zero.
+    stdout=False discards the output (a timed run must not wait on a pipe)."""
     if not hooks:
         env = with_config(NO_HOOKS_SETTINGS, env)
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, env=env, input=input, text=True,
-                              errors="surrogateescape", stdout=subprocess.PIPE,
+                              errors="surrogateescape",
+                              stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
                               stderr=subprocess.PIPE, timeout=timeout)
     except FileNotFoundError:
         raise GitError("git is not installed (no 'git' on PATH)") from None

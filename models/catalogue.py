@@ -1,11 +1,16 @@
-"""The catalogue of Git keys git-tune may recommend (keys.toml), as data."""
+"""The catalogue of Git keys git-tune may recommend (keys.toml), as data.
+
+GIT_TUNE_KEYS names more catalogue files (os.pathsep-separated), read after
+the bundled one: a key added there, with its module, is a key like any other.
+"""
+import os
 import re
 import sys
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from git_tune.errors import UsageError
 
@@ -44,6 +49,7 @@ class Key:
     needs_index_rewrite: bool = False
     since_linux: Optional[Version] = None
     not_written_because: str = ""     # empty: git-tune may write the key
+    module: str = ""                  # the module that trials and decides it (keys/registry.py)
 
     @property
     def writable(self) -> bool:
@@ -97,9 +103,31 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _texts() -> List[Tuple[str, str]]:
+    """(where, toml text) of the bundled catalogue and every GIT_TUNE_KEYS file."""
+    out = [("keys.toml", resources.files("git_tune.models").joinpath("keys.toml").read_text())]
+    for path in filter(None, os.environ.get("GIT_TUNE_KEYS", "").split(os.pathsep)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                out.append((path, f.read()))
+        except OSError as e:
+            raise UsageError(f"GIT_TUNE_KEYS: cannot read '{path}': {e.strerror}") from None
+    return out
+
+
 @lru_cache(maxsize=1)
 def catalogue() -> Dict[str, Key]:
-    raw = tomllib.loads(resources.files("git_tune.models").joinpath("keys.toml").read_text())
+    keys = {}
+    for where, text in _texts():
+        try:
+            raw = tomllib.loads(text)
+            keys.update(_keys(raw))
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+            raise UsageError(f"{where}: not a valid key catalogue: {e}") from None
+    return keys
+
+
+def _keys(raw: dict) -> Dict[str, Key]:
     keys = {}
     for name, k in raw["keys"].items():
         keys[name] = Key(
@@ -108,7 +136,8 @@ def catalogue() -> Dict[str, Key]:
             min=k.get("min"), max=k.get("max"), values=tuple(k.get("values", ())),
             needs_index_rewrite=k.get("needs_index_rewrite", False),
             since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
-            not_written_because=" ".join(k.get("not_written_because", "").split()))
+            not_written_because=" ".join(k.get("not_written_because", "").split()),
+            module=k.get("module", ""))
     return keys
 
 

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from git_tune.advisor import repogen
+from git_tune import repogen
 
 
 def _isolate(home, set_env):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from git_tune.advisor import profiles
+from git_tune.advisor.fleet import profiles
 from git_tune.probes.report import probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

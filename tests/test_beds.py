@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from git_tune import engine
-from git_tune.advisor import repogen
+from git_tune import repogen
 from testbeds import BedUnavailable, Latency, hdd, latfs
 from testbeds.mount import available, bed
 
@@ -131,7 +131,7 @@ def test_generated_repository_is_real_and_deterministic(tmp_path):
 def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypatch):
     # latfs with NFS-like attribute caching: the probe classes it network, and
     # every preload measurement follows a warming pass (see sweep_preload).
-    from git_tune.advisor import calibrate
+    from git_tune.advisor.measure import calibrate
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
     try:
         cm = latfs()

@@ -11,8 +11,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from git_tune.advisor import calibrate as cal_mod
-from git_tune.advisor.recommend import NOT_OFFERED, SET, recommend
+from git_tune.advisor.measure import calibrate as cal_mod
+from git_tune.advisor.decide.recommend import NOT_OFFERED, SET, recommend
 from git_tune.cli import cli
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
@@ -76,12 +76,12 @@ def test_threshold_stays_within_the_measured_batches():
     cal = {"validation": {"checkout.threshold_points": [
         point(20, 0.020, 0.030), point(89, 0.030, 0.031), point(189, 0.060, 0.040),
         point(400, 0.200, 0.120)]}, "sweeps": {}}
-    from git_tune.advisor.recommend import _threshold
+    from git_tune.advisor.decide.recommend import _threshold
     t, why, ev = _threshold(cal, 4)
     assert 89 < t <= 189, (t, why)
     assert "189 files 1.50x" in why
     # Raising it above Git's 100 is backed by the batch of 100+ files parallel lost.
-    from git_tune.advisor.recommend import _threshold_gain
+    from git_tune.advisor.decide.recommend import _threshold_gain
     pts = cal["validation"]["checkout.threshold_points"]
     assert _threshold_gain(pts, 150, 100) is None          # no timed batch in [100, 150)
     g = _threshold_gain(pts + [point(120, 0.040, 0.050)], 150, 100)

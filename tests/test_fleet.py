@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from git_tune.advisor import profiles
+from git_tune.advisor.fleet import profiles
 from git_tune.cli import cli
 from git_tune.probes.report import probe
 

@@ -14,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from git_tune import engine
-from git_tune.advisor import configwrite, profiles, repogen, scopes
+from git_tune.advisor.write import configwrite, scopes
+from git_tune.advisor.fleet import profiles
+from git_tune import repogen
 from git_tune.cli import cli
 from git_tune.errors import EngineError
 from git_tune.models import catalogue

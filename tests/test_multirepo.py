@@ -7,7 +7,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from git_tune.advisor import configwrite, multirepo, scopes
+from git_tune.advisor.write import configwrite, scopes
+from git_tune.advisor.fleet import multirepo
 from git_tune.cli import cli
 
 

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from git_tune.advisor import search, sweep
-from git_tune.advisor.search import Dim
+from git_tune.advisor.measure import search, sweep
+from git_tune.advisor.measure.search import Dim
 
 
 class FakeClock:

@@ -121,12 +121,12 @@ def calibration_view(c: dict) -> str:
         out.append(f"  {name} sweep: {len(s['evaluations'])} measurements ({s['strategy']}, "
                    f"stopped on {s['stopped']}), best {s['best']} = {seconds(s['best_value'])}")
     rows = []
-    for key, v in c["validation"].items():
-        if "estimate" not in v:
-            continue
-        e = v["estimate"]
-        rows.append((key, v["workload"], seconds(e["median_old"]), seconds(e["median_new"]),
-                     f"{e['ratio']:.3f} ({e['low']:.3f}-{e['high']:.3f})", e["verdict"]))
+    for key, t in c["trials"].items():
+        for cmp in t["comparisons"]:
+            e = cmp["estimate"]
+            what = cmp["workload"] + (f" ({cmp['files']} files)" if cmp["files"] else "")
+            rows.append((key, what, seconds(e["median_old"]), seconds(e["median_new"]),
+                         f"{e['ratio']:.3f} ({e['low']:.3f}-{e['high']:.3f})", e["verdict"]))
     if rows:
         out += ["", "Real git, Git's default vs candidate (interleaved):",
                 table(("key", "workload", "default", "candidate", "ratio (95% CI)", "verdict"), rows)]

@@ -9,8 +9,9 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Sequence
 
-from git_tune.advisor import calibrate as cal
-from git_tune.advisor.recommend import recommend
+from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.record import Options
+from git_tune.advisor.decide.recommend import recommend
 from git_tune.errors import UsageError
 from git_tune.probes import repo as repo_probe
 
@@ -52,16 +53,17 @@ class MultiRecommendation:
         return asdict(self)
 
 
-def recommend_many(repos: Sequence[str], workload: str, options: cal.Options,
+def recommend_many(repos: Sequence[str], workload: str, options: Options,
                    progress=None) -> MultiRecommendation:
     advice, settings = [], {}
     for r in repos:
         layout = repo_probe.locate(os.path.abspath(r))
         if layout is None or not layout.worktree:
             raise UsageError(f"'{r}' is not a repository with a working tree")
-        record = cal.load_fresh(layout.worktree) or cal.calibrate(layout.worktree, options, progress)
+        report = cal.probe_repository(layout.worktree)
+        record = cal.load_fresh(report) or cal.calibrate(report, options, progress)
         rec = recommend(record, workload)
-        advice.append(RepoAdvice(layout.worktree, layout.git_dir, record["repository"]["entries"],
+        advice.append(RepoAdvice(layout.worktree, layout.git_dir, record.repository.entries,
                                  rec.to_dict()))
         settings[layout.git_dir] = rec.settings()
     keys = set().union(*settings.values()) if settings else set()

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import __version__, git
-from git_tune.advisor import configtext, safefile, scopes
-from git_tune.advisor.scopes import Scope
+from git_tune.advisor.write import configtext, safefile, scopes
+from git_tune.advisor.write.scopes import Scope
 from git_tune.errors import ConfigWriteError, GitError, UsageError
 from git_tune.models import catalogue
 

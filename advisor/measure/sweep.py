@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from git_tune.advisor.search import Point, Strategy
-from git_tune.errors import GitError
+from git_tune.advisor.measure.search import Point, Strategy
+from git_tune.errors import EngineError, GitError
 
 
 class MeasurementFailed(GitError):
@@ -58,6 +58,16 @@ def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
         return None, float("inf"), 0
     key = min(groups, key=lambda k: (statistics.median(groups[k]), k))
     return key, statistics.median(groups[key]), len(groups[key])
+
+
+def engine_measure(fn: Callable[[Point], float]) -> Callable[[Point], float]:
+    """fn with the engine's refusal (EngineError) recorded as a failed measurement."""
+    def measure(point: Point) -> float:
+        try:
+            return fn(point)
+        except EngineError as e:
+            raise MeasurementFailed(e.message) from None
+    return measure
 
 
 def auto_patience(strategy: Strategy, repeat_every: int) -> int:

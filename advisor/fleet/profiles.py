@@ -79,15 +79,15 @@ def host_class(report) -> Dict[str, str]:
             "git": git_range(report.git["version"]) if report.git["version"] else "none"}
 
 
-def export(report, record: dict, rec) -> dict:
+def export(report, record, rec) -> dict:
     """A profile from a probe report, a calibration record and its recommendation."""
     measurements = {k.key: asdict(k.gain) for k in rec.keys if k.status == "set" and k.gain}
     return {"schema": SCHEMA, "class": host_class(report), "settings": rec.settings(),
             "measurements": measurements, "workload": rec.workload,
-            "provenance": {"fingerprint": record["fingerprint"], "created": time.time(),
-                           "calibrated": record["created"], "git_tune_version": __version__,
-                           "git_version": record["git_version"],
-                           "repository_entries": record["repository"]["entries"],
+            "provenance": {"fingerprint": record.fingerprint, "created": time.time(),
+                           "calibrated": record.created, "git_tune_version": __version__,
+                           "git_version": record.git_version,
+                           "repository_entries": record.repository.entries,
                            "hosts": 1}}
 
 

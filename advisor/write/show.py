@@ -5,9 +5,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine
-from git_tune.advisor import configwrite, scopes
+from git_tune.advisor.write import configwrite, scopes
 from git_tune.errors import EngineError
-from git_tune.probes import gitinfo, repo as repo_probe
+from git_tune.advisor.keys import registry
+from git_tune.probes import fingerprint, gitinfo, repo as repo_probe
 from git_tune.models import catalogue
 
 DEFAULT_MAX_AGE_DAYS = 90
@@ -26,32 +27,25 @@ class Applied:
     todo: Tuple[str, ...]
 
 
-def _current_fingerprint(repo: Optional[str]) -> Optional[str]:
-    from git_tune.advisor.calibrate import host_fingerprint
-    from git_tune.probes.report import probe
-    if not repo or not os.path.isdir(repo):
-        return None
-    return host_fingerprint(probe(repo))
+def _host_changed(entry: dict) -> bool:
+    """The host or the repository's file system differs from the calibration's."""
+    repo, stored = entry.get("repo"), entry["fingerprint"]
+    if not repo or not os.path.isdir(repo) or not fingerprint.comparable(stored):
+        return False
+    return fingerprint.here(repo) != stored
 
 
 def _index_state(entry: dict) -> Tuple[Dict[str, str], List[str]]:
-    want = entry["settings"].get("index.version")
-    repo = entry.get("repo")
-    if not want or not repo:
-        return {}, []
-    layout = repo_probe.locate(repo) if os.path.isdir(repo) else None
-    if not layout or not os.path.exists(layout.index_file):
-        return {}, []
-    try:
-        on_disk = engine.index_read(layout.index_file).version
-    except EngineError as e:
-        return {"index": f"unreadable: {e.message}"}, []
-    state = {"index.version on disk": str(on_disk)}
-    todo = []
-    if str(on_disk) != want:
-        todo.append(f"the index of {repo} is still version {on_disk}: run "
-                    f"`git -C {repo} update-index --index-version {want}` for index.version={want} "
-                    "to take effect")
+    """What each written key's module finds on disk (an index not yet rewritten)."""
+    state: Dict[str, str] = {}
+    todo: List[str] = []
+    if not entry.get("repo"):
+        return state, todo
+    for key, value in entry["settings"].items():
+        known = registry.find(key)
+        facts, to_do = known.on_disk(value, entry["repo"]) if known else ({}, [])
+        state.update(facts)
+        todo += to_do
     return state, todo
 
 
@@ -74,8 +68,7 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
             stale.append(f"{scope.config_file} no longer includes it")
         if now_git and now_git != entry["git_version"]:
             stale.append(f"git changed from {entry['git_version']} to {now_git}")
-        fp = _current_fingerprint(entry.get("repo")) if entry["fingerprint"] != "manual" else None
-        if fp and fp != entry["fingerprint"]:
+        if _host_changed(entry):
             stale.append("the host or its storage changed since calibration")
         if entry.get("repo") and entry.get("entries"):
             layout = repo_probe.locate(entry["repo"]) if os.path.isdir(entry["repo"]) else None

@@ -6,7 +6,8 @@ import os
 from dataclasses import asdict
 from typing import Optional
 
-from git_tune.advisor import configwrite, profiles, scopes
+from git_tune.advisor.write import configwrite, scopes
+from git_tune.advisor.fleet import profiles
 from git_tune.errors import ProfileMismatch
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe

@@ -23,24 +23,26 @@ def _series(evaluations, x_key, group_key=None):
 
 
 def sweeps(calibration: dict, path: str) -> str:
+    """One panel per engine sweep: seconds against its first dimension, one line per value
+    of a second (categorical) one, and the cost model where the sweep fitted one."""
     plt = _pyplot()
-    panels = [("checkout", "checkout.workers", None, "engine checkout: seconds vs workers"),
-              ("preload", "engine.preload.threads", "engine.preload.split", "lstat: seconds vs threads"),
-              ("index", "index.threads", "engine.index.alloc", "index load: seconds vs threads")]
-    panels = [p for p in panels if p[0] in calibration["sweeps"]]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    for ax, (name, x_key, group, title) in zip(axes[0], panels):
-        for g, pts in _series(calibration["sweeps"][name]["evaluations"], x_key, group).items():
+    panels = list(calibration["sweeps"].items())
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4),
+                             squeeze=False)
+    for ax, (name, sweep) in zip(axes[0], panels):
+        x_key = sweep["dims"][0]["name"]
+        group = sweep["dims"][1]["name"] if len(sweep["dims"]) > 1 else None
+        for g, pts in _series(sweep["evaluations"], x_key, group).items():
             xs, ys = zip(*pts)
             ax.plot(xs, ys, "o-", label=str(g) if g else "measured")
-        model = calibration["sweeps"][name].get("model")
-        if model:
-            n = calibration["sweeps"][name]["files"]
-            xs = range(1, max(p[0] for p in calibration["sweeps"][name]["model_samples"]) + 1)
+        model, samples = sweep["facts"].get("model"), sweep["facts"].get("model_samples")
+        if model and samples:
+            n = sweep["facts"]["files"]
+            xs = range(1, max(p[0] for p in samples) + 1)
             ys = [model["serial"] + n * model["per_item"] / min(w, model["parallelism"])
                   + w * model["per_worker"] for w in xs]
             ax.plot(list(xs), ys, "--", label="cost model")
-        ax.set_title(title)
+        ax.set_title(f"engine {name} sweep: seconds vs {x_key}")
         ax.set_xlabel(x_key)
         ax.set_ylabel("seconds (median)")
         ax.legend()

@@ -3,7 +3,7 @@ import os
 from dataclasses import asdict
 from typing import Optional, Sequence
 
-from git_tune.advisor import configwrite, scopes
+from git_tune.advisor.write import configwrite, scopes
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe

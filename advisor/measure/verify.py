@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune import git
-from git_tune.advisor import coldcache, gitbench
-from git_tune.advisor.sweep import MeasurementFailed
+from git_tune.advisor.keys import registry
+from git_tune.advisor.measure import coldcache, gitbench
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue, stats
 from git_tune.probes import repo as repo_probe
@@ -20,8 +21,6 @@ from git_tune.probes.scratch import scratch_dir
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
 ALL_WORKLOADS = ("status", "untracked", "diff", "index", "switch")
-# Keys that shape the index file itself: the copies are written with them.
-INDEX_SHAPING = ("index.version", "index.threads", "core.untrackedCache", "index.skipHash")
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class WorkloadResult:
     command: str
     times_before: Tuple[float, ...]
     times_after: Tuple[float, ...]
-    estimate: dict
+    estimate: stats.RatioEstimate
     phases_before: Dict[str, float]
     phases_after: Dict[str, float]
 
@@ -51,7 +50,7 @@ class VerifyReport:
         return asdict(self)
 
     def verdict(self) -> str:
-        verdicts = {w.estimate["verdict"] for w in self.workloads}
+        verdicts = {w.estimate.verdict for w in self.workloads}
         if stats.SLOWER in verdicts:
             return stats.SLOWER
         return stats.FASTER if stats.FASTER in verdicts else stats.NO_CHANGE
@@ -67,12 +66,8 @@ def defaults_for(keys) -> Dict[str, str]:
 
 
 def _index_copy(ws: gitbench.Workspace, name: str, settings: Dict[str, str]) -> str:
-    uc = settings.get("core.untrackedCache")
-    version = settings.get("index.version")
-    threads = settings.get("index.threads")
-    return ws.index_copy(name, version=int(version) if version else None,
-                         threads=int(threads) if threads and threads.isdigit() else None,
-                         untracked_cache={"true": True, "false": False}.get(uc))
+    """The user's index as git writes it under these values (each key module says how)."""
+    return ws.index_copy(name, registry.index_shape(settings))
 
 
 def _commit_pair(worktree: str) -> Optional[Tuple[str, str, int]]:
@@ -92,9 +87,9 @@ class _Switch:
     def __init__(self, ws: gitbench.Workspace, a: str, b: str):
         self.clone = os.path.join(ws.root, "switch")
         env = gitbench.config_env({})
-        gitbench._run(["clone", "-q", "--shared", "--no-checkout", ws.layout.worktree, self.clone],
-                      ws.root, env, hooks=False)
-        gitbench._run(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
+        gitbench.run_git(["clone", "-q", "--shared", "--no-checkout", ws.layout.worktree,
+                          self.clone], ws.root, env, hooks=False)
+        gitbench.run_git(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
         self.targets = [b, a]
         self.i = 0
 
@@ -183,7 +178,7 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
                 fn(settings, trace_file=trace)
                 phases[side] = gitbench.trace_phases(trace)
             results.append(WorkloadResult(name, cmd, tuple(ta), tuple(tb),
-                                          asdict(stats.compare(ta, tb, seed=seed)),
+                                          stats.compare(ta, tb, seed=seed),
                                           phases["before"], phases["after"]))
     if cold and cold_method and "only file data" in cold_method:
         notes.append(f"cold runs: {cold_method}")

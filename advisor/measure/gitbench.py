@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from git_tune import git
-from git_tune.advisor.sweep import MeasurementFailed
+from git_tune.errors import GitError
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.probes.repo import RepoLayout
 
 Settings = Dict[str, str]
@@ -25,20 +26,15 @@ def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
     return git.with_config(settings, base)
 
 
-def _run(args: List[str], cwd: str, env: dict, timeout: float = 600,
-         hooks: bool = True) -> subprocess.CompletedProcess:
+def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
+            hooks: bool = True) -> subprocess.CompletedProcess:
     """A git run that is part of a measurement (hooks=True: what git would run, runs) or
-    git-tune's own bookkeeping (hooks=False: the repository's hooks are not run)."""
-    if not hooks:
-        env = git.with_config(git.NO_HOOKS_SETTINGS, env)
+    git-tune's own bookkeeping (hooks=False: the repository's hooks are not run).
+    Any failure is MeasurementFailed."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, errors="surrogateescape",
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise MeasurementFailed(f"git {' '.join(args)} took over {timeout:.0f} s") from None
-    except FileNotFoundError:
-        raise MeasurementFailed("git is not installed") from None
+        proc = git.run(args, cwd=cwd, env=env, timeout=timeout, hooks=hooks, stdout=False)
+    except GitError as e:
+        raise MeasurementFailed(str(e)) from None
     if proc.returncode:
         raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
     return proc
@@ -53,7 +49,7 @@ def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional
         env["GIT_TRACE2_EVENT"] = trace_file
         env["GIT_TRACE2_EVENT_NESTING"] = "10"
     t0 = time.perf_counter()
-    _run(args, cwd, env)
+    run_git(args, cwd, env)
     return time.perf_counter() - t0
 
 
@@ -99,6 +95,18 @@ def interleaved(a: Callable[[], float], b: Callable[[], float], runs: int,
     return ta, tb
 
 
+@dataclass(frozen=True)
+class IndexShape:
+    """How an index copy is written: `git update-index` options and the config in force
+    (each key module says what its value needs, keys/registry.py index_shape)."""
+
+    args: Tuple[str, ...] = ()
+    settings: Tuple[Tuple[str, str], ...] = ()
+
+    def __add__(self, other: "IndexShape") -> "IndexShape":
+        return IndexShape(self.args + other.args, tuple(sorted(self.settings + other.settings)))
+
+
 @dataclass
 class Workspace:
     """Scratch copies of what timed git runs may write, on the repository's file system."""
@@ -108,25 +116,17 @@ class Workspace:
     _clone: Optional[str] = None
     _copies: Dict[tuple, str] = field(default_factory=dict)
 
-    def index_copy(self, name: str, version: Optional[int] = None, threads: Optional[int] = None,
-                   untracked_cache: Optional[bool] = None) -> str:
-        """A copy of the user's index, rewritten by git itself with the given format options
-        (made once per name and options: the sweeps and the A/B runs share them)."""
-        key = (name, version, threads, untracked_cache)
+    def index_copy(self, name: str, shape: "IndexShape" = None) -> str:
+        """A copy of the user's index, rewritten by `git update-index` with the shape's
+        options and config (made once per name and shape: sweeps and A/B runs share them)."""
+        shape = shape or IndexShape()
+        key = (name, shape)
         if key in self._copies:
             return self._copies[key]
         path = os.path.join(self.root, f"index.{name}")
         shutil.copyfile(self.layout.index_file, path)
-        args = ["update-index", "--force-write-index"]
-        if version:
-            args += ["--index-version", str(version)]
-        if untracked_cache is True:
-            args += ["--untracked-cache", "--force-untracked-cache"]
-        elif untracked_cache is False:
-            args.append("--no-untracked-cache")
-        settings = {"index.threads": str(threads)} if threads else {}
-        _run(args, self.layout.worktree, dict(config_env(settings), GIT_INDEX_FILE=path),
-             hooks=False)
+        run_git(["update-index", "--force-write-index", *shape.args], self.layout.worktree,
+                dict(config_env(dict(shape.settings)), GIT_INDEX_FILE=path), hooks=False)
         self._copies[key] = path
         return path
 
@@ -136,9 +136,9 @@ class Workspace:
             return self._clone
         dest = os.path.join(self.root, "clone")
         env = config_env({})
-        _run(["clone", "-q", "--shared", "--no-checkout", self.layout.worktree or self.layout.git_dir,
+        run_git(["clone", "-q", "--shared", "--no-checkout", self.layout.worktree or self.layout.git_dir,
               dest], self.root, env, hooks=False)
-        _run(["read-tree", "HEAD"], dest, env, hooks=False)
+        run_git(["read-tree", "HEAD"], dest, env, hooks=False)
         self._clone = dest
         return dest
 

@@ -8,9 +8,9 @@ import itertools
 import random
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-Point = Dict[str, object]
+Point = Dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,8 @@ class Dim:
     name: str
     low: int = 0
     high: int = 0
-    categories: Tuple = ()
-    default: object = None
+    categories: Tuple[Any, ...] = ()
+    default: Any = None
 
     def values(self, max_points: int = 64) -> List:
         if self.categories:

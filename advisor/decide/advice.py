@@ -1,0 +1,81 @@
+"""One key's advice: the value (or Git's default), the gain real git showed, and why.
+
+The helpers here are what most key modules decide with: a value is set only
+when real git, timed interleaved against Git's default, was faster beyond noise.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from git_tune.advisor.measure.record import Comparison, Trial
+from git_tune.models import catalogue, stats
+from git_tune.models.catalogue import Key
+
+SET, NOT_SET, NOT_OFFERED = "set", "not set", "not offered"
+
+
+@dataclass(frozen=True)
+class Gain:
+    workload: str
+    speedup: float          # old time / new time: above 1 is faster
+    low: float
+    high: float
+    runs: int
+
+    @classmethod
+    def of(cls, workload: str, est: stats.RatioEstimate) -> "Gain":
+        return cls(workload, 1 / est.ratio, 1 / est.high, 1 / est.low,
+                   min(est.runs_old, est.runs_new))
+
+    def text(self) -> str:
+        return f"{self.speedup:.2f}x ({self.low:.2f}-{self.high:.2f}, {self.runs}+{self.runs} runs)"
+
+
+@dataclass(frozen=True)
+class KeyAdvice:
+    key: str
+    status: str              # set | not set | not offered
+    value: Optional[str]
+    git_default: str
+    gain: Optional[Gain]
+    reason: str
+    evidence: Dict[str, Any] = field(default_factory=dict)
+    needs_index_rewrite: bool = False
+
+
+def not_set(key: Key, reason: str, evidence: Optional[dict] = None) -> KeyAdvice:
+    return KeyAdvice(key.name, NOT_SET, None, key.default, None, reason, evidence or {},
+                     key.needs_index_rewrite)
+
+
+def unmeasured(key: Key) -> KeyAdvice:
+    """A key no module trials: reported, left to Git."""
+    if key.measured_by == "none":
+        return KeyAdvice(key.name, NOT_SET, None, key.default, None,
+                         "left to Git: git-tune does not measure it yet")
+    return not_set(key, "not set: not measured in this calibration")
+
+
+def not_offered(key: Key, git_version: str) -> KeyAdvice:
+    need = catalogue.format_version(key.since_linux or key.since)
+    return KeyAdvice(key.name, NOT_OFFERED, None, key.default, None,
+                     f"git {git_version} does not read it (needs {need} on this platform)")
+
+
+def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict] = None,
+              suffix: str = "") -> KeyAdvice:
+    """Set `value` if real git was faster with it beyond noise, else keep Git's default."""
+    gain = Gain.of(c.workload, c.estimate)
+    verdict = c.estimate.verdict
+    if verdict == stats.FASTER:
+        status, chosen, why = SET, value, f"{what}: {gain.text()} faster with real git"
+    elif verdict == stats.SLOWER:
+        status, chosen, why = NOT_SET, None, \
+            f"{what} was slower with {value}: {gain.text()}; Git's default kept"
+    else:
+        status, chosen, why = NOT_SET, None, f"not set: {what} {gain.text()}, within noise"
+    return KeyAdvice(key.name, status, chosen, key.default, gain, why + suffix, evidence or {},
+                     key.needs_index_rewrite)
+
+
+def trial_of(key: Key, cal) -> Optional[Trial]:
+    return cal.trials.get(key.name)

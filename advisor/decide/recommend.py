@@ -1,0 +1,66 @@
+"""From a calibration record to recommended Git settings, each with its evidence.
+
+Each key's module decides its value from its own trial (advisor/keys/); a key
+gets a value only when real git, timed interleaved against Git's default, was
+faster beyond noise. Keys the installed git does not read are never offered.
+"""
+import math
+from dataclasses import asdict, dataclass
+from typing import Dict, Tuple
+
+from git_tune.advisor.decide.advice import SET, KeyAdvice
+from git_tune.advisor.decide import advice
+from git_tune.advisor.keys import registry
+from git_tune.advisor.measure.record import Calibration
+from git_tune.models import catalogue, workloads
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    schema: int
+    workload: str
+    git_version: str
+    storage_class: str
+    fingerprint: str
+    keys: Tuple[KeyAdvice, ...]
+    findings: Tuple[str, ...]
+    expected: Dict[str, float]       # workload -> speedup of the values set together
+    weighted_speedup: float
+    calibration_created: float
+
+    def settings(self) -> Dict[str, str]:
+        return {k.key: k.value for k in self.keys if k.status == SET}
+
+    def reasons(self) -> Dict[str, str]:
+        return {k.key: k.reason for k in self.keys if k.status == SET}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _expected(keys: Tuple[KeyAdvice, ...]) -> Dict[str, float]:
+    """Per workload, the product of the gains of the values set."""
+    expected: Dict[str, float] = {}
+    for k in keys:
+        if k.status == SET and k.gain:
+            expected[k.gain.workload] = expected.get(k.gain.workload, 1.0) * k.gain.speedup
+    if "checkout" in expected:
+        expected.setdefault("clone", expected["checkout"])  # same write path, more files
+    return expected
+
+
+def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
+    weights = workloads.weights(workload)
+    understood = catalogue.understood(catalogue.parse_version(cal.git_version))
+    keys = tuple(e.decide(cal) if e.key.name in understood
+                 else advice.not_offered(e.key, cal.git_version)
+                 for e in registry.entries())
+    expected = _expected(keys)
+    total = sum(weights.values())
+    weighted = math.exp(sum(w * math.log(expected.get(name, 1.0)) for name, w in weights.items())
+                        / total) if total else 1.0
+    return Recommendation(SCHEMA_VERSION, workload, cal.git_version, cal.storage.storage_class,
+                          cal.fingerprint, keys, tuple(registry.findings(cal)), expected,
+                          weighted, cal.created)

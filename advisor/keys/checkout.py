@@ -1,0 +1,293 @@
+"""checkout.workers and checkout.thresholdForParallelism: parallel checkout.
+
+The engine writes a sample of the repository's files with 1..N threads: the
+curve and a cost model (serial, per file, per worker, parallelism) of this
+storage. Real git decides: a scratch clone restores a batch of missing files
+sequentially against N workers (workers), then at batch sizes bisected towards
+where parallel starts to win (threshold).
+"""
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from git_tune import engine
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
+from git_tune.advisor.measure.search import Dim
+from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
+from git_tune.models import costmodel, stats
+
+WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
+SWEEP_SHARE = 0.15
+SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
+CHECKOUT_FILES = 400       # files real git restores per timed checkout
+TINY_FILES = 20            # the batch that prices one worker process
+THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold
+THRESHOLD_CHANGE = 0.3     # and the threshold must differ from Git's by 30% to be worth a key
+# The threshold's gain is on small batches, not the 400-file checkout the workers
+# gain was timed on: a workload of its own, so the two are not multiplied together.
+THRESHOLD_WORKLOAD = "checkout-small-batches"
+
+
+@dataclass(frozen=True)
+class Facts:
+    files: int
+    bytes: int
+    model: Optional[dict] = None          # costmodel.ParallelCost without its replicas
+    model_samples: Optional[list] = None  # (workers, files, seconds)
+
+
+def checkout_batch(target: str, paths, sizes, budget: float) -> Tuple[list, list]:
+    """A warm-up (allocator, journal, dentry caches) that also sizes the batch so
+    about ten single-worker measurements fit the budget on slow storage too."""
+    probe_n = min(len(paths), 200)
+    t = engine.checkout(target, paths[:probe_n], sizes[:probe_n], workers=1, threshold=0).wall
+    keep = max(100, min(len(paths), int(budget / 10 / max(t / probe_n, 1e-6))))
+    return paths[:keep], sizes[:keep]
+
+
+def max_workers(bench: Bench) -> int:
+    # Threads writing to a network server can usefully exceed the cores.
+    return 32 if bench.storage_class == "network" else max(4, min(32, 4 * bench.cores))
+
+
+def sweep(bench: Bench) -> Optional[Sweep]:
+    """Engine checkout of a sample with W workers: the curve behind checkout.workers."""
+    import os
+    if not bench.names:
+        return None
+    opts = bench.options
+    target = os.path.join(bench.ws.root, "checkout")
+    os.mkdir(target)
+    top = max_workers(bench)
+    dims = [Dim(WORKERS, 1, top, default=1)]
+    paths, sizes = bench.sample(SAMPLE_FILES)
+    paths, sizes = checkout_batch(target, paths, sizes, opts.budget * SWEEP_SHARE)
+
+    def write(point):
+        return engine.checkout(target, paths, sizes, workers=point[WORKERS], threshold=0).wall
+
+    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(write),
+                  opts.budget * SWEEP_SHARE)
+    samples = [(dict(k)[WORKERS], len(paths), statistics.median(v))
+               for k, v in r.by_point().items()]
+    # Smaller batches at 1 and the best worker count pin down serial cost and overhead.
+    for frac in (0.125, 0.5):
+        k = max(1, int(len(paths) * frac))
+        for w in sorted({1, r.best[WORKERS]}):
+            samples.append((w, k, engine.checkout(target, paths[:k], sizes[:k], workers=w,
+                                                  threshold=0).wall))
+    facts = Facts(len(paths), sum(sizes))
+    if len({s[0] for s in samples}) >= 2 and len(samples) >= 3:
+        model = costmodel.fit(samples, max_parallelism=top, seed=opts.seed)
+        facts = Facts(len(paths), sum(sizes),
+                      {k: v for k, v in asdict(model).items() if k != "replicas"}, samples)
+    return Sweep.of(r, dims, asdict(facts))
+
+
+def _workload(bench: Bench, n: int) -> gitbench.CheckoutWorkload:
+    """n tracked files spread evenly, restored into the scratch clone."""
+    paths = bench.names[:: max(1, len(bench.names) // n)][:n]
+    return gitbench.CheckoutWorkload(bench.ws.clone(), paths, bench.ws.root)
+
+
+def _candidate(workers: int) -> Dict[str, str]:
+    return {WORKERS: str(workers), THRESHOLD: "0"}
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    if key.name == WORKERS:
+        return _trial_workers(bench)
+    return _trial_threshold(bench)
+
+
+def _trial_workers(bench: Bench) -> Optional[Trial]:
+    s = bench.sweeps.get("checkout")
+    if s is None:
+        return None
+    if len(bench.names) < 100:
+        bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
+                           "below its default threshold, so checkout.workers was not timed")
+        return None
+    work = _workload(bench, min(len(bench.names), CHECKOUT_FILES))
+    cand = _candidate(max(2, s.best[WORKERS]))
+    c = bench.ab("checkout", {}, cand, lambda: work.run({}), lambda: work.run(cand),
+                 files=len(work.paths))
+    return Trial(WORKERS, (c,))
+
+
+def _trial_threshold(bench: Bench) -> Optional[Trial]:
+    """Real git, sequential vs parallel, from a tiny batch (the price of a worker process)
+    up, at batch sizes bisected between the largest where parallel lost and the smallest
+    where it won by THRESHOLD_MARGIN. Sequential time is not linear in files on a disk
+    (write-back starts past a few hundred), so the threshold is measured, not interpolated."""
+    workers = bench.trials.get(WORKERS)
+    if workers is None:
+        return None
+    cand = workers.main.candidate
+    w = int(cand[WORKERS])
+    tiny = _workload(bench, TINY_FILES)
+    ta, tb = gitbench.interleaved(lambda: tiny.run({}), lambda: tiny.run(cand), bench.runs)
+    per_worker = max(0.0, (statistics.median(tb) - statistics.median(ta)) / w)
+    points = [comparison("checkout", {}, cand, ta, tb, bench.options.seed, len(tiny.paths)),
+              workers.main]
+    for _ in range(2):
+        n = _bisect(points)
+        if n is None:
+            break
+        work = _workload(bench, n)
+        ta, tb = gitbench.interleaved(lambda: work.run({}), lambda: work.run(cand), bench.runs)
+        points.append(comparison("checkout", {}, cand, ta, tb, bench.options.seed,
+                                 len(work.paths)))
+    points.sort(key=lambda c: c.files)
+    return Trial(THRESHOLD, tuple(points), {"workers": w, "per_worker": per_worker})
+
+
+def _wins(c: Comparison) -> bool:
+    return costmodel.parallel_wins(statistics.median(c.times_default),
+                                   statistics.median(c.times_candidate), THRESHOLD_MARGIN)
+
+
+def _bisect(points: List[Comparison]) -> Optional[int]:
+    """The batch size halfway (geometrically) between the largest lost and next won."""
+    points.sort(key=lambda c: c.files)
+    lost = [c for c in points if not _wins(c)]
+    won = [c for c in points if _wins(c) and (not lost or c.files > lost[-1].files)]
+    if not lost or not won:
+        return None
+    lo, hi = lost[-1].files, won[0].files
+    mid = int(round((lo * hi) ** 0.5))
+    return mid if lo < mid < hi else None
+
+
+def decide(key, cal: Calibration) -> advice.KeyAdvice:
+    if key.name == WORKERS:
+        return _decide_workers(key, cal)
+    return _decide_threshold(key, cal)
+
+
+def _decide_workers(key, cal: Calibration) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    w = t.main.candidate[WORKERS]
+    s = cal.sweeps.get("checkout")
+    ev = {"best": s.best if s else None,
+          "curve": s.facts.get("model_samples") if s else None,
+          "model": s.facts.get("model") if s else None}
+    return advice.validated(key, t.main, w, f"checkout of {t.main.files} files with {w} workers",
+                            ev)
+
+
+def _decide_threshold(key, cal: Calibration) -> advice.KeyAdvice:
+    workers = cal.trials.get(WORKERS)
+    if not workers or workers.main.estimate.verdict != stats.FASTER:
+        return advice.not_set(key, "not set: parallel checkout is not recommended here")
+    t, why, ev = _threshold(cal, int(workers.main.candidate[WORKERS]))
+    default = int(key.default)
+    if t is None:
+        return advice.not_set(key, f"not set: {why}", ev)
+    if abs(t - default) <= THRESHOLD_CHANGE * default:
+        return advice.not_set(key, f"not set: {why}, close to Git's {default}", ev)
+    trial = cal.trials.get(THRESHOLD)
+    gain = _threshold_gain(trial.comparisons if trial else (), t, default)
+    if gain is None:
+        return advice.not_set(key, f"not set: {why}, but no batch between it and Git's "
+                                   f"{default} was timed with real git", ev)
+    return advice.KeyAdvice(key.name, advice.SET, str(t), key.default, gain, why, ev)
+
+
+def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict]:
+    """From real git at two batch sizes when both were timed, else from the engine model.
+
+    The engine's threads cost less than Git's worker processes, so its break-even
+    could sit above a batch real git already ran faster in parallel (a threshold
+    of 455 on this disk after 400 files were measured 1.3-1.7x faster)."""
+    trial = cal.trials.get(THRESHOLD)
+    if trial:
+        pts = [(c.files, statistics.median(c.times_default), statistics.median(c.times_candidate))
+               for c in trial.comparisons]
+        # The crossing lies between the largest batch parallel lost and the next one
+        # (crossing() answers the first size when parallel never lost, None when it
+        # lost at the largest).
+        lost = [i for i, (n, s, p) in enumerate(pts)
+                if not costmodel.parallel_wins(s, p, THRESHOLD_MARGIN)]
+        if len(pts) == 1:
+            even = None if lost else pts[0][0]
+        else:
+            i = min(lost[-1] if lost else 0, len(pts) - 2)
+            even = costmodel.crossing(pts[i], pts[i + 1], THRESHOLD_MARGIN)
+        ev = {"real_git": [{"files": n, "sequential": s, "parallel": p} for n, s, p in pts],
+              "crossing_files": even}
+        curve = ", ".join(f"{n} files {s / p:.2f}x" for n, s, p in pts)
+        if even is not None:
+            return even, (f"real git with {workers} workers: {curve}; parallel wins by "
+                          f"{THRESHOLD_MARGIN:.0%} from about {even} files"), ev
+    return _threshold_from_model(cal, workers, trial)
+
+
+def _threshold_from_model(cal: Calibration, workers: int,
+                          trial: Optional[Trial]) -> Tuple[Optional[int], str, dict]:
+    s = cal.sweeps.get("checkout")
+    m = s.facts.get("model") if s else None
+    if not m:
+        return None, "no checkout model (too few measurements)", {}
+    per_worker = m["per_worker"]
+    if trial:
+        per_worker = max(per_worker, trial.facts["per_worker"])  # Git's workers are processes
+    model = costmodel.ParallelCost(m["serial"], m["per_item"], per_worker, m["parallelism"],
+                                   m["rmse"], m["points"])
+    even = model.break_even(workers, THRESHOLD_MARGIN)
+    ev = {"model": dict(m, per_worker=per_worker), "break_even_files": even}
+    if even is None:
+        return None, f"{workers} workers never beat one by {THRESHOLD_MARGIN:.0%} in the model", ev
+    return even, f"{workers} workers beat one from about {even} files on (cost model: " \
+                 f"{m['per_item'] * 1e6:.0f} µs a file, {per_worker * 1e3:.1f} ms a worker, " \
+                 f"parallelism {m['parallelism']})", ev
+
+
+def _threshold_gain(points, threshold: int, default: int) -> Optional[advice.Gain]:
+    """Real git at the batch size the new threshold changes most plainly: the smallest
+    timed batch below Git's default that now goes parallel, or the largest at or above
+    it that now stays sequential. None when no timed batch lies in between (the value
+    would then rest on interpolation alone)."""
+    if threshold < default:
+        inside = [c for c in points if threshold <= c.files < default]
+        if not inside:
+            return None
+        est = stats.compare(inside[0].times_default, inside[0].times_candidate)
+    else:
+        inside = [c for c in points if default <= c.files < threshold]
+        if not inside:
+            return None
+        est = stats.compare(inside[-1].times_candidate, inside[-1].times_default)
+    return advice.Gain.of(THRESHOLD_WORKLOAD, est)
+
+
+def findings(cal: Calibration) -> List[str]:
+    s = cal.sweeps.get("checkout")
+    m = s.facts.get("model") if s else None
+    if not m:
+        return []
+    return [f"writing files: {m['per_item'] * 1e6:.0f} µs each, about {m['parallelism']} "
+            f"served in parallel by this storage and CPUs (engine, {s.facts['files']} files)."]
+
+
+def verify_workloads(key):
+    return ("switch",)
+
+
+def upgrade_v1(key, validation: dict) -> Optional[Trial]:
+    """Schema 1 kept the threshold's batches under "checkout.threshold_points" and the
+    price of a worker under "checkout.worker_cost"."""
+    points, cost = validation.get("checkout.threshold_points"), validation.get("checkout.worker_cost")
+    workers = validation.get(WORKERS)
+    if key.name != THRESHOLD or not points or not cost or not workers:
+        return None
+    cand = workers["candidate"]
+    return Trial(THRESHOLD, tuple(comparison("checkout", {}, cand, p["times_sequential"],
+                                             p["times_parallel"], files=p["files"])
+                                  for p in points),
+                 {"workers": cost["workers"], "per_worker": cost["per_worker"]})

@@ -1,0 +1,156 @@
+"""index.threads, index.version (and feature.manyFiles, which bundles them): the index file.
+
+The engine loads a copy of the real index, rewritten by git with an offset
+table (IEOT), with 1..N threads and both allocators; real git decides each
+key on `git ls-files` (index load) against a copy written the way Git's
+default would write it.
+"""
+import os
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from git_tune import engine, git
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.gitbench import IndexShape
+from git_tune.advisor.measure.record import Calibration, Sweep, Trial
+from git_tune.advisor.measure.search import Dim
+from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
+from git_tune.errors import EngineError
+
+THREADS, VERSION, MANY_FILES = "index.threads", "index.version", "feature.manyFiles"
+SWEEP_SHARE = 0.05
+ALLOC = "engine.index.alloc"
+
+
+@dataclass(frozen=True)
+class Facts:
+    ieot_blocks: int
+    entries: int
+    bytes_v2: int
+    bytes_v4: int
+    parse_v2: float
+    parse_v4: float
+
+
+def index_shape(key, value: str) -> IndexShape:
+    return _shape(key.name, value)
+
+
+def _shape(name: str, value: str) -> IndexShape:
+    if name == VERSION:
+        return IndexShape(args=("--index-version", value))
+    if name == THREADS and value.isdigit():
+        return IndexShape(settings=((THREADS, value),))
+    return IndexShape()
+
+
+def sweep(bench: Bench) -> Optional[Sweep]:
+    """Engine load of the real index rewritten with an offset table: threads and allocator."""
+    opts, ws = bench.options, bench.ws
+    blocks = max(4, 2 * bench.cores)
+    ieot = ws.index_copy("ieot", _shape(THREADS, str(blocks)))
+    dims = [Dim(THREADS, 1, blocks, default=1),
+            Dim(ALLOC, categories=(engine.ALLOC_POOL, engine.ALLOC_MALLOC),
+                default=engine.ALLOC_POOL)]
+
+    def load(point):
+        r = engine.index_read(ieot, threads=point[THREADS], alloc=point[ALLOC])
+        return r.parse + r.free
+
+    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
+                  opts.budget * SWEEP_SHARE, max_evals=40)
+    v2, v4 = (ws.index_copy(f"v{v}", _shape(VERSION, str(v))) for v in (2, 4))
+    facts = Facts(engine.index_read(ieot).ieot_blocks, len(bench.names),
+                  os.path.getsize(v2), os.path.getsize(v4),
+                  min(engine.index_read(v2).parse for _ in range(3)),
+                  min(engine.index_read(v4).parse for _ in range(3)))
+    return Sweep.of(r, dims, asdict(facts))
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    s = bench.sweeps.get("index")
+    if s is None:
+        return None
+    ws, wt = bench.ws, bench.worktree
+    if key.name == THREADS:
+        if s.facts["ieot_blocks"] <= 1:
+            return None
+        threads = str(max(2, s.best[THREADS]))
+        load = gitbench.index_load(wt, ws.index_copy("threads", index_shape(key, threads)))
+        cand = {THREADS: threads}
+        return Trial(THREADS, (bench.ab("index", {}, cand, lambda: load({}),
+                                        lambda: load(cand)),))
+    if key.name == VERSION:
+        l2, l4 = (gitbench.index_load(wt, ws.index_copy(f"v{v}", index_shape(key, str(v))))
+                  for v in (2, 4))
+        return Trial(VERSION, (bench.ab("index", {VERSION: "2"}, {VERSION: "4"},
+                                        lambda: l2({}), lambda: l4({})),))
+    return None
+
+
+def decide(key, cal: Calibration) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    s = cal.sweeps.get("index")
+    if key.name == THREADS:
+        if t is None:
+            return advice.not_set(key, f"not set: {cal.repository.entries or 0} entries; Git "
+                                       "loads at most one thread per 10,000")
+        return advice.validated(key, t.main, t.main.candidate[THREADS],
+                                "reading the index (git ls-files)",
+                                {"best": s.best if s else None})
+    if key.name == VERSION and t is not None:
+        f = Facts(**s.facts) if s else None
+        ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
+        smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
+        a = advice.validated(key, t.main, "4", "reading a version 4 index", ev)
+        # The size is part of the reason whatever the verdict.
+        return advice.KeyAdvice(a.key, a.status, a.value, a.git_default, a.gain,
+                                a.reason + smaller, a.evidence, a.needs_index_rewrite)
+    if key.name == MANY_FILES:
+        return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
+                                   "which git-tune sets one by one where measured")
+    return advice.unmeasured(key)
+
+
+def findings(cal: Calibration) -> List[str]:
+    s = cal.sweeps.get("index")
+    if not s:
+        return []
+    return [f"index load: fastest with {s.best[THREADS]} threads and {s.best[ALLOC]} "
+            f"allocation ({s.best_value * 1e3:.2f} ms, engine)."]
+
+
+def verify_workloads(key):
+    return ("index", "status") if key.name == VERSION else ("index",)
+
+
+def rewrite_index(key, value: str, repo: str) -> Optional[str]:
+    """index.version reaches an existing index only through `git update-index`."""
+    if key.name != VERSION:
+        return None
+    proc = git.run(["update-index", "--index-version", value], cwd=repo)
+    if proc.returncode:
+        return f"could not rewrite the index: {git.first_lines(proc.stderr)}"
+    return f"rewrote {repo}'s index as version {value}"
+
+
+def on_disk(key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
+    """The version the index file has now: the key alone does not change it."""
+    from git_tune.probes import repo as repo_probe
+    if key.name != VERSION or not os.path.isdir(repo):
+        return {}, []
+    layout = repo_probe.locate(repo)
+    if not layout or not os.path.exists(layout.index_file):
+        return {}, []
+    try:
+        now = engine.index_read(layout.index_file).version
+    except EngineError as e:
+        return {"index": f"unreadable: {e.message}"}, []
+    todo = []
+    if str(now) != value:
+        todo.append(f"the index of {repo} is still version {now}: run `git -C {repo} "
+                    f"update-index --index-version {value}` for {VERSION}={value} "
+                    "to take effect")
+    return {f"{VERSION} on disk": str(now)}, todo

@@ -1,0 +1,122 @@
+"""`git-tune calibrate`: each key module's engine sweep, then its real-git trial, in a budget.
+
+Everything runs in a scratch directory on the repository's file system
+(never inside the working tree), removed afterwards even on Ctrl-C. The
+engine sweeps give the curves (how time falls with workers or threads on
+this storage); real git, timed interleaved against Git's defaults, decides
+whether a setting is really faster. Which sweeps and trials run is the key
+registry's business (advisor/keys/): nothing here names a Git key.
+"""
+import os
+import time
+from typing import Optional
+
+from git_tune import __version__
+from git_tune.advisor.keys import registry
+from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure.bench import Bench, Budget, Progress
+from git_tune.advisor.measure.record import (Calibration, Host, Options, RecordUnreadable,
+                                             Repository, SCHEMA_VERSION, Storage)
+from git_tune.errors import UsageError
+from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
+from git_tune.probes.report import ProbeReport, probe
+from git_tune.probes.scratch import scratch_dir
+
+RESULT_MAX_AGE = 7 * 86400
+
+
+def probe_repository(repo: Optional[str]) -> ProbeReport:
+    """The one probe of a command: git must run, and git's own refusal of the repository
+    (safe.directory, a broken config) is the error, in git's words."""
+    gitinfo.require_git()
+    repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    return probe(repo)
+
+
+def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
+    if report.repository is None:
+        raise UsageError(f"'{report.path}' is not inside a git repository")
+    layout = repo_probe.RepoLayout(**report.repository["layout"])
+    if not layout.worktree:
+        raise UsageError("calibration needs a working tree; this repository is bare")
+    if report.repository["index_error"] or not report.repository["index"]:
+        raise UsageError("the repository's index cannot be read: "
+                         f"{report.repository['index_error'] or 'no index'}; "
+                         "run `git status` to recreate it before calibrating")
+    return layout
+
+
+def cache_key(report: ProbeReport) -> str:
+    rep = report.repository or {}
+    layout = rep.get("layout", {})
+    return (f"{fingerprint.of_report(report)}|{report.git['version']}|{layout.get('git_dir')}"
+            f"|{rep.get('tracked_files')}")
+
+
+def _measure(bench: Bench, understood) -> None:
+    """Every family's sweep, then every key's trial, in catalogue order."""
+    for family, sweep in registry.sweepers():
+        result = sweep(bench)
+        if result is not None:
+            bench.sweeps[family] = result
+        bench.budget.tick(family)
+    for entry in registry.entries():
+        if entry.key.name in understood:
+            trial = entry.trial(bench)
+            if trial is not None:
+                bench.trials[entry.key.name] = trial
+                bench.budget.tick("validate")
+
+
+def calibrate(report: ProbeReport, opts: Options = Options(),
+              progress: Optional[Progress] = None, store: bool = True) -> Calibration:
+    """Measure this host and repository (stored in the user's cache unless store=False)."""
+    if opts.strategy not in search.STRATEGIES:
+        raise UsageError(f"unknown strategy '{opts.strategy}'; choose from "
+                         + ", ".join(search.STRATEGIES))
+    if opts.budget <= 0:
+        raise UsageError("--budget must be positive")
+    budget = Budget(opts.budget, progress)
+    layout = _layout(report)
+    names = repo_probe.tracked_sample(layout, n=10 ** 9)
+    storage = report.primary_storage()
+    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
+                     same_fs_as=layout.worktree) as scratch:
+        if scratch is None:
+            raise UsageError("no writable directory on the repository's file system outside "
+                             "the working tree (read-only?): nothing can be calibrated")
+        bench = Bench(gitbench.Workspace(layout, scratch), names,
+                      report.host["effective_cores"], storage["storage_class"], report.git,
+                      opts, budget)
+        _measure(bench, report.git["keys_understood"])
+    if budget.used() > opts.budget * 1.5:
+        bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: real "
+                           "git runs on this repository are slow; they were kept at the minimum")
+    record = Calibration(
+        SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
+        Host(report.host["effective_cores"], report.host["logical_cpus"]),
+        Storage(storage["fstype"], storage["storage_class"], tuple(storage["evidence"]),
+                tuple(storage["notes"])),
+        report.git["version"],
+        Repository(layout.worktree, layout.git_dir, report.repository["tracked_files"],
+                   report.repository["index"]["version"]),
+        report.cache["state"] if report.cache else None, bench.sweeps, bench.trials,
+        tuple(bench.notes), round(budget.used(), 3))
+    if store:
+        stored = memo.save("calibration", cache_key(report), record.to_json())
+        record = Calibration(**{**record.__dict__, "stored_at": stored})
+    budget.tick("done")
+    return record
+
+
+def load_fresh(report: ProbeReport) -> Optional[Calibration]:
+    """A stored calibration for this host, repository and git, if fresh and readable."""
+    if report.repository is None:
+        return None
+    data = memo.load("calibration", cache_key(report), RESULT_MAX_AGE)
+    if data is None:
+        return None
+    try:
+        return Calibration.from_json(data)
+    except RecordUnreadable:
+        return None

@@ -1,0 +1,175 @@
+"""The calibration record: what `calibrate` measured, as typed, frozen data.
+
+JSON appears only at the edges (the user's cache, `calibrate --json`), through
+to_json() and from_json(). A record of schema 1 (git-tune before the key
+registry) is read and upgraded; anything else is refused with RecordUnreadable,
+which the cache treats as "no stored calibration".
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import cattrs
+
+from git_tune.advisor.measure.search import DEFAULT_STRATEGY, Dim
+from git_tune.advisor.measure.sweep import Evaluation, SweepResult
+from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare
+
+SCHEMA_VERSION = 2
+
+
+class RecordUnreadable(ValueError):
+    """A stored record this git-tune cannot read (another schema, damaged)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    budget: float = 20.0
+    strategy: str = DEFAULT_STRATEGY
+    seed: int = 0
+    cold: bool = False
+    runs: int = MIN_RUNS
+
+
+@dataclass(frozen=True)
+class Host:
+    effective_cores: int
+    logical_cpus: int
+
+
+@dataclass(frozen=True)
+class Storage:
+    fstype: str
+    storage_class: str
+    evidence: Tuple[str, ...]
+    notes: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Repository:
+    path: str
+    git_dir: str
+    entries: Optional[int]
+    index_version: Optional[int]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """An engine sweep over one family's dimensions; `facts` holds what that family's
+    module measured beside it (read back through the module's own dataclass)."""
+
+    strategy: str
+    dims: Tuple[Dim, ...]
+    evaluations: Tuple[Evaluation, ...]
+    best: Dict[str, Any]
+    best_value: float
+    best_samples: int
+    seconds: float
+    stopped: str
+    facts: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, result: SweepResult, dims: List[Dim], facts: Dict[str, Any]) -> "Sweep":
+        return cls(result.strategy, tuple(dims), result.evaluations, dict(result.best),
+                   result.best_value, result.best_samples, round(result.seconds, 3),
+                   result.stopped, facts)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Real git, interleaved: Git's default against a candidate on one workload."""
+
+    workload: str
+    default: Dict[str, str]
+    candidate: Dict[str, str]
+    times_default: Tuple[float, ...]
+    times_candidate: Tuple[float, ...]
+    estimate: RatioEstimate
+    files: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """Everything real git showed about one key. The first comparison is the one its
+    decision rests on; a key may need more (a threshold: one per batch size)."""
+
+    key: str
+    comparisons: Tuple[Comparison, ...]
+    facts: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def main(self) -> Comparison:
+        return self.comparisons[0]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    schema: int
+    git_tune_version: str
+    created: float
+    fingerprint: str
+    options: Options
+    host: Host
+    storage: Storage
+    git_version: str
+    repository: Repository
+    cache_state: Optional[str]
+    sweeps: Dict[str, Sweep]          # family (the key module's short name) -> sweep
+    trials: Dict[str, Trial]          # Git key -> its trial
+    notes: Tuple[str, ...]
+    seconds: float = 0.0
+    stored_at: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return _converter.unstructure(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Calibration":
+        if not isinstance(data, dict) or data.get("schema") not in (1, SCHEMA_VERSION):
+            raise RecordUnreadable("not a calibration record of a schema this git-tune reads")
+        if data["schema"] == 1:
+            data = _upgrade_v1(data)
+        try:
+            return _converter.structure(data, cls)
+        except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as e:
+            raise RecordUnreadable(f"damaged calibration record: {e}") from None
+
+
+_converter = cattrs.Converter()
+
+
+def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
+               times_default, times_candidate, seed: int = 0,
+               files: Optional[int] = None) -> Comparison:
+    return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
+                      tuple(times_candidate), compare(times_default, times_candidate, seed=seed),
+                      files)
+
+
+_SWEEP_FIELDS = ("strategy", "dims", "evaluations", "best", "best_value", "best_samples",
+                 "seconds", "stopped")
+
+
+def _upgrade_v1(old: dict) -> dict:
+    """Schema 1 kept auxiliary results beside the keys' (under key-like names) and each
+    family's facts inside its sweep; schema 2 gives every key one trial."""
+    from git_tune.advisor.keys import registry
+    new = {k: v for k, v in old.items() if k not in ("sweeps", "validation")}
+    new["schema"] = SCHEMA_VERSION
+    new["sweeps"] = {name: dict({f: s[f] for f in _SWEEP_FIELDS},
+                                facts={k: v for k, v in s.items() if k not in _SWEEP_FIELDS})
+                     for name, s in old.get("sweeps", {}).items()}
+    trials = {}
+    for key, v in old.get("validation", {}).items():
+        if isinstance(v, dict) and "estimate" in v:
+            trials[key] = {"key": key, "facts": {k: v[k] for k in ("fs_test",) if k in v},
+                           "comparisons": [{
+                               "workload": v["workload"], "default": v["default"],
+                               "candidate": v["candidate"], "times_default": v["times_default"],
+                               "times_candidate": v["times_candidate"],
+                               "estimate": v["estimate"], "files": v.get("files")}]}
+    for entry in registry.entries():
+        upgraded = entry.upgrade_v1(old.get("validation", {}))
+        if upgraded is not None:
+            trials[entry.key.name] = _converter.unstructure(upgraded)
+    new["trials"] = trials
+    return new

@@ -1,0 +1,42 @@
+"""What makes two calibrations comparable: host, CPUs, memory, the repository's file system.
+
+Only cheap facts (no timing), so a stored calibration and an applied value can
+be matched to the host without measuring the storage again. A fingerprint of
+git-tune before 0.2 (16 hex digits, which included the measured storage class)
+is recognised by its form and never compared.
+"""
+import hashlib
+import platform
+import socket
+from typing import Optional
+
+from git_tune import engine
+from git_tune.probes import host, mounts
+from git_tune.probes.storage import FS_MAGIC
+
+PREFIX = "h2-"
+
+
+def of(cores: int, memory_total: int, fstype: str, source: Optional[str]) -> str:
+    parts = [socket.gethostname(), platform.machine(), str(cores), str(memory_total >> 30),
+             fstype, source or ""]
+    return PREFIX + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def of_report(report) -> str:
+    s = report.primary_storage() or {}
+    return of(report.host["effective_cores"], report.host["memory_total"], s.get("fstype", ""),
+              s.get("source"))
+
+
+def here(path: str, root: str = "/") -> str:
+    """The fingerprint for a repository at path, from the mount table and the host alone."""
+    h = host.host_facts(root)
+    info = engine.fs_info(path)
+    mount = mounts.find_mount(path, mounts.read_mounts(root), info.dev)
+    fstype = mount.fstype if mount else FS_MAGIC.get(info.magic, hex(info.magic))
+    return of(h.effective_cores, h.memory_total, fstype, mount.source if mount else None)
+
+
+def comparable(stored: str) -> bool:
+    return stored.startswith(PREFIX)
