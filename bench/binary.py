@@ -42,7 +42,7 @@ def main():
             ("calibrate --budget 2", f"{cal_t:.1f} s"), ("size of dist/git-tune/", f"{size / 2**20:.0f} MiB")]
     report("binary", f"Single-folder binary, bare environment (median of {repeat})", ("what", "measured"),
            rows, {"startup": start, "probe": probe, "calibrate": cal_t, "size": size, "version": version,
-                  "calibration_keys": list(__import__("json").loads(cal.stdout)["validation"])},
+                  "calibration_keys": list(__import__("json").loads(cal.stdout)["trials"])},
            args.tiny, [version])
 
 

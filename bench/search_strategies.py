@@ -31,10 +31,13 @@ import time
 from common import BedUnavailable, bed_latency, drop_caches, parser, repo_on, report, storage
 
 from git_tune import engine
-from git_tune.advisor.measure import calibrate as cal, search, sweep
+from git_tune.advisor.keys import checkout, preload
+from git_tune.advisor.measure import search, sweep
+from git_tune.advisor.measure.record import Options
+from git_tune.probes import repo as repo_probe
 
 STRATEGIES = ("gp", "coordinate", "random", "grid")
-DEFAULT_BUDGET = cal.Options().budget
+DEFAULT_BUDGET = Options().budget
 
 
 class ReplayClock:
@@ -53,7 +56,7 @@ def checkout_dims(max_workers: int):
 
 
 def preload_dims(max_threads: int, entries: int):
-    return [search.Dim("engine.preload.threads", 1, max_threads, default=cal.git_threads(entries)),
+    return [search.Dim("engine.preload.threads", 1, max_threads, default=preload.git_threads(entries)),
             search.Dim("engine.preload.split", categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
                        default=engine.SPLIT_SLICES)]
 
@@ -132,13 +135,15 @@ def paired_interval(runs, lead_runs, resamples: int = 4000):
 
 def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
     """The checkout and preload surfaces of one bed, with their dims and budgets."""
-    layout = cal.repo_probe.locate(repo)
-    names = cal.repo_probe.tracked_sample(layout, n=10 ** 9)
-    paths, sizes = cal._sample(layout, names, cal.SAMPLE_FILES)
+    layout = repo_probe.locate(repo)
+    names = repo_probe.tracked_sample(layout, n=10 ** 9)
+    step = max(1, len(names) // checkout.SAMPLE_FILES)
+    paths = names[::step][:checkout.SAMPLE_FILES]
+    sizes = [os.lstat(os.path.join(layout.worktree, p)).st_size for p in paths]
     target = os.path.join(layout.git_dir, "bench-co")
     os.makedirs(target, exist_ok=True)
-    co_budget = DEFAULT_BUDGET * cal.SHARES["checkout"]
-    paths, sizes = cal.checkout_batch(target, paths, sizes, co_budget)
+    co_budget = DEFAULT_BUDGET * checkout.SWEEP_SHARE
+    paths, sizes = checkout.checkout_batch(target, paths, sizes, co_budget)
     co_dims = checkout_dims(8 if tiny else 32)
     co = measure_surface(co_dims, lambda p: engine.checkout(
         target, paths, sizes, workers=p["checkout.workers"], threshold=0).wall, repeat)
@@ -159,7 +164,7 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
                          "files": len(paths)},
             "preload" + (" (cold)" if cold else ""): {
                 "dims": [asdict(d) for d in pl_dims], "cells": pl, "max_evals": 60,
-                "budget": DEFAULT_BUDGET * cal.SHARES["preload"], "files": len(names)}}
+                "budget": DEFAULT_BUDGET * preload.SWEEP_SHARE, "files": len(names)}}
 
 
 def main():

@@ -28,6 +28,7 @@ import time
 from common import RESULTS, BedUnavailable, bed_latency, median, parser, repo_on, report, storage, timed
 
 from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.record import Options
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.models import stats
 
@@ -80,7 +81,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     repo = repo_on(kind, mnt, files, changed=50)
     mix = Mix(repo, min(400, files // 5), cold)
     t0 = time.monotonic()
-    record = cal.calibrate(repo, cal.Options(budget=budget, cold=cold), store=False)
+    record = cal.calibrate(cal.probe_repository(repo), Options(budget=budget, cold=cold),
+                           store=False)
     tuned = recommend(record).settings()
     tune_cost = time.monotonic() - t0
     t0 = time.monotonic()
@@ -115,7 +117,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     data = {"times": times, "grid": {k: v for k, (_, v) in grid.items()}, "tuned": tuned,
             "grid_best": contenders[best], "tune_cost": tune_cost, "grid_cost": grid_cost,
             "vs_default": vars(vs_default), "vs_grid_best": vars(vs_best),
-            "calibration_seconds": record["seconds"], "calibration_notes": record["notes"]}
+            "calibration_seconds": record.seconds, "calibration_notes": list(record.notes)}
     return row, data
 
 
@@ -141,7 +143,7 @@ def main():
     files = 300 if args.tiny else 3000
     repeat = args.repeat or 3
     final = 5 if args.tiny else 7
-    budget = 4 if args.tiny else cal.Options().budget
+    budget = 4 if args.tiny else Options().budget
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
     data = {} if args.tiny or not args.beds else kept_results(names)
     notes = []

@@ -68,6 +68,43 @@ class _Clock:
             self.timings[name] = round(time.perf_counter() - t0, 4)
 
 
+def _targets(path: str, layout) -> Dict[str, str]:
+    """The directories whose storage is probed: the worktree and the git dir, or path."""
+    if not layout:
+        return {"worktree": path}
+    targets = {"worktree": layout.worktree} if layout.worktree else {}
+    targets["git_dir"] = layout.git_dir
+    return targets
+
+
+def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, sample,
+                     thorough: bool, root: str, clock: _Clock):
+    """Each file system's report (measured once when the worktree and git dir share it),
+    and git's facts, with scratch directories on those file systems."""
+    mount_table = mounts.read_mounts(root)
+    storage_reports: Dict[str, dict] = {}
+    with contextlib.ExitStack() as stack:
+        scratches = {}
+        for role, target in targets.items():
+            if same_fs and role == "git_dir":
+                scratches[role] = scratches["worktree"]
+                continue
+            scratches[role] = stack.enter_context(
+                scratch_dir(_scratch_candidates(target, layout), same_fs_as=target))
+        with clock.section("storage"):
+            for role, target in targets.items():
+                if same_fs and role == "git_dir":
+                    storage_reports[role] = storage_reports["worktree"]
+                    continue
+                files = sample if (role == "worktree" and sample) else []
+                storage_reports[role] = asdict(storage.probe_storage(
+                    target, scratches[role], files, thorough, root, mount_table))
+        with clock.section("git"):
+            git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
+                                          scratches.get("worktree"), thorough)
+    return storage_reports, git_facts
+
+
 def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -> ProbeReport:
     """Probe the host and the repository at path (default: the current directory's, if any)."""
     explicit = path is not None
@@ -99,39 +136,12 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -
         with clock.section("sample"):
             sample = repo.tracked_sample(layout)
 
-    mount_table = mounts.read_mounts(root)
-    targets = {}
-    if layout:
-        if layout.worktree:
-            targets["worktree"] = layout.worktree
-        targets["git_dir"] = layout.git_dir
-    else:
-        targets["worktree"] = path
+    targets = _targets(path, layout)
     same_fs = None
     if len(targets) == 2:
         same_fs = _dev(targets["worktree"]) == _dev(targets["git_dir"])
-
-    storage_reports: Dict[str, dict] = {}
-    git_facts = None
-    with contextlib.ExitStack() as stack:
-        scratches = {}
-        for role, target in targets.items():
-            if same_fs and role == "git_dir":
-                scratches[role] = scratches["worktree"]
-                continue
-            scratches[role] = stack.enter_context(
-                scratch_dir(_scratch_candidates(target, layout), same_fs_as=target))
-        with clock.section("storage"):
-            for role, target in targets.items():
-                if same_fs and role == "git_dir":
-                    storage_reports[role] = storage_reports["worktree"]
-                    continue
-                files = sample if (role == "worktree" and sample) else []
-                storage_reports[role] = asdict(storage.probe_storage(
-                    target, scratches[role], files, thorough, root, mount_table))
-        with clock.section("git"):
-            git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
-                                          scratches.get("worktree"), thorough)
+    storage_reports, git_facts = _storage_and_git(targets, same_fs, layout, sample, thorough,
+                                                  root, clock)
     if same_fs is False:
         notes.append("the working tree and the git directory are on different file systems")
 

@@ -4,6 +4,8 @@ import subprocess
 
 import pytest
 
+from git_tune.advisor.measure.record import Options
+
 from git_tune import engine
 from git_tune import repogen
 from testbeds import BedUnavailable, Latency, hdd, latfs
@@ -141,12 +143,12 @@ def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypat
     try:
         backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
         repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
-        record = calibrate.calibrate(os.path.join(mnt, "repo"), calibrate.Options(budget=3),
-                                     store=False)
-        assert record["storage"]["storage_class"] == "network"
-        assert any(n.startswith("preload sweep hot") for n in record["notes"]), record["notes"]
-        assert record["sweeps"]["checkout"]["dims"][0]["high"] == 32
-        first = record["sweeps"]["preload"]["evaluations"][0]["point"]
+        record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo")),
+                                     Options(budget=3), store=False)
+        assert record.storage.storage_class == "network"
+        assert any(n.startswith("preload sweep hot") for n in record.notes), record.notes
+        assert record.sweeps["checkout"].dims[0].high == 32
+        first = record.sweeps["preload"].evaluations[0].point
         assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}
     finally:
         cm.__exit__(None, None, None)

@@ -12,13 +12,17 @@ import pytest
 from click.testing import CliRunner
 
 from git_tune.advisor.measure import calibrate as cal_mod
-from git_tune.advisor.decide.recommend import NOT_OFFERED, SET, recommend
+from git_tune.advisor.decide.advice import NOT_OFFERED, SET
+from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.keys import checkout
+from git_tune.advisor.measure.record import Calibration, Options, Trial, comparison
 from git_tune.cli import cli
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.probes.gitinfo import git_version
 from git_tune.probes.scratch import PREFIX
 from tests.conftest import git_out, sigint_default
+from tests.test_hostile import parsing_command
 
 
 def tree_state(repo):
@@ -39,7 +43,8 @@ def calibrated(small_repo, tmp_path_factory):
     old = os.environ.get("GIT_TUNE_CACHE_DIR")
     os.environ["GIT_TUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
     before = tree_state(small_repo)
-    record = cal_mod.calibrate(str(small_repo), cal_mod.Options(budget=4, strategy="grid"))
+    record = cal_mod.calibrate(cal_mod.probe_repository(str(small_repo)),
+                               Options(budget=4, strategy="grid"))
     yield small_repo, before, record
     if old is None:
         del os.environ["GIT_TUNE_CACHE_DIR"]
@@ -55,34 +60,40 @@ def test_calibration_leaves_the_repository_alone(calibrated):
 
 def test_calibration_record(calibrated):
     _, _, record = calibrated
-    assert set(record["sweeps"]) == {"checkout", "preload", "index"}
-    assert record["repository"]["entries"] == 999
-    json.dumps(record)  # numpy scalars would fail here
-    v = record["validation"]
+    assert set(record.sweeps) == {"checkout", "preload", "index"}
+    assert record.repository.entries == 999
+    assert Calibration.from_json(json.loads(json.dumps(record.to_json()))) == record
+    v = record.trials
     for key in ("core.preloadIndex", "checkout.workers", "index.threads", "index.version"):
         assert key in v, key
-        assert len(v[key]["times_default"]) >= 5 and len(v[key]["times_candidate"]) >= 5
-    assert v["checkout.workers"]["candidate"]["checkout.workers"] != "0"  # never "all CPUs"
+        assert len(v[key].main.times_default) >= 5 and len(v[key].main.times_candidate) >= 5
+    assert v["checkout.workers"].main.candidate["checkout.workers"] != "0"  # never "all CPUs"
     # The threshold is measured with real git at batch sizes from 20 to 400 files.
-    sizes = [p["files"] for p in v["checkout.threshold_points"]]
+    points = v["checkout.thresholdForParallelism"].comparisons
+    sizes = [c.files for c in points]
     assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == 400
-    assert all(len(p["times_sequential"]) >= 5 for p in v["checkout.threshold_points"])
+    assert all(len(c.times_default) >= 5 for c in points)
 
 
 def test_threshold_stays_within_the_measured_batches():
     # 20 files lost, 89 lost, 189 won, 400 won: the threshold lies in (89, 189].
     def point(n, seq, par):
-        return {"files": n, "times_sequential": [seq] * 5, "times_parallel": [par] * 5}
-    cal = {"validation": {"checkout.threshold_points": [
-        point(20, 0.020, 0.030), point(89, 0.030, 0.031), point(189, 0.060, 0.040),
-        point(400, 0.200, 0.120)]}, "sweeps": {}}
-    from git_tune.advisor.decide.recommend import _threshold
-    t, why, ev = _threshold(cal, 4)
+        return comparison("checkout", {}, {"checkout.workers": "4"}, [seq] * 5, [par] * 5,
+                          files=n)
+    pts = (point(20, 0.020, 0.030), point(89, 0.030, 0.031), point(189, 0.060, 0.040),
+           point(400, 0.200, 0.120))
+    with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
+                           "disk-v1.json")) as f:
+        recorded = Calibration.from_json(json.load(f)["calibration"])
+    trial = Trial("checkout.thresholdForParallelism", pts, {"workers": 4, "per_worker": 0.0})
+    cal = Calibration(**{**recorded.__dict__,
+                         "trials": {"checkout.thresholdForParallelism": trial}})
+    t, why, ev = checkout._threshold(cal, 4)
     assert 89 < t <= 189, (t, why)
     assert "189 files 1.50x" in why
     # Raising it above Git's 100 is backed by the batch of 100+ files parallel lost.
-    from git_tune.advisor.decide.recommend import _threshold_gain
-    pts = cal["validation"]["checkout.threshold_points"]
+    _threshold_gain = checkout._threshold_gain
+    pts = list(pts)
     assert _threshold_gain(pts, 150, 100) is None          # no timed batch in [100, 150)
     g = _threshold_gain(pts + [point(120, 0.040, 0.050)], 150, 100)
     assert g.speedup == pytest.approx(1.25) and g.workload == "checkout-small-batches"
@@ -90,7 +101,7 @@ def test_threshold_stays_within_the_measured_batches():
     assert g.speedup == pytest.approx(0.030 / 0.031)
 
 
-def test_recommended_values_are_accepted_by_git(calibrated):
+def test_recommended_values_are_accepted_by_git(calibrated, tmp_path):
     repo, _, record = calibrated
     rec = recommend(record)
     understood = catalogue.understood(git_version())
@@ -106,14 +117,19 @@ def test_recommended_values_are_accepted_by_git(calibrated):
     for key, value in candidates.items():
         assert key in understood
         catalogue.lookup(key).validate(value)
-        proc = subprocess.run(["git", "-c", f"{key}={value}", "status", "--porcelain"], cwd=repo,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A command that parses the key (git status does not parse them all), on a copy.
+        copy = tmp_path / key
+        shutil.copytree(repo, copy)
+        args, env = parsing_command(key, copy, tmp_path)
+        proc = subprocess.run(["git", "-c", f"{key}={value}", *args], cwd=copy,
+                              env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
         assert proc.returncode == 0 and proc.stderr == "", (key, value, proc.stderr)
 
 
 def test_keys_git_does_not_read_are_not_offered(calibrated):
     _, _, record = calibrated
-    old = dict(record, git_version="2.30.0")
+    old = Calibration(**{**record.__dict__, "git_version": "2.30.0"})
     rec = recommend(old)
     by_key = {k.key: k for k in rec.keys}
     for key in ("checkout.workers", "checkout.thresholdForParallelism", "index.skipHash"):
@@ -128,7 +144,7 @@ def test_recommend_reuses_the_stored_calibration(calibrated):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     # A new calibration would carry its own creation time (no wall-clock bound: flaky).
-    assert data["calibration_created"] == record["created"]
+    assert data["calibration_created"] == record.created
 
 
 def test_plot_is_written(calibrated, tmp_path):

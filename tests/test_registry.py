@@ -67,3 +67,189 @@ def test_a_schema_2_record_round_trips():
 def test_an_unreadable_record_is_refused_cleanly(data):
     with pytest.raises(RecordUnreadable):
         Calibration.from_json(data)
+
+
+# The code keeps its shape. -------------------------------------------------------
+
+PACKAGES = ("advisor", "probes", "models", "core")
+
+
+def _sources():
+    for package in PACKAGES:
+        yield from sorted(glob.glob(os.path.join(ROOT, package, "**", "*.py"), recursive=True))
+
+
+def _module_name(path):
+    rel = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+    if rel[0] == "core":
+        rel = rel[1:]
+    return ".".join(["git_tune", *rel])
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {node.name} {lines}")
+    assert not long, long
+
+
+def _key_uses(tree, keys):
+    """String constants naming a Git key where code decides on them: comparisons
+    (==, !=, in), subscripts, .get()/.pop() and literal tuples/lists/sets used in tests."""
+    def named(node):
+        return (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.value.lower() in keys)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                yield from (n for n in items if named(n))
+        elif isinstance(node, ast.Subscript) and named(node.slice):
+            yield node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("get", "pop", "setdefault") and node.args \
+                and named(node.args[0]):
+            yield node.args[0]
+        elif isinstance(node, ast.Dict):
+            yield from (k for k in node.keys if k is not None and named(k))
+
+
+def test_no_git_key_is_decided_on_outside_its_key_module():
+    from git_tune.models import catalogue
+    keys = {k.name.lower(): k.module for k in catalogue.catalogue().values()}
+    found = []
+    for path in _sources():
+        module = _module_name(path)
+        for node in _key_uses(ast.parse(open(path).read()), keys):
+            if keys[node.value.lower()] != module:
+                found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {node.value}")
+    assert not found, found
+
+
+def test_the_key_scan_finds_what_it_looks_for():
+    """The scan above would catch the if-chains it replaced."""
+    code = ('if name == "checkout.workers": pass\n'
+            'x = v["core.preloadIndex"]\n'
+            'y = d.get("index.version")\n'
+            'z = {"core.untrackedCache": 1}\n'
+            'ok = "checkout.workers" in text_for_a_person\n')
+    keys = {"checkout.workers", "core.preloadindex", "index.version", "core.untrackedcache"}
+    found = [n.value for n in _key_uses(ast.parse(code), keys)]
+    assert found == ["checkout.workers", "core.preloadIndex", "index.version",
+                     "core.untrackedCache", "checkout.workers"]
+
+
+# A key added through the registry alone. ----------------------------------------
+
+TOY_MODULE = '''
+"""A toy key: git ignores it; its trial times real git all the same."""
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.record import Trial
+
+KEY = "toy.knob"
+
+
+def trial(key, bench):
+    bench.notes.append("toy trial ran")
+    st = gitbench.status(bench.worktree, bench.ws.index_copy("plain"), untracked=False)
+    off, on = {KEY: "false"}, {KEY: "true"}
+    return Trial(KEY, (bench.ab("status", off, on, lambda: st(off), lambda: st(on)),))
+
+
+def decide(key, cal):
+    t = cal.trials[key.name]
+    a = advice.validated(key, t.main, "true", "toy")
+    return advice.KeyAdvice(key.name, advice.SET, "true", key.default, a.gain,
+                            "toy: always set", {"runs": len(t.main.times_candidate)})
+
+
+def verify_workloads(key):
+    return ("index",)
+'''
+
+TOY_TOML = '''
+[keys."toy.knob"]
+module = "toykeys.knob"
+type = "bool"
+default = "false"
+since = "1.0.0"
+affects = ["status"]
+measured_by = "git"
+facts = "A key for testing the registry."
+'''
+
+
+def _git_tune(*args, env):
+    return subprocess.run([sys.executable, "-m", "git_tune", *args], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
+    package = tmp_path / "plugins" / "toykeys"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "knob.py").write_text(textwrap.dedent(TOY_MODULE))
+    catalogue_file = tmp_path / "toy.toml"
+    catalogue_file.write_text(TOY_TOML)
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    config_before = (repo / ".git" / "config").read_bytes()
+    env = dict(os.environ, GIT_TUNE_KEYS=str(catalogue_file),
+               PYTHONPATH=os.pathsep.join([str(tmp_path / "plugins"),
+                                           os.environ.get("PYTHONPATH", "")]),
+               GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"))
+
+    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "2",
+                     "--yes", "--json", env=env)
+    assert auto.returncode == 0, auto.stderr
+    out = json.loads(auto.stdout)
+    toy = next(k for k in out["recommendation"]["keys"] if k["key"] == "toy.knob")
+    assert toy["status"] == "set" and toy["value"] == "true"
+    assert toy["evidence"]["runs"] >= 5 and toy["gain"]["workload"] == "status"  # trialled
+    assert out["plan"]["settings"]["toy.knob"] == "true"
+    assert "index" in [w["name"] for w in out["verify"]["workloads"]]            # verified
+    got = subprocess.run(["git", "config", "toy.knob"], cwd=repo, stdout=subprocess.PIPE,
+                         text=True)
+    assert got.stdout.strip() == "true"                                          # written
+
+    cal = json.loads(_git_tune("calibrate", "--repo", str(repo), "--budget", "1", "--json",
+                               env=env).stdout)
+    assert "toy.knob" in cal["trials"] and "toy trial ran" in cal["notes"]
+
+    shown = json.loads(_git_tune("show", "--json", env=env).stdout)
+    assert shown["applied"][0]["settings"]["toy.knob"] == "true"                 # shown
+    reverted = _git_tune("revert", "--scope", "local", "--repo", str(repo), env=env)
+    assert reverted.returncode == 0, reverted.stderr
+    assert (repo / ".git" / "config").read_bytes() == config_before              # reverted
+
+
+def test_auto_probes_the_storage_once(small_repo, tmp_path, monkeypatch):
+    """One `auto`: probe, calibrate, recommend, write, verify, with one storage probe."""
+    from click.testing import CliRunner
+    from git_tune.cli import cli
+    from git_tune.probes import storage
+    calls = []
+    real = storage.probe_storage
+
+    def counted(*args, **kw):
+        calls.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(storage, "probe_storage", counted)
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    args = ["auto", "--repo", str(repo), "--scope", "local", "--budget", "2", "--yes", "--json"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert len(calls) == 1, calls
+    # A second run reuses the stored calibration, found from the same single probe.
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0 and json.loads(res.stdout)["calibration_reused"]
+    assert len(calls) == 2, calls

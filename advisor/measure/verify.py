@@ -120,20 +120,60 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
     raise UsageError(f"unknown workload {name}")
 
 
+def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
+                   switch: Optional[_Switch], settings: Dict[str, Dict[str, str]], runs: int,
+                   cold: bool, seed: int) -> WorkloadResult:
+    """Interleaved runs of one workload before and after, then one traced run a side."""
+    cmd, run_before = _runner(name, ws, copies, "before", switch)
+    _, run_after = _runner(name, ws, copies, "after", switch)
+    runners = {"before": run_before, "after": run_after}
+
+    def side(which):
+        def run():
+            if cold:
+                coldcache.make_cold([copies[which]])
+            return runners[which](settings[which])
+        return run
+
+    ta, tb = gitbench.interleaved(side("before"), side("after"), runs)
+    phases = {}
+    for which, fn in runners.items():
+        trace = os.path.join(ws.root, f"trace-{name}-{which}.json")
+        fn(settings[which], trace_file=trace)
+        phases[which] = gitbench.trace_phases(trace)
+    return WorkloadResult(name, cmd, tuple(ta), tuple(tb), stats.compare(ta, tb, seed=seed),
+                          phases["before"], phases["after"])
+
+
+def _layout(repo: Optional[str]) -> repo_probe.RepoLayout:
+    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    if layout is None or not layout.worktree:
+        raise UsageError("verify needs a repository with a working tree")
+    if not os.path.exists(layout.index_file):
+        raise UsageError("the repository has no index yet: run `git status` once")
+    return layout
+
+
+def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
+    pair = _commit_pair(ws.layout.worktree)
+    if pair is None:
+        notes.append(f"switch not timed: no two commits in the last 30 differ in "
+                     f"{SWITCH_MIN_FILES}+ files")
+        return None
+    notes.append(f"switch: {pair[0][:10]} <-> {pair[1][:10]}, {pair[2]} files differ")
+    return _Switch(ws, pair[0], pair[1])
+
+
 def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
            runs: int = stats.MIN_RUNS, cold: bool = False,
            workloads: Tuple[str, ...] = ALL_WORKLOADS, seed: int = 0) -> VerifyReport:
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    if layout is None or not layout.worktree:
-        raise UsageError("verify needs a repository with a working tree")
-    if not os.path.exists(layout.index_file):
-        raise UsageError("the repository has no index yet: run `git status` once")
-    before = before if before is not None else defaults_for(after)
+    layout = _layout(repo)
+    settings = {"before": before if before is not None else defaults_for(after), "after": after}
     notes: List[str] = []
-    cold_method = None
+    cold_method = coldcache.make_cold([]) if cold else None
     results = []
     with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
                      same_fs_as=layout.worktree) as scratch:
@@ -141,46 +181,15 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
             raise UsageError("no writable scratch directory on the repository's file system")
         ws = gitbench.Workspace(layout, scratch)
         try:
-            copies = {"before": _index_copy(ws, "before", before),
-                      "after": _index_copy(ws, "after", after)}
+            copies = {side: _index_copy(ws, side, values) for side, values in settings.items()}
         except MeasurementFailed as e:
             raise GitError(f"git cannot use this repository's index: {e}") from None
-        switch = None
-        if "switch" in workloads:
-            pair = _commit_pair(layout.worktree)
-            if pair:
-                switch = _Switch(ws, pair[0], pair[1])
-                notes.append(f"switch: {pair[0][:10]} <-> {pair[1][:10]}, {pair[2]} files differ")
-            else:
-                notes.append(f"switch not timed: no two commits in the last 30 differ in "
-                             f"{SWITCH_MIN_FILES}+ files")
-                workloads = tuple(w for w in workloads if w != "switch")
+        switch = _switch(ws, notes) if "switch" in workloads else None
         for name in workloads:
-            cmd, run_before = _runner(name, ws, copies, "before", switch)
-            _, run_after = _runner(name, ws, copies, "after", switch)
-
-            def a(run=run_before):
-                if cold:
-                    coldcache.make_cold([copies["before"]])
-                return run(before)
-
-            def b(run=run_after):
-                if cold:
-                    coldcache.make_cold([copies["after"]])
-                return run(after)
-
-            if cold and cold_method is None:
-                cold_method = coldcache.make_cold([])
-            ta, tb = gitbench.interleaved(a, b, runs)
-            phases = {}
-            for side, fn, settings in (("before", run_before, before), ("after", run_after, after)):
-                trace = os.path.join(scratch, f"trace-{name}-{side}.json")
-                fn(settings, trace_file=trace)
-                phases[side] = gitbench.trace_phases(trace)
-            results.append(WorkloadResult(name, cmd, tuple(ta), tuple(tb),
-                                          stats.compare(ta, tb, seed=seed),
-                                          phases["before"], phases["after"]))
+            if name == "switch" and switch is None:
+                continue
+            results.append(_time_workload(name, ws, copies, switch, settings, runs, cold, seed))
     if cold and cold_method and "only file data" in cold_method:
         notes.append(f"cold runs: {cold_method}")
-    return VerifyReport(SCHEMA_VERSION, layout.worktree, before, after, runs, cold, cold_method,
-                        tuple(results), tuple(notes))
+    return VerifyReport(SCHEMA_VERSION, layout.worktree, settings["before"], after, runs, cold,
+                        cold_method, tuple(results), tuple(notes))
