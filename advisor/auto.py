@@ -92,12 +92,12 @@ def _verify(plan, repo: str, opts: AutoOptions, say: Say) -> dict:
 def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
          progress=None, say: Say = lambda m: None) -> dict:
     report = cal.probe_repository(repo)
-    layout = report.repository and report.repository["layout"]
-    if not layout or not layout["worktree"]:
+    layout = report.layout
+    if not layout or not layout.worktree:
         raise UsageError("git-tune auto needs a repository with a working tree "
                          "(--repo PATH, or --demo for a generated one)")
-    repo = layout["worktree"]
-    scope = scopes.resolve(opts.scope, layout["git_dir"])
+    repo = layout.worktree
+    scope = scopes.resolve(opts.scope, layout.git_dir)
     record = None if opts.recalibrate else cal.load_fresh(report)
     reused = record is not None
     if record is None:

@@ -328,8 +328,8 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
         after = dict(catalogue.parse_assignment(item) for item in candidate)
     else:
         after = {}
-        for entry in configwrite.load_state().values():
-            after.update(entry["settings"])
+        for entry in configwrite.applied():
+            after.update(entry.settings)
         if not after:
             raise click.UsageError("git-tune has applied nothing to verify; run `git-tune auto` "
                                    "or pass --set KEY=VALUE")
@@ -378,11 +378,11 @@ def revert(repo, scope, as_json):
     from git_tune.advisor.write import configwrite, scopes
     from git_tune.probes import repo as repo_probe
     if scope is None:
-        written = list(configwrite.load_state().values())
+        written = configwrite.applied()
         if len(written) != 1:
             raise click.UsageError("git-tune wrote to %s scopes; say which with --scope"
                                    % len(written) if written else "git-tune has written nothing")
-        target = scopes.Scope(**written[0]["scope"])
+        target = written[0].scope
     else:
         layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
         target = scopes.resolve(scope, layout.git_dir if layout else None)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
 from git_tune.errors import GitError
+from git_tune.git import run as run_git
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,9 @@ def sizes(shape: RepoShape, n: int) -> List[int]:
 
 
 def git(repo, *args, env=None, check=True, capture=True) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(["git", "-C", str(repo), *args], env=env, text=True,
-                              stdout=subprocess.PIPE if capture else None,
-                              stderr=subprocess.PIPE if capture else None)
-    except FileNotFoundError:
-        raise GitError("git is not installed (no 'git' on PATH)") from None
+    """git -C repo ARGS through the one runner (no timeout: a large repository's first
+    commit takes as long as it takes)."""
+    proc = run_git(["-C", str(repo), *args], env=env, timeout=None, stdout=capture)
     if check and proc.returncode:
         raise GitError(f"git {' '.join(args)} failed in '{repo}': {proc.stderr.strip()}")
     return proc

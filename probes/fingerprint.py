@@ -24,9 +24,9 @@ def of(cores: int, memory_total: int, fstype: str, source: Optional[str]) -> str
 
 
 def of_report(report) -> str:
-    s = report.primary_storage() or {}
-    return of(report.host["effective_cores"], report.host["memory_total"], s.get("fstype", ""),
-              s.get("source"))
+    s = report.primary_storage()
+    return of(report.host.effective_cores, report.host.memory_total, s.fstype if s else "",
+              s.source if s else None)
 
 
 def here(path: str, root: str = "/") -> str:

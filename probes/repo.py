@@ -22,7 +22,7 @@ class RepoLayout:
 
 @dataclass(frozen=True)
 class RepoFacts:
-    layout: dict
+    layout: RepoLayout
     index: Optional[dict]            # engine.IndexResult as a dict, plus timing
     index_error: Optional[str]
     tracked_files: Optional[int]
@@ -154,7 +154,7 @@ def repo_facts(layout: RepoLayout) -> RepoFacts:
     commit_graph = (os.path.exists(os.path.join(layout.common_dir, "objects", "info", "commit-graph"))
                     or os.path.isdir(os.path.join(layout.common_dir, "objects", "info", "commit-graphs")))
     return RepoFacts(
-        layout=asdict(layout), index=index, index_error=index_error,
+        layout=layout, index=index, index_error=index_error,
         tracked_files=index["entries"] if index else None,
         directories=index["dirs"] if index else None,
         max_depth=index["max_depth"] if index else None,

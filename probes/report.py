@@ -23,20 +23,24 @@ class ProbeReport:
     schema: int
     git_tune_version: str
     path: Optional[str]
-    host: dict
-    repository: Optional[dict]
-    storage: Dict[str, dict]           # "worktree" and "git_dir" (the same dict when shared)
+    host: host.HostFacts
+    repository: Optional[repo.RepoFacts]
+    storage: Dict[str, storage.StorageReport]   # "worktree" and "git_dir" (one when shared)
     same_file_system: Optional[bool]
-    cache: Optional[dict]
-    git: dict
+    cache: Optional[cache.CacheFacts]
+    git: gitinfo.GitFacts
     timings: Dict[str, float]
     notes: List[str]
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def primary_storage(self) -> Optional[dict]:
+    def primary_storage(self) -> Optional[storage.StorageReport]:
         return self.storage.get("worktree") or self.storage.get("git_dir")
+
+    @property
+    def layout(self) -> Optional[repo.RepoLayout]:
+        return self.repository.layout if self.repository else None
 
 
 def _dev(path: str):
@@ -82,7 +86,7 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
     """Each file system's report (measured once when the worktree and git dir share it),
     and git's facts, with scratch directories on those file systems."""
     mount_table = mounts.read_mounts(root)
-    storage_reports: Dict[str, dict] = {}
+    storage_reports: Dict[str, storage.StorageReport] = {}
     with contextlib.ExitStack() as stack:
         scratches = {}
         for role, target in targets.items():
@@ -97,8 +101,8 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
                     storage_reports[role] = storage_reports["worktree"]
                     continue
                 files = sample if (role == "worktree" and sample) else []
-                storage_reports[role] = asdict(storage.probe_storage(
-                    target, scratches[role], files, thorough, root, mount_table))
+                storage_reports[role] = storage.probe_storage(
+                    target, scratches[role], files, thorough, root, mount_table)
         with clock.section("git"):
             git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
                                           scratches.get("worktree"), thorough)
@@ -147,12 +151,11 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -
 
     cache_facts = repo_facts = None
     if layout:
-        hot = storage_reports.get("worktree", storage_reports["git_dir"])["latency"].get("lstat_hit")
+        hot = storage_reports.get("worktree", storage_reports["git_dir"]).latency.get("lstat_hit")
         with clock.section("cache"):
-            cache_facts = asdict(cache.cache_facts(data, layout.worktree, sample or [],
-                                                   hot["p50"] if hot else None))
+            cache_facts = cache.cache_facts(data, layout.worktree, sample or [],
+                                            hot["p50"] if hot else None)
         with clock.section("repository"):
-            repo_facts = asdict(repo.repo_facts(layout))
-    return ProbeReport(SCHEMA_VERSION, __version__, path, asdict(host_facts), repo_facts,
-                       storage_reports, same_fs, cache_facts, asdict(git_facts),
-                       clock.timings, notes)
+            repo_facts = repo.repo_facts(layout)
+    return ProbeReport(SCHEMA_VERSION, __version__, path, host_facts, repo_facts,
+                       storage_reports, same_fs, cache_facts, git_facts, clock.timings, notes)

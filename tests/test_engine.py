@@ -101,7 +101,11 @@ def test_reads_real_git_indexes(small_repo, tmp_path, version, alloc):
         assert r.has_ieot == (b"IEOT" in raw) and r.has_eoie == (b"EOIE" in raw)
         assert r.has_ieot, "git -c index.threads=4 writes an offset table"
         assert r.threads_used == (min(threads, r.ieot_blocks) if threads > 1 else 1)
-        assert r.allocations == (r.entries if alloc == engine.ALLOC_MALLOC else r.allocations)
+        if alloc == engine.ALLOC_MALLOC:
+            assert r.allocations == r.entries              # one malloc() per entry
+        else:
+            # The pool carves entries from a few blocks (one or more per loader thread).
+            assert 1 <= r.allocations <= r.threads_used * 4 < r.entries, r.allocations
 
 
 def test_index_extensions_are_listed(small_repo, tmp_path):

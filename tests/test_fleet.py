@@ -25,7 +25,7 @@ def make_profile(small_repo, settings, measurements=None, **cls):
     return {"schema": profiles.SCHEMA, "class": here, "settings": settings,
             "measurements": measurements or {}, "workload": "mixed",
             "provenance": {"fingerprint": "test", "created": 0, "git_tune_version": "0",
-                           "git_version": report.git["version"], "hosts": 1}}
+                           "git_version": report.git.version, "hosts": 1}}
 
 
 def write(tmp_path, name, data):

@@ -185,26 +185,26 @@ def test_probe_real_repository(small_repo):
     finally:
         (small_repo / "untracked-a").unlink()
     rep = r.repository
-    assert rep["tracked_files"] == len(git_out(small_repo, "ls-files").split()) == 999
-    assert rep["directories"] == 110 and rep["max_depth"] == 2
-    assert rep["untracked_estimate"] == 1
+    assert rep.tracked_files == len(git_out(small_repo, "ls-files").split()) == 999
+    assert rep.directories == 110 and rep.max_depth == 2
+    assert rep.untracked_estimate == 1
     assert r.same_file_system is True
     s = r.storage["worktree"]
-    assert s["measured"] == "scratch" and s["latency"]["fsync"]["count"] == 5
-    assert r.cache["state"] in ("hot", "warm", "cold")
-    assert r.git["version"] and "checkout.workers" in r.git["keys_understood"]
+    assert s.measured == "scratch" and s.latency["fsync"]["count"] == 5
+    assert r.cache.state in ("hot", "warm", "cold")
+    assert r.git.version and "checkout.workers" in r.git.keys_understood
     # Which keys count as read follows this git's version (2.39 lacks skipHash, 2.47 has it).
     skip_hash = catalogue.lookup("index.skipHash")
-    read = skip_hash.available(catalogue.parse_version(r.git["version"]))
-    assert ("index.skipHash" in r.git["keys_understood"]) == read
-    assert ("index.skipHash" in r.git["keys_not_understood"]) == (not read)
+    read = skip_hash.available(catalogue.parse_version(r.git.version))
+    assert ("index.skipHash" in r.git.keys_understood) == read
+    assert ("index.skipHash" in r.git.keys_not_understood) == (not read)
     no_scratch_left(small_repo, small_repo.parent)
 
 
 def test_config_values_carry_scope_and_origin(small_repo, isolated_git):
     subprocess.run(["git", "config", "--global", "checkout.workers", "3"], check=True)
     r = probe(str(small_repo))
-    (setting,) = r.git["values"]["checkout.workers"]
+    (setting,) = r.git.values["checkout.workers"]
     assert setting["value"] == "3" and setting["scope"] == "global"
     assert setting["origin"] == f"file:{isolated_git / '.gitconfig'}"
 
@@ -216,7 +216,7 @@ def test_probe_outside_repository_and_bare(tmp_path):
     bare = tmp_path / "bare.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     r = probe(str(bare))
-    assert r.repository["layout"]["bare"] is True and "worktree" not in r.storage
+    assert r.repository.layout.bare is True and "worktree" not in r.storage
 
 
 def test_cli_probe_json_schema_and_exit_codes(small_repo):
@@ -270,12 +270,12 @@ def test_real_file_systems_are_typed_and_classed(kind):
     with _enter(kind) as mnt:
         r = probe(mnt)
         s = r.storage["worktree"]
-        assert s["fstype"] == kind
+        assert s.fstype == kind
         findmnt, stat_f = fstype_from_tools(mnt)
         assert findmnt == kind
         assert stat_f.split("/")[0] in (kind, "ext2")  # stat -f says ext2/ext3 for ext4
         want = "memory" if kind == "tmpfs" else ("local-ssd", "local-hdd")
-        assert s["storage_class"] in (want if isinstance(want, tuple) else (want,))
+        assert s.storage_class in (want if isinstance(want, tuple) else (want,))
         no_scratch_left(mnt)
 
 

@@ -20,7 +20,7 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
                   override: bool) -> dict:
     profile = profiles.load(path)
     report = probe(repo)
-    here = dict(profiles.host_class(report), git_version=report.git["version"])
+    here = dict(profiles.host_class(report), git_version=report.git.version)
     problems = profiles.mismatches(profile, here)
     if problems and not force:
         raise ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
@@ -32,7 +32,7 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
     scope = scopes.resolve(scope_spec, layout.git_dir if layout else None)
     cwd = layout.worktree if layout else None
     prov = configwrite.Provenance(
-        report.git["version"], f"profile:{profile['provenance']['fingerprint'] or 'merged'}",
+        report.git.version, f"profile:{profile['provenance']['fingerprint'] or 'merged'}",
         profile["class"]["storage_class"], cwd, None,
         {k: f"fleet profile {os.path.basename(path)}: {_evidence(profile['measurements'].get(k))}"
          for k in settings})

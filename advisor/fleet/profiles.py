@@ -72,11 +72,12 @@ def in_range(version: str, spec: str) -> bool:
 
 def host_class(report) -> Dict[str, str]:
     """This host's class, from a probe report."""
-    s = report.primary_storage() or {}
-    return {"storage_class": s.get("storage_class", "unknown"), "fstype": s.get("fstype", "unknown"),
-            "cores": core_bucket(report.host["effective_cores"]),
-            "memory": memory_bucket(report.host["memory_limit"] or report.host["memory_total"]),
-            "git": git_range(report.git["version"]) if report.git["version"] else "none"}
+    s = report.primary_storage()
+    return {"storage_class": s.storage_class if s else "unknown",
+            "fstype": s.fstype if s else "unknown",
+            "cores": core_bucket(report.host.effective_cores),
+            "memory": memory_bucket(report.host.memory_limit or report.host.memory_total),
+            "git": git_range(report.git.version) if report.git.version else "none"}
 
 
 def export(report, record, rec) -> dict:

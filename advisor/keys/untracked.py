@@ -25,7 +25,7 @@ def index_shape(key, value: str) -> IndexShape:
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
-    works = bench.git_facts["untracked_cache_works"]
+    works = bench.git_facts.untracked_cache_works
     if works is False:
         bench.notes.append("the untracked cache fails git's mtime test on this file system")
         return None

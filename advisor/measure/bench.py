@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.record import Comparison, Options, Sweep, Trial, comparison
 from git_tune.models import stats
+from git_tune.probes.gitinfo import GitFacts
 from git_tune.probes.repo import RepoLayout
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
@@ -43,7 +44,7 @@ class Bench:
     names: List[str]                  # every tracked path
     cores: int
     storage_class: str
-    git_facts: dict                   # the probe's git section
+    git_facts: GitFacts
     options: Options
     budget: Budget
     notes: List[str] = field(default_factory=list)

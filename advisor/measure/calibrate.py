@@ -36,21 +36,20 @@ def probe_repository(repo: Optional[str]) -> ProbeReport:
 def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
     if report.repository is None:
         raise UsageError(f"'{report.path}' is not inside a git repository")
-    layout = repo_probe.RepoLayout(**report.repository["layout"])
+    layout = report.repository.layout
     if not layout.worktree:
         raise UsageError("calibration needs a working tree; this repository is bare")
-    if report.repository["index_error"] or not report.repository["index"]:
+    if report.repository.index_error or not report.repository.index:
         raise UsageError("the repository's index cannot be read: "
-                         f"{report.repository['index_error'] or 'no index'}; "
+                         f"{report.repository.index_error or 'no index'}; "
                          "run `git status` to recreate it before calibrating")
     return layout
 
 
 def cache_key(report: ProbeReport) -> str:
-    rep = report.repository or {}
-    layout = rep.get("layout", {})
-    return (f"{fingerprint.of_report(report)}|{report.git['version']}|{layout.get('git_dir')}"
-            f"|{rep.get('tracked_files')}")
+    rep = report.repository
+    return (f"{fingerprint.of_report(report)}|{report.git.version}|"
+            f"{rep.layout.git_dir if rep else None}|{rep.tracked_files if rep else None}")
 
 
 def _measure(bench: Bench, understood) -> None:
@@ -86,21 +85,21 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
         bench = Bench(gitbench.Workspace(layout, scratch), names,
-                      report.host["effective_cores"], storage["storage_class"], report.git,
+                      report.host.effective_cores, storage.storage_class, report.git,
                       opts, budget)
-        _measure(bench, report.git["keys_understood"])
+        _measure(bench, report.git.keys_understood)
     if budget.used() > opts.budget * 1.5:
         bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: real "
                            "git runs on this repository are slow; they were kept at the minimum")
     record = Calibration(
         SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
-        Host(report.host["effective_cores"], report.host["logical_cpus"]),
-        Storage(storage["fstype"], storage["storage_class"], tuple(storage["evidence"]),
-                tuple(storage["notes"])),
-        report.git["version"],
-        Repository(layout.worktree, layout.git_dir, report.repository["tracked_files"],
-                   report.repository["index"]["version"]),
-        report.cache["state"] if report.cache else None, bench.sweeps, bench.trials,
+        Host(report.host.effective_cores, report.host.logical_cpus),
+        Storage(storage.fstype, storage.storage_class, tuple(storage.evidence),
+                tuple(storage.notes)),
+        report.git.version,
+        Repository(layout.worktree, layout.git_dir, report.repository.tracked_files,
+                   report.repository.index["version"]),
+        report.cache.state if report.cache else None, bench.sweeps, bench.trials,
         tuple(bench.notes), round(budget.used(), 3))
     if store:
         stored = memo.save("calibration", cache_key(report), record.to_json())

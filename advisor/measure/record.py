@@ -5,6 +5,7 @@ to_json() and from_json(). A record of schema 1 (git-tune before the key
 registry) is read and upgraded; anything else is refused with RecordUnreadable,
 which the cache treats as "no stored calibration".
 """
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -69,9 +70,11 @@ class Sweep:
 
     @classmethod
     def of(cls, result: SweepResult, dims: List[Dim], facts: Dict[str, Any]) -> "Sweep":
+        # Facts are stored as JSON values (tuples become lists), so that a record read
+        # back from the cache equals the one measured.
         return cls(result.strategy, tuple(dims), result.evaluations, dict(result.best),
                    result.best_value, result.best_samples, round(result.seconds, 3),
-                   result.stopped, facts)
+                   result.stopped, json.loads(json.dumps(facts)))
 
 
 @dataclass(frozen=True)

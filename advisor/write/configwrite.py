@@ -35,7 +35,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Plan:
-    scope: dict
+    scope: Scope
     settings: Dict[str, str]          # what the include file will hold
     current: Dict[str, str]           # what it holds now
     conflicts: Tuple[Conflict, ...]   # user values for the same keys
@@ -235,7 +235,7 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
             files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
                 "utf-8", "surrogateescape")
     diff = "".join(_diff(path, _read_bytes(path), text) for path, text in files.items())
-    return Plan(asdict(scope), final, current, tuple(conflicts), left_alone, include_present,
+    return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files)
 
 
@@ -250,6 +250,36 @@ def load_state() -> Dict[str, dict]:
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One scope git-tune wrote, as the state file records it (read-only view)."""
+
+    scope: Scope
+    settings: Dict[str, str]
+    per_repo: Dict[str, Dict[str, str]]
+    git_version: str
+    fingerprint: str
+    repo: Optional[str]
+    entries: Optional[int]
+    time: float
+    pending: bool
+
+
+def applied() -> List[Applied]:
+    """Every scope git-tune has written, oldest key first; entries it cannot read are
+    skipped (the state file is git-tune's own, but may come from an older version)."""
+    out = []
+    for _, e in sorted(load_state().items()):
+        try:
+            out.append(Applied(Scope(**e["scope"]), dict(e["settings"]), e.get("per_repo", {}),
+                               e.get("git_version", ""), e.get("fingerprint", ""),
+                               e.get("repo"), e.get("entries"), float(e.get("time", 0)),
+                               bool(e.get("pending"))))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _save_state(state: Dict[str, dict]) -> None:
@@ -315,7 +345,7 @@ def _journal(state: Dict[str, dict], scope: Scope, p: Plan, prov: Provenance, ba
                        _digest(_encode(text)) if text is not None else None):
             if digest and digest not in known.setdefault(path, []):
                 known[path].append(digest)
-    return {"scope": p.scope, "settings": p.settings, "per_repo": p.per_repo,
+    return {"scope": asdict(p.scope), "settings": p.settings, "per_repo": p.per_repo,
             "backup": backup_dir, "first_backup": prev.get("first_backup", prev.get("backup", backup_dir)),
             "originals": originals, "known": known, "pending": pending, "time": time.time(),
             "git_tune_version": __version__, **asdict(prov)}
@@ -342,9 +372,9 @@ def _originals_of(backup_dir: Optional[str]) -> Dict[str, dict]:
 def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     """Write the plan: lock, backup, journal, atomic writes (repository files, the include
     file, then the include.path switch), state."""
-    scope = Scope(**p.scope)
+    scope = p.scope
     if not p.changes:
-        return WriteResult(False, p.scope, scope.include_file, p.settings, None,
+        return WriteResult(False, asdict(scope), scope.include_file, p.settings, None,
                            {k: v for k, (v, _) in effective_values(list(p.settings), cwd).items()},
                            {}, "nothing to change: these values are already applied")
     state_root = scopes.state_dir()
@@ -386,7 +416,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     eff = effective_values(list(p.settings), cwd) if scope.config_file else {}
     overridden = {k: origin for k, (v, origin) in eff.items()
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
-    return WriteResult(True, p.scope, scope.include_file, p.settings, backup_dir,
+    return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
                        f"wrote {len(p.settings)} values to {scope.include_file}")
 

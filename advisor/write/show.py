@@ -27,70 +27,85 @@ class Applied:
     todo: Tuple[str, ...]
 
 
-def _host_changed(entry: dict) -> bool:
+def _host_changed(entry: configwrite.Applied) -> bool:
     """The host or the repository's file system differs from the calibration's."""
-    repo, stored = entry.get("repo"), entry["fingerprint"]
-    if not repo or not os.path.isdir(repo) or not fingerprint.comparable(stored):
+    if not entry.repo or not os.path.isdir(entry.repo) \
+            or not fingerprint.comparable(entry.fingerprint):
         return False
-    return fingerprint.here(repo) != stored
+    return fingerprint.here(entry.repo) != entry.fingerprint
 
 
-def _index_state(entry: dict) -> Tuple[Dict[str, str], List[str]]:
+def _index_state(entry: configwrite.Applied) -> Tuple[Dict[str, str], List[str]]:
     """What each written key's module finds on disk (an index not yet rewritten)."""
     state: Dict[str, str] = {}
     todo: List[str] = []
-    if not entry.get("repo"):
+    if not entry.repo:
         return state, todo
-    for key, value in entry["settings"].items():
+    for key, value in entry.settings.items():
         known = registry.find(key)
-        facts, to_do = known.on_disk(value, entry["repo"]) if known else ({}, [])
+        facts, to_do = known.on_disk(value, entry.repo) if known else ({}, [])
         state.update(facts)
         todo += to_do
     return state, todo
+
+
+def _grew(entry: configwrite.Applied) -> Optional[str]:
+    if not entry.repo or not entry.entries or not os.path.isdir(entry.repo):
+        return None
+    layout = repo_probe.locate(entry.repo)
+    if not layout or not os.path.exists(layout.index_file):
+        return None
+    try:
+        now = engine.index_read(layout.index_file).entries
+    except EngineError:
+        return None
+    if now >= 2 * entry.entries:
+        return f"the repository grew from {entry.entries} to {now} files"
+    return None
+
+
+def _stale(entry: configwrite.Applied, now_git: Optional[str], max_age_days: float) -> List[str]:
+    scope = entry.scope
+    stale = []
+    try:
+        actual = configwrite.read_include(scope.include_file)
+    except Exception as e:  # a damaged include file is itself the finding
+        actual = {"<unreadable>": str(e)}
+    if entry.pending:
+        stale.append("a git-tune write here was interrupted (killed) before it finished")
+    elif actual != entry.settings:
+        stale.append(f"{scope.include_file} was changed outside git-tune")
+    if scope.config_file and scope.include_file not in scopes.include_paths(scope):
+        stale.append(f"{scope.config_file} no longer includes it")
+    if now_git and now_git != entry.git_version:
+        stale.append(f"git changed from {entry.git_version} to {now_git}")
+    if _host_changed(entry):
+        stale.append("the host or its storage changed since calibration")
+    grew = _grew(entry)
+    if grew:
+        stale.append(grew)
+    age_days = (time.time() - entry.time) / 86400
+    if age_days > max_age_days:
+        stale.append(f"written {age_days:.0f} days ago (older than {max_age_days:g})")
+    return stale
 
 
 def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
     out = []
     version = gitinfo.git_version()
     now_git = catalogue.format_version(version) if version else None
-    for key, entry in sorted(configwrite.load_state().items()):
-        scope = scopes.Scope(**entry["scope"])
-        stale, todo = [], []
-        try:
-            actual = configwrite.read_include(scope.include_file)
-        except Exception as e:  # a damaged include file is itself the finding
-            actual = {"<unreadable>": str(e)}
-        if entry.get("pending"):
-            stale.append("a git-tune write here was interrupted (killed) before it finished")
-        elif actual != entry["settings"]:
-            stale.append(f"{scope.include_file} was changed outside git-tune")
-        if scope.config_file and scope.include_file not in scopes.include_paths(scope):
-            stale.append(f"{scope.config_file} no longer includes it")
-        if now_git and now_git != entry["git_version"]:
-            stale.append(f"git changed from {entry['git_version']} to {now_git}")
-        if _host_changed(entry):
-            stale.append("the host or its storage changed since calibration")
-        if entry.get("repo") and entry.get("entries"):
-            layout = repo_probe.locate(entry["repo"]) if os.path.isdir(entry["repo"]) else None
-            if layout and os.path.exists(layout.index_file):
-                try:
-                    now = engine.index_read(layout.index_file).entries
-                    if now >= 2 * entry["entries"]:
-                        stale.append(f"the repository grew from {entry['entries']} to {now} files")
-                except EngineError:
-                    pass
-        age_days = (time.time() - entry["time"]) / 86400
-        if age_days > max_age_days:
-            stale.append(f"written {age_days:.0f} days ago (older than {max_age_days:g})")
-        index_state, index_todo = _index_state(entry)
-        todo += index_todo
+    for entry in configwrite.applied():
+        scope = entry.scope
+        stale = _stale(entry, now_git, max_age_days)
+        index_state, todo = _index_state(entry)
         if stale:
-            todo.append(f"re-tune: git-tune auto --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}"
-                        + (f" --repo {entry['repo']}" if entry.get("repo") else "")
-                        + f"; or undo: git-tune revert --scope {scope.name if scope.name != 'file' else 'file:' + scope.include_file}")
+            spec = scope.name if scope.name != "file" else "file:" + scope.include_file
+            todo.append(f"re-tune: git-tune auto --scope {spec}"
+                        + (f" --repo {entry.repo}" if entry.repo else "")
+                        + f"; or undo: git-tune revert --scope {spec}")
         per_repo = configwrite.read_per_repo(scope.include_file)
-        if per_repo != entry.get("per_repo", {}):
+        if per_repo != entry.per_repo:
             stale.append("the per-repository files were changed outside git-tune")
-        out.append(Applied(scope.name, scope.include_file, scope.config_file, entry["settings"],
-                           per_repo, entry["time"], tuple(stale), index_state, tuple(todo)))
+        out.append(Applied(scope.name, scope.include_file, scope.config_file, entry.settings,
+                           per_repo, entry.time, tuple(stale), index_state, tuple(todo)))
     return out
