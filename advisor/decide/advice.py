@@ -3,9 +3,11 @@
 The helpers here are what most key modules decide with: a value is set only
 when real git, timed interleaved against Git's default, was faster beyond noise.
 """
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+from git_tune.advisor.measure.bench import STOPPED_BUDGET, STOPPED_SLOWER
 from git_tune.advisor.measure.record import Comparison, Trial
 from git_tune.models import catalogue, stats
 from git_tune.models.catalogue import Key
@@ -66,7 +68,14 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
     """Set `value` if real git was faster with it beyond noise, else keep Git's default."""
     gain = Gain.of(c.workload, c.estimate)
     verdict = c.estimate.verdict
-    if verdict == stats.FASTER:
+    runs = f"{len(c.times_default)}+{len(c.times_candidate)} runs"
+    if c.stopped == STOPPED_SLOWER:
+        status, chosen, why = NOT_SET, None, \
+            f"{what} was clearly slower with {value} after {runs}: {gain.text()}; Git's default kept"
+    elif c.stopped == STOPPED_BUDGET and verdict != stats.FASTER:
+        status, chosen, why = NOT_SET, None, \
+            f"not set: the budget ended after {runs} of {what} ({gain.text()} so far)"
+    elif verdict == stats.FASTER:
         status, chosen, why = SET, value, f"{what}: {gain.text()} faster with real git"
     elif verdict == stats.SLOWER:
         status, chosen, why = NOT_SET, None, \
@@ -75,6 +84,15 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
         status, chosen, why = NOT_SET, None, f"not set: {what} {gain.text()}, within noise"
     return KeyAdvice(key.name, status, chosen, key.default, gain, why + suffix, evidence or {},
                      key.needs_index_rewrite)
+
+
+def unfinished(key: Key, cal, seconds_short: float) -> KeyAdvice:
+    """Real git could not even start deciding this key in the budget: Git's default, and
+    the budget that would have let it."""
+    budget = cal.options.budget + seconds_short
+    return not_set(key, f"not set: its real-git runs needed {seconds_short:.0f} s more than "
+                        f"the budget left; --budget {math.ceil(budget):d} or more would decide it",
+                   {"seconds_short": seconds_short})
 
 
 def trial_of(key: Key, cal) -> Optional[Trial]:

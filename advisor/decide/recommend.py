@@ -51,12 +51,19 @@ def _expected(keys: Tuple[KeyAdvice, ...]) -> Dict[str, float]:
     return expected
 
 
+def _decide(entry: registry.Entry, cal: Calibration, understood) -> KeyAdvice:
+    name = entry.key.name
+    if name not in understood:
+        return advice.not_offered(entry.key, cal.git_version)
+    if name in cal.unfinished and name not in cal.trials:
+        return advice.unfinished(entry.key, cal, cal.unfinished[name])
+    return entry.decide(cal)
+
+
 def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
     weights = workloads.weights(workload)
     understood = catalogue.understood(catalogue.parse_version(cal.git_version))
-    keys = tuple(e.decide(cal) if e.key.name in understood
-                 else advice.not_offered(e.key, cal.git_version)
-                 for e in registry.entries())
+    keys = tuple(_decide(e, cal, understood) for e in registry.entries())
     expected = _expected(keys)
     total = sum(weights.values())
     weighted = math.exp(sum(w * math.log(expected.get(name, 1.0)) for name, w in weights.items())

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import engine
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench, search
-from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
@@ -129,18 +129,21 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     cand = workers.main.candidate
     w = int(cand[WORKERS])
     tiny = _workload(bench, TINY_FILES)
-    ta, tb = gitbench.interleaved(lambda: tiny.run({}), lambda: tiny.run(cand), bench.runs)
-    per_worker = max(0.0, (statistics.median(tb) - statistics.median(ta)) / w)
-    points = [comparison("checkout", {}, cand, ta, tb, bench.options.seed, len(tiny.paths)),
-              workers.main]
+    first = bench.ab("checkout", {}, cand, lambda: tiny.run({}), lambda: tiny.run(cand),
+                     files=len(tiny.paths), extensions=0)
+    per_worker = max(0.0, (statistics.median(first.times_candidate)
+                           - statistics.median(first.times_default)) / w)
+    points = [first, workers.main]
     for _ in range(2):
         n = _bisect(points)
         if n is None:
             break
         work = _workload(bench, n)
-        ta, tb = gitbench.interleaved(lambda: work.run({}), lambda: work.run(cand), bench.runs)
-        points.append(comparison("checkout", {}, cand, ta, tb, bench.options.seed,
-                                 len(work.paths)))
+        try:
+            points.append(bench.ab("checkout", {}, cand, lambda: work.run({}),
+                                   lambda: work.run(cand), files=len(work.paths), extensions=0))
+        except OutOfBudget:
+            break   # the threshold rests on the batches timed so far
     points.sort(key=lambda c: c.files)
     return Trial(THRESHOLD, tuple(points), {"workers": w, "per_worker": per_worker})
 
@@ -253,6 +256,8 @@ def _threshold_gain(points, threshold: int, default: int) -> Optional[advice.Gai
     timed batch below Git's default that now goes parallel, or the largest at or above
     it that now stays sequential. None when no timed batch lies in between (the value
     would then rest on interpolation alone)."""
+    points = [c for c in points if min(len(c.times_default), len(c.times_candidate))
+              >= stats.MIN_RUNS]     # a batch cut short is no evidence for a change
     if threshold < default:
         inside = [c for c in points if threshold <= c.files < default]
         if not inside:

@@ -14,6 +14,19 @@ from git_tune.probes.gitinfo import GitFacts
 from git_tune.probes.repo import RepoLayout
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
+# A candidate whose every run is this much slower than every run of Git's default,
+# after EARLY_RUNS pairs, is dropped: no number of further runs would make it faster.
+EARLY_RUNS = 2
+CLEARLY_SLOWER = 1.5
+STOPPED_SLOWER, STOPPED_BUDGET = "clearly slower", "budget"
+
+
+class OutOfBudget(Exception):
+    """A trial's minimum runs do not fit in the budget left."""
+
+    def __init__(self, seconds_short: float):
+        super().__init__(f"{seconds_short:.1f} s short")
+        self.seconds_short = seconds_short
 
 
 class Budget:
@@ -50,6 +63,7 @@ class Bench:
     notes: List[str] = field(default_factory=list)
     sweeps: Dict[str, Sweep] = field(default_factory=dict)
     trials: Dict[str, Trial] = field(default_factory=dict)
+    unfinished: Dict[str, float] = field(default_factory=dict)   # key -> seconds short
 
     @property
     def layout(self) -> RepoLayout:
@@ -80,21 +94,49 @@ class Bench:
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],
            files: Optional[int] = None, extensions: int = 2) -> Comparison:
-        """Real git, interleaved: Git's default against the candidate. When the interval
-        straddles the noise band but the point estimate is a clear change, and the
-        budget has time left, more runs are added (at most `extensions` times): a noisy
-        disk needs 10-15 runs a side to tell a 20% gain (bench/tuner_quality.py), a
-        quiet one decides after 5."""
-        seed = self.options.seed
-        ta, tb = gitbench.interleaved(run_default, run_candidate, self.runs)
-        c = comparison(workload, default, candidate, ta, tb, seed, files)
+        """Real git, interleaved (ABBA): Git's default against the candidate.
+
+        Keeping Git's default needs no proof, changing it does, so the runs are
+        asymmetric: a candidate clearly slower after EARLY_RUNS pairs is dropped
+        there, and a comparison the budget cannot finish keeps fewer than MIN_RUNS
+        runs a side (whose verdict is never "faster"). A warm-up pair prices the
+        runs first: when the minimum does not fit in what is left, OutOfBudget says
+        how many seconds it needed. When the interval straddles the noise band but
+        the point estimate is a clear change, more runs are added while they fit
+        (at most `extensions` times): a noisy disk needs 10-15 runs a side to tell
+        a 20% gain (bench/tuner_quality.py), a quiet one decides after 5."""
+        t0 = time.monotonic()
+        run_default()
+        run_candidate()
+        pair = time.monotonic() - t0
+        if pair * self.runs > self.budget.left():
+            raise OutOfBudget(pair * self.runs - self.budget.left())
+        ta: List[float] = []
+        tb: List[float] = []
+        stopped = self._pairs(run_default, run_candidate, ta, tb, self.runs)
+        c = comparison(workload, default, candidate, ta, tb, self.options.seed, files, stopped)
         for _ in range(extensions):
             est = c.estimate
-            if est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
-                    or self.budget.left() <= 0:
+            if stopped or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
+                    or pair * self.runs > self.budget.left():
                 break
-            more_a, more_b = gitbench.interleaved(run_default, run_candidate, self.runs,
-                                                  warmup=0)
-            ta, tb = ta + more_a, tb + more_b
-            c = comparison(workload, default, candidate, ta, tb, seed, files)
+            stopped = self._pairs(run_default, run_candidate, ta, tb, self.runs, clearly=False)
+            c = comparison(workload, default, candidate, ta, tb, self.options.seed, files,
+                           stopped)
         return c
+
+    def _pairs(self, a: Callable[[], float], b: Callable[[], float], ta: List[float],
+               tb: List[float], runs: int, clearly: bool = True) -> str:
+        """`runs` more ABBA pairs into ta and tb; why they stopped early, or ""."""
+        for i in range(runs):
+            if i % 2 == 0:
+                ta.append(a())
+                tb.append(b())
+            else:
+                tb.append(b())
+                ta.append(a())
+            if clearly and len(tb) >= EARLY_RUNS and min(tb) > max(ta) * CLEARLY_SLOWER:
+                return STOPPED_SLOWER
+            if i + 1 < runs and self.budget.left() <= 0:
+                return STOPPED_BUDGET
+        return ""

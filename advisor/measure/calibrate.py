@@ -14,7 +14,7 @@ from typing import Optional
 from git_tune import __version__
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench, search
-from git_tune.advisor.measure.bench import Bench, Budget, Progress
+from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget, Progress
 from git_tune.advisor.measure.record import (Calibration, Host, Options, RecordUnreadable,
                                              Repository, SCHEMA_VERSION, Storage)
 from git_tune.errors import UsageError
@@ -60,11 +60,17 @@ def _measure(bench: Bench, understood) -> None:
             bench.sweeps[family] = result
         bench.budget.tick(family)
     for entry in registry.entries():
-        if entry.key.name in understood:
+        if entry.key.name not in understood:
+            continue
+        try:
             trial = entry.trial(bench)
-            if trial is not None:
-                bench.trials[entry.key.name] = trial
-                bench.budget.tick("validate")
+        except OutOfBudget as e:
+            # Git's default stands; the recommendation names the budget that would decide.
+            bench.unfinished[entry.key.name] = round(e.seconds_short, 1)
+            continue
+        if trial is not None:
+            bench.trials[entry.key.name] = trial
+            bench.budget.tick("validate")
 
 
 def calibrate(report: ProbeReport, opts: Options = Options(),
@@ -88,6 +94,10 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                       report.host.effective_cores, storage.storage_class, report.git,
                       opts, budget)
         _measure(bench, report.git.keys_understood)
+    if bench.unfinished:
+        bench.notes.append("the budget ended before real git could decide "
+                           + ", ".join(f"{k} ({s:.0f} s short)" for k, s in bench.unfinished.items())
+                           + "; Git's defaults stand for them")
     if budget.used() > opts.budget * 1.5:
         bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: real "
                            "git runs on this repository are slow; they were kept at the minimum")
@@ -100,7 +110,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         Repository(layout.worktree, layout.git_dir, report.repository.tracked_files,
                    report.repository.index["version"]),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
-        tuple(bench.notes), round(budget.used(), 3))
+        tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished))
     if store:
         stored = memo.save("calibration", cache_key(report), record.to_json())
         record = Calibration(**{**record.__dict__, "stored_at": stored})

@@ -88,6 +88,7 @@ class Comparison:
     times_candidate: Tuple[float, ...]
     estimate: RatioEstimate
     files: Optional[int] = None
+    stopped: str = ""        # why runs ended before the minimum: "clearly slower", "budget"
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ class Calibration:
     notes: Tuple[str, ...]
     seconds: float = 0.0
     stored_at: Optional[str] = None
+    # Keys whose minimum real-git runs did not fit in the budget: seconds short.
+    unfinished: Dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return _converter.unstructure(self)
@@ -142,10 +145,10 @@ _converter = cattrs.Converter()
 
 def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
                times_default, times_candidate, seed: int = 0,
-               files: Optional[int] = None) -> Comparison:
+               files: Optional[int] = None, stopped: str = "") -> Comparison:
     return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
                       tuple(times_candidate), compare(times_default, times_candidate, seed=seed),
-                      files)
+                      files, stopped)
 
 
 _SWEEP_FIELDS = ("strategy", "dims", "evaluations", "best", "best_value", "best_samples",

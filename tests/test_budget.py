@@ -1,0 +1,71 @@
+"""The budget scheduler (issue #11): asymmetric, sequential A/B runs.
+
+Scripted workloads (sleeps of known length) stand in for git here: what is
+tested is the scheduler's decisions, not any timing of git. Not timed tests:
+every bound has a 10x margin between the two sides.
+"""
+import time
+
+import pytest
+
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
+                                            STOPPED_BUDGET, STOPPED_SLOWER)
+from git_tune.advisor.measure.record import Options
+from git_tune.models import catalogue, stats
+
+KEY = catalogue.lookup("core.untrackedCache")
+
+
+def bench(budget: float) -> Bench:
+    return Bench(ws=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
+                 options=Options(budget=budget), budget=Budget(budget))
+
+
+def sleeper(*seconds):
+    """A workload whose n-th run sleeps seconds[n] (the last value repeats)."""
+    calls = []
+
+    def run():
+        t = seconds[min(len(calls), len(seconds) - 1)]
+        calls.append(t)
+        time.sleep(t)
+        return t
+    run.calls = calls
+    return run
+
+
+def test_a_clearly_slower_candidate_stops_after_the_minimum_runs():
+    default, candidate = sleeper(0.005), sleeper(0.2)
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, default, candidate)
+    assert c.stopped == STOPPED_SLOWER
+    assert len(c.times_default) == len(c.times_candidate) == EARLY_RUNS
+    assert len(candidate.calls) == EARLY_RUNS + 1          # plus the warm-up
+    a = advice.validated(KEY, c, "true", "git status")
+    assert a.status == advice.NOT_SET and "clearly slower" in a.reason
+
+
+def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget():
+    b = bench(0.2)
+    with pytest.raises(OutOfBudget) as e:
+        b.ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.05))
+    assert e.value.seconds_short > 0.1     # 5 pairs of 0.1 s in less than 0.2 s
+    # The warm-up pair is all that ran.
+
+
+def test_a_faster_candidate_cut_short_by_the_budget_is_never_set():
+    # The warm-up pair is quick, so the minimum seems to fit; then git slows down and
+    # the budget ends after a few runs, with the candidate 10x faster so far.
+    b = bench(0.6)
+    c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.005, 0.2), sleeper(0.001, 0.02))
+    assert c.stopped == STOPPED_BUDGET
+    assert len(c.times_candidate) < stats.MIN_RUNS
+    assert c.estimate.verdict == stats.NO_CHANGE
+    a = advice.validated(KEY, c, "true", "git status")
+    assert a.status == advice.NOT_SET and "budget ended" in a.reason
+
+
+def test_with_time_enough_a_faster_candidate_is_set():
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.005))
+    assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
+    assert advice.validated(KEY, c, "true", "git status").status == advice.SET
