@@ -69,3 +69,23 @@ def test_with_time_enough_a_faster_candidate_is_set():
     c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.005))
     assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
     assert advice.validated(KEY, c, "true", "git status").status == advice.SET
+
+
+def test_an_unfinished_key_stays_at_default_and_names_the_budget():
+    """A recorded calibration in which the budget ended before one key's trial."""
+    import json
+    import os
+    from git_tune.advisor.decide.recommend import recommend
+    from git_tune.advisor.measure.record import Calibration
+    path = os.path.join(os.path.dirname(__file__), "data", "calibrations", "disk-v1.json")
+    with open(path) as f:
+        cal = Calibration.from_json(json.load(f)["calibration"])
+    assert recommend(cal).settings().get("checkout.workers")        # set with its trial
+    trials = {k: t for k, t in cal.trials.items() if k != "checkout.workers"}
+    cut = Calibration(**{**cal.__dict__, "trials": trials, "unfinished": {"checkout.workers": 12.4}})
+    by_key = {k.key: k for k in recommend(cut).keys}
+    w = by_key["checkout.workers"]
+    assert w.status == advice.NOT_SET and w.value is None
+    assert f"--budget {int(cal.options.budget + 12.4) + 1} or more" in w.reason, w.reason
+    # The threshold follows: no parallel checkout was shown to win.
+    assert by_key["checkout.thresholdForParallelism"].status == advice.NOT_SET
