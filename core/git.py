@@ -10,6 +10,7 @@ repository's post-index-change or post-checkout hook never runs for git-tune's
 own housekeeping. Timed runs keep what git itself would run (gitbench.py).
 """
 import os
+import signal
 import subprocess
 from typing import List, Optional
 
@@ -27,17 +28,35 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
     if not hooks:
         env = with_config(NO_HOOKS_SETTINGS, env)
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=env, input=input, text=True,
-                              errors="surrogateescape",
-                              stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, timeout=timeout)
+        # Its own process group, so that a timeout (or Ctrl-C) stops git *and* whatever
+        # it started (hooks, checkout workers), which would otherwise keep the pipes open.
+        proc = subprocess.Popen(["git", *args], cwd=cwd, env=env, text=True,
+                                errors="surrogateescape", start_new_session=True,
+                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise GitError("git is not installed (no 'git' on PATH)") from None
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill_group(proc)
         raise GitError(f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
+    except BaseException:
+        _kill_group(proc)    # Ctrl-C, SIGTERM: git stops with git-tune
+        raise
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check and proc.returncode:
         raise GitError(f"git {' '.join(args[:2])} failed: {first_lines(proc.stderr)}")
     return proc
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()
 
 
 def with_config(settings: dict, base: Optional[dict] = None) -> dict:

@@ -89,3 +89,26 @@ def test_an_unfinished_key_stays_at_default_and_names_the_budget():
     assert f"--budget {int(cal.options.budget + 12.4) + 1} or more" in w.reason, w.reason
     # The threshold follows: no parallel checkout was shown to win.
     assert by_key["checkout.thresholdForParallelism"].status == advice.NOT_SET
+
+
+def test_the_deadline_stops_a_git_run_and_what_it_started(tmp_path):
+    """A real git whose post-checkout hook would take 30 s: stopped at the deadline with
+    the hook (it holds git's stderr open; a plain kill of git would wait for it)."""
+    import subprocess
+    from git_tune.advisor.measure import gitbench
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "f").write_text("x")
+    subprocess.run(["git", "-C", str(repo), "add", "f"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "f"], check=True)
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\nsleep 30\ntouch {tmp_path}/hook-finished\n")
+    hook.chmod(0o755)
+    t0 = time.monotonic()
+    with pytest.raises(gitbench.DeadlineReached):
+        with gitbench.deadline(0.5):
+            gitbench.timed_git(["checkout", "-q", "-f", "HEAD"], str(repo), {})
+    assert time.monotonic() - t0 < 15          # not the hook's 30 s
+    time.sleep(0.5)
+    assert not (tmp_path / "hook-finished").exists()

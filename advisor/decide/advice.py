@@ -86,9 +86,13 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
                      key.needs_index_rewrite)
 
 
-def unfinished(key: Key, cal, seconds_short: float) -> KeyAdvice:
+def unfinished(key: Key, cal, seconds_short: Optional[float]) -> KeyAdvice:
     """Real git could not even start deciding this key in the budget: Git's default, and
-    the budget that would have let it."""
+    the budget that would have let it (when a warm-up run priced it)."""
+    if seconds_short is None:
+        return not_set(key, f"not set: the {cal.options.budget:g} s budget was spent before "
+                            "its real-git trial could start; a larger --budget would decide it",
+                       {"seconds_short": None})
     budget = cal.options.budget + seconds_short
     return not_set(key, f"not set: its real-git runs needed {seconds_short:.0f} s more than "
                         f"the budget left; --budget {math.ceil(budget):d} or more would decide it",

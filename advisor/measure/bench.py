@@ -22,10 +22,11 @@ STOPPED_SLOWER, STOPPED_BUDGET = "clearly slower", "budget"
 
 
 class OutOfBudget(Exception):
-    """A trial's minimum runs do not fit in the budget left."""
+    """A trial's minimum runs do not fit in the budget left: seconds_short says by how
+    much (at least), None when the budget had ended before the trial could start."""
 
-    def __init__(self, seconds_short: float):
-        super().__init__(f"{seconds_short:.1f} s short")
+    def __init__(self, seconds_short: Optional[float]):
+        super().__init__("budget spent" if seconds_short is None else f"{seconds_short:.1f} s short")
         self.seconds_short = seconds_short
 
 
@@ -105,9 +106,17 @@ class Bench:
         the point estimate is a clear change, more runs are added while they fit
         (at most `extensions` times): a noisy disk needs 10-15 runs a side to tell
         a 20% gain (bench/tuner_quality.py), a quiet one decides after 5."""
+        left = self.budget.left()
+        if left <= 0:
+            raise OutOfBudget(None)
         t0 = time.monotonic()
-        run_default()
-        run_candidate()
+        try:
+            with gitbench.deadline(left):
+                run_default()
+                run_candidate()
+        except gitbench.DeadlineReached:
+            # One warm-up pair took longer than all that was left: at least that, per pair.
+            raise OutOfBudget((time.monotonic() - t0) * self.runs) from None
         pair = time.monotonic() - t0
         if pair * self.runs > self.budget.left():
             raise OutOfBudget(pair * self.runs - self.budget.left())

@@ -66,7 +66,8 @@ def _measure(bench: Bench, understood) -> None:
             trial = entry.trial(bench)
         except OutOfBudget as e:
             # Git's default stands; the recommendation names the budget that would decide.
-            bench.unfinished[entry.key.name] = round(e.seconds_short, 1)
+            bench.unfinished[entry.key.name] = (None if e.seconds_short is None
+                                                else round(e.seconds_short, 1))
             continue
         if trial is not None:
             bench.trials[entry.key.name] = trial
@@ -96,7 +97,8 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         _measure(bench, report.git.keys_understood)
     if bench.unfinished:
         bench.notes.append("the budget ended before real git could decide "
-                           + ", ".join(f"{k} ({s:.0f} s short)" for k, s in bench.unfinished.items())
+                           + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
+                                       for k, s in bench.unfinished.items())
                            + "; Git's defaults stand for them")
     if budget.used() > opts.budget * 1.5:
         bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: real "

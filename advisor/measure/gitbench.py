@@ -5,6 +5,8 @@ nothing is written to any config file. Work that writes goes to a scratch
 workspace on the repository's file system: copies of the index
 (GIT_INDEX_FILE), and a --shared clone for checkout timings.
 """
+import contextlib
+import contextvars
 import json
 import os
 import shutil
@@ -26,14 +28,37 @@ def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
     return git.with_config(settings, base)
 
 
+class DeadlineReached(MeasurementFailed):
+    """A timed git run was stopped at the deadline (`deadline()`), not by a failure."""
+
+
+_deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("deadline",
+                                                                            default=None)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Within this block every git run is killed `seconds` from now at the latest (its
+    scratch files with it): a single run on slow storage cannot overrun the budget."""
+    token = _deadline.set(time.monotonic() + max(0.0, seconds))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
 def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
             hooks: bool = True) -> subprocess.CompletedProcess:
     """A git run that is part of a measurement (hooks=True: what git would run, runs) or
     git-tune's own bookkeeping (hooks=False: the repository's hooks are not run).
-    Any failure is MeasurementFailed."""
+    Any failure is MeasurementFailed; a run stopped at the deadline, DeadlineReached."""
+    end = _deadline.get()
+    limit = timeout if end is None else min(timeout, max(0.001, end - time.monotonic()))
     try:
-        proc = git.run(args, cwd=cwd, env=env, timeout=timeout, hooks=hooks, stdout=False)
+        proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, stdout=False)
     except GitError as e:
+        if end is not None and limit < timeout and time.monotonic() >= end:
+            raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
     if proc.returncode:
         raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")

@@ -122,8 +122,9 @@ class Calibration:
     notes: Tuple[str, ...]
     seconds: float = 0.0
     stored_at: Optional[str] = None
-    # Keys whose minimum real-git runs did not fit in the budget: seconds short.
-    unfinished: Dict[str, float] = field(default_factory=dict)
+    # Keys whose minimum real-git runs did not fit in the budget: seconds short (None: the
+    # budget had ended before their trial could start).
+    unfinished: Dict[str, Optional[float]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return _converter.unstructure(self)
