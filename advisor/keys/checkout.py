@@ -7,6 +7,7 @@ sequentially against N workers (workers), then at batch sizes bisected towards
 where parallel starts to win (threshold).
 """
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -63,20 +64,25 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     os.mkdir(target)
     top = max_workers(bench)
     dims = [Dim(WORKERS, 1, top, default=1)]
+    share = opts.budget * SWEEP_SHARE
+    end = time.monotonic() + share
     paths, sizes = bench.sample(SAMPLE_FILES)
-    paths, sizes = checkout_batch(target, paths, sizes, opts.budget * SWEEP_SHARE)
+    paths, sizes = checkout_batch(target, paths, sizes, share)
 
     def write(point):
         return engine.checkout(target, paths, sizes, workers=point[WORKERS], threshold=0).wall
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(write),
-                  opts.budget * SWEEP_SHARE)
+                  max(0.0, end - time.monotonic()))
     samples = [(dict(k)[WORKERS], len(paths), statistics.median(v))
                for k, v in r.by_point().items()]
-    # Smaller batches at 1 and the best worker count pin down serial cost and overhead.
+    # Smaller batches at 1 and the best worker count pin down serial cost and overhead,
+    # while the share lasts.
     for frac in (0.125, 0.5):
         k = max(1, int(len(paths) * frac))
         for w in sorted({1, r.best[WORKERS]}):
+            if time.monotonic() >= end:
+                break
             samples.append((w, k, engine.checkout(target, paths[:k], sizes[:k], workers=w,
                                                   threshold=0).wall))
     facts = Facts(len(paths), sum(sizes))

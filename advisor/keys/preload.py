@@ -5,6 +5,7 @@ Git has no key for the thread count (preload-index.c starts entries/500, at
 most 20), so that is a finding. Real git decides the key itself: status
 -uno with preload on (Git's default) against off.
 """
+import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
@@ -32,8 +33,8 @@ def git_threads(entries: int) -> int:
 class Facts:
     entries: int
     git_threads: int
-    git_default: float           # seconds, the engine at Git's own thread count
-    single_thread: float
+    git_default: Optional[float]     # seconds, the engine at Git's own thread count
+    single_thread: Optional[float]   # None: the sweep's share of the budget had run out
 
 
 def sweep(bench: Bench) -> Optional[Sweep]:
@@ -66,8 +67,10 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             lstat_once(point)
         return lstat_once(point)
 
-    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all),
-                  opts.budget * SWEEP_SHARE, max_evals=60)
+    share = opts.budget * SWEEP_SHARE
+    end = time.monotonic() + share
+    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all), share,
+                  max_evals=60)
     if cold_note:
         bench.notes.append(f"preload sweep cold: {cold_note}")
     elif network:
@@ -76,10 +79,12 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     groups = r.by_point()
     at = {}
     for label, threads in (("git_default", git_threads(len(names))), ("single_thread", 1)):
+        # Reference points the search did not measure: once each, in the share's time only
+        # (one pass of a large tree on NFS can take longer than the whole share).
         key = tuple(sorted({THREADS: threads, SPLIT: engine.SPLIT_SLICES}.items()))
-        if key not in groups:
-            groups[key] = [lstat_all(dict(key)) for _ in range(3)]
-        at[label] = sorted(groups[key])[len(groups[key]) // 2]
+        if key not in groups and time.monotonic() < end:
+            groups[key] = [lstat_all(dict(key))]
+        at[label] = sorted(groups[key])[len(groups[key]) // 2] if key in groups else None
     facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"])
     return Sweep.of(r, dims, asdict(facts))
 
@@ -107,9 +112,12 @@ def findings(cal: Calibration) -> List[str]:
     if not s:
         return []
     f = Facts(**s.facts)
+
+    def ms(t):
+        return "not measured" if t is None else f"{t * 1e3:.1f} ms"
     return [f"lstat of {f.entries} files: fastest with {s.best[THREADS]} threads "
             f"({s.best[SPLIT]}, {s.best_value * 1e3:.1f} ms); Git starts {f.git_threads} "
-            f"({f.git_default * 1e3:.1f} ms), one thread takes {f.single_thread * 1e3:.1f} ms. "
+            f"({ms(f.git_default)}), one thread takes {ms(f.single_thread)}. "
             "Git has no key for the thread count."]
 
 

@@ -33,9 +33,9 @@ class OutOfBudget(Exception):
 class Budget:
     """Wall-clock seconds for the whole calibration, and progress reports against it."""
 
-    def __init__(self, total: float, progress: Optional[Progress] = None):
+    def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0):
         self.total = total
-        self.start = time.monotonic()
+        self.start = time.monotonic() - spent     # seconds already spent (the probe)
         self.progress = progress
 
     def used(self) -> float:

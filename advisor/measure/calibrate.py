@@ -82,7 +82,8 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                          + ", ".join(search.STRATEGIES))
     if opts.budget <= 0:
         raise UsageError("--budget must be positive")
-    budget = Budget(opts.budget, progress)
+    # The probe that came before is part of what the user waits for: it counts.
+    budget = Budget(opts.budget, progress, spent=sum(report.timings.values()))
     layout = _layout(report)
     names = repo_probe.tracked_sample(layout, n=10 ** 9)
     storage = report.primary_storage()

@@ -104,7 +104,7 @@ def run(strategy: Strategy, measure: Callable[[Point], float], budget: float,
     # what Git does already (bench/search_strategies.py, latfs cold preload).
     first = strategy.default_point()
     while len(evals) < max_evals:
-        if clock() - start >= budget:
+        if clock() - start >= budget and evals:   # Git's own point is always measured
             stopped = "budget"
             break
         repeat = bool(evals) and len(evals) % repeat_every == 0
