@@ -123,6 +123,8 @@ class Bench:
         ta: List[float] = []
         tb: List[float] = []
         stopped = self._pairs(run_default, run_candidate, ta, tb, self.runs)
+        if not ta:    # the budget's end came during the first pair
+            raise OutOfBudget(pair * self.runs)
         c = comparison(workload, default, candidate, ta, tb, self.options.seed, files, stopped)
         for _ in range(extensions):
             est = c.estimate
@@ -136,14 +138,17 @@ class Bench:
 
     def _pairs(self, a: Callable[[], float], b: Callable[[], float], ta: List[float],
                tb: List[float], runs: int, clearly: bool = True) -> str:
-        """`runs` more ABBA pairs into ta and tb; why they stopped early, or ""."""
+        """`runs` more ABBA pairs into ta and tb; why they stopped early, or "". A pair
+        the budget's end interrupts (its git killed) is dropped whole."""
         for i in range(runs):
-            if i % 2 == 0:
-                ta.append(a())
-                tb.append(b())
-            else:
-                tb.append(b())
-                ta.append(a())
+            try:
+                with gitbench.deadline(self.budget.left()):
+                    first, second = (a, b) if i % 2 == 0 else (b, a)
+                    t_first, t_second = first(), second()
+            except gitbench.DeadlineReached:
+                return STOPPED_BUDGET
+            ta.append(t_first if first is a else t_second)
+            tb.append(t_second if first is a else t_first)
             if clearly and len(tb) >= EARLY_RUNS and min(tb) > max(ta) * CLEARLY_SLOWER:
                 return STOPPED_SLOWER
             if i + 1 < runs and self.budget.left() <= 0:
