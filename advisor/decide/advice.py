@@ -94,8 +94,9 @@ def unfinished(key: Key, cal, seconds_short: Optional[float]) -> KeyAdvice:
                             "its real-git trial could start; a larger --budget would decide it",
                        {"seconds_short": None})
     budget = cal.options.budget + seconds_short
-    return not_set(key, f"not set: its real-git runs needed {seconds_short:.0f} s more than "
-                        f"the budget left; --budget {math.ceil(budget):d} or more would decide it",
+    short = max(1, math.ceil(seconds_short))
+    return not_set(key, f"not set: its real-git runs needed {short} s more than the budget "
+                        f"left; --budget {math.ceil(budget):d} or more would decide it",
                    {"seconds_short": seconds_short})
 
 
