@@ -33,6 +33,7 @@ from common import BedUnavailable, bed_latency, drop_caches, parser, repo_on, re
 from git_tune import engine
 from git_tune.advisor.keys import checkout, preload
 from git_tune.advisor.measure import search, sweep
+from git_tune.advisor.measure.bench import sample_files
 from git_tune.advisor.measure.record import Options
 from git_tune.probes import repo as repo_probe
 
@@ -137,9 +138,7 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
     """The checkout and preload surfaces of one bed, with their dims and budgets."""
     layout = repo_probe.locate(repo)
     names = repo_probe.tracked_sample(layout, n=10 ** 9)
-    step = max(1, len(names) // checkout.SAMPLE_FILES)
-    paths = names[::step][:checkout.SAMPLE_FILES]
-    sizes = [os.lstat(os.path.join(layout.worktree, p)).st_size for p in paths]
+    paths, sizes = sample_files(layout.worktree, names, checkout.SAMPLE_FILES)
     target = os.path.join(layout.git_dir, "bench-co")
     os.makedirs(target, exist_ok=True)
     co_budget = DEFAULT_BUDGET * checkout.SWEEP_SHARE

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from git_tune.advisor.measure import calibrate as cal_mod
-from git_tune.advisor.decide.advice import NOT_OFFERED, SET
+from git_tune.advisor.decide.advice import NOT_OFFERED
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.keys import checkout
 from git_tune.advisor.measure.record import Calibration, Options, Trial, comparison

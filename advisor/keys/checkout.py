@@ -6,6 +6,7 @@ storage. Real git decides: a scratch clone restores a batch of missing files
 sequentially against N workers (workers), then at batch sizes bisected towards
 where parallel starts to win (threshold).
 """
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -56,7 +57,6 @@ def max_workers(bench: Bench) -> int:
 
 def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine checkout of a sample with W workers: the curve behind checkout.workers."""
-    import os
     if not bench.names:
         return None
     opts = bench.options

@@ -104,10 +104,9 @@ def decide(key, cal: Calibration) -> advice.KeyAdvice:
         f = Facts(**s.facts) if s else None
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
         smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
-        a = advice.validated(key, t.main, "4", "reading a version 4 index", ev)
         # The size is part of the reason whatever the verdict.
-        return advice.KeyAdvice(a.key, a.status, a.value, a.git_default, a.gain,
-                                a.reason + smaller, a.evidence, a.needs_index_rewrite)
+        return advice.validated(key, t.main, "4", "reading a version 4 index", ev,
+                                suffix=smaller)
     if key.name == MANY_FILES:
         return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
                                    "which git-tune sets one by one where measured")

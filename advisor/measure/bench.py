@@ -11,7 +11,6 @@ from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.record import Comparison, Options, Sweep, Trial, comparison
 from git_tune.models import stats
 from git_tune.probes.gitinfo import GitFacts
-from git_tune.probes.repo import RepoLayout
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
 # A candidate whose every run is this much slower than every run of Git's default,
@@ -49,6 +48,22 @@ class Budget:
             self.progress(phase, min(1.0, self.used() / self.total))
 
 
+def sample_files(worktree: str, names: List[str], n: int) -> Tuple[List[str], List[int]]:
+    """n of the tracked names spread evenly over the tree, regular files only, with their
+    real sizes."""
+    step = max(1, len(names) // n)
+    paths, sizes = [], []
+    for p in names[::step][:n]:
+        try:
+            st = os.lstat(os.path.join(worktree, p))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            paths.append(p)
+            sizes.append(st.st_size)
+    return paths, sizes
+
+
 @dataclass
 class Bench:
     """Shared by every sweep and trial of one calibration (trials are added as they end,
@@ -64,11 +79,7 @@ class Bench:
     notes: List[str] = field(default_factory=list)
     sweeps: Dict[str, Sweep] = field(default_factory=dict)
     trials: Dict[str, Trial] = field(default_factory=dict)
-    unfinished: Dict[str, float] = field(default_factory=dict)   # key -> seconds short
-
-    @property
-    def layout(self) -> RepoLayout:
-        return self.ws.layout
+    unfinished: Dict[str, Optional[float]] = field(default_factory=dict)  # key -> s short
 
     @property
     def worktree(self) -> str:
@@ -79,18 +90,7 @@ class Bench:
         return max(stats.MIN_RUNS, self.options.runs)
 
     def sample(self, n: int) -> Tuple[List[str], List[int]]:
-        """n tracked files spread evenly over the tree, with their real sizes."""
-        step = max(1, len(self.names) // n)
-        paths, sizes = [], []
-        for p in self.names[::step][:n]:
-            try:
-                st = os.lstat(os.path.join(self.worktree, p))
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                paths.append(p)
-                sizes.append(st.st_size)
-        return paths, sizes
+        return sample_files(self.worktree, self.names, n)
 
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],
@@ -143,12 +143,14 @@ class Bench:
         for i in range(runs):
             try:
                 with gitbench.deadline(self.budget.left()):
-                    first, second = (a, b) if i % 2 == 0 else (b, a)
-                    t_first, t_second = first(), second()
+                    if i % 2 == 0:
+                        t_a, t_b = a(), b()
+                    else:
+                        t_b, t_a = b(), a()
             except gitbench.DeadlineReached:
                 return STOPPED_BUDGET
-            ta.append(t_first if first is a else t_second)
-            tb.append(t_second if first is a else t_first)
+            ta.append(t_a)
+            tb.append(t_b)
             if clearly and len(tb) >= EARLY_RUNS and min(tb) > max(ta) * CLEARLY_SLOWER:
                 return STOPPED_SLOWER
             if i + 1 < runs and self.budget.left() <= 0:

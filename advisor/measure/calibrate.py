@@ -7,6 +7,7 @@ this storage); real git, timed interleaved against Git's defaults, decides
 whether a setting is really faster. Which sweeps and trials run is the key
 registry's business (advisor/keys/): nothing here names a Git key.
 """
+import dataclasses
 import os
 import time
 from typing import Optional
@@ -102,8 +103,9 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                                        for k, s in bench.unfinished.items())
                            + "; Git's defaults stand for them")
     if budget.used() > opts.budget * 1.5:
-        bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: real "
-                           "git runs on this repository are slow; they were kept at the minimum")
+        bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: the "
+                           "probe and the engine's first measurements on this storage alone "
+                           "take longer")
     record = Calibration(
         SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
         Host(report.host.effective_cores, report.host.logical_cpus),
@@ -116,7 +118,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished))
     if store:
         stored = memo.save("calibration", cache_key(report), record.to_json())
-        record = Calibration(**{**record.__dict__, "stored_at": stored})
+        record = dataclasses.replace(record, stored_at=stored)
     budget.tick("done")
     return record
 
