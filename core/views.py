@@ -106,6 +106,8 @@ def recommend_view(r: dict) -> str:
            table(("key", "value", "git default", "speedup (95% CI)", "why"), rows)]
     if r["findings"]:
         out += ["", "Findings (no Git key):"] + [f"  - {f}" for f in r["findings"]]
+    if r.get("notes"):
+        out += ["", "Calibration notes:"] + [f"  - {n}" for n in r["notes"]]
     exp = ", ".join(f"{w} {s:.2f}x" for w, s in sorted(r["expected"].items())) or "none"
     out += ["", f"Expected with the values set: {exp}; weighted for {r['workload']}: "
                 f"{r['weighted_speedup']:.2f}x"]
@@ -125,6 +127,11 @@ def calibration_view(c: dict) -> str:
         for cmp in t["comparisons"]:
             e = cmp["estimate"]
             what = cmp["workload"] + (f" ({cmp['files']} files)" if cmp["files"] else "")
+            if e is None:   # git failed on one side
+                failed = "fails" if cmp["fails"] == "default" else "works"
+                rows.append((key, what, failed, "works" if failed == "fails" else "fails",
+                             "-", f"{cmp['fails']} fails"))
+                continue
             rows.append((key, what, seconds(e["median_old"]), seconds(e["median_new"]),
                          f"{e['ratio']:.3f} ({e['low']:.3f}-{e['high']:.3f})", e["verdict"]))
     if rows:
@@ -160,6 +167,11 @@ def verify_view(r: dict) -> str:
     rows = []
     for w in r["workloads"]:
         e = w["estimate"]
+        if e is None:
+            rows.append((w["command"], "fails" if w["fails"] == "before" else "works",
+                         "works" if w["fails"] == "before" else "fails", "-",
+                         f"git fails {w['fails']}: {w['error'][:80]}"))
+            continue
         rows.append((w["command"], seconds(e["median_old"]), seconds(e["median_new"]),
                      f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})", e["verdict"]))
     settings = ", ".join(f"{k}={v}" for k, v in sorted(r["after"].items()))

@@ -50,6 +50,7 @@ class Key:
     since_linux: Optional[Version] = None
     not_written_because: str = ""     # empty: git-tune may write the key
     module: str = ""                  # the module that trials and decides it (keys/registry.py)
+    online_cpus: Tuple[str, ...] = () # values meaning Git's online_cpus(): never written
 
     @property
     def writable(self) -> bool:
@@ -74,14 +75,23 @@ class Key:
                 return text
         elif self.type in ("int", "bool-or-int"):
             if self.type == "bool-or-int" and text.lower() in ("true", "false"):
-                return text.lower()
+                return self._explicit(text.lower())
             # ASCII digits only: Python's int() also takes "1_0" and other scripts' digits,
             # which git's strtol-based parser refuses ("bad numeric config value").
             if re.fullmatch(r"[+-]?[0-9]{1,12}", text, re.ASCII):
                 number = int(text)
                 if self.min <= number <= self.max:
-                    return str(number)
+                    return self._explicit(str(number))
         raise UsageError(f"{self.name}={_shown(value)} is not a valid value ({self.describe_range()})")
+
+    def _explicit(self, canonical: str) -> str:
+        """A count, never "as many as online CPUs": Git's online_cpus() ignores cgroup
+        CPU quotas, so in a container such a value over-subscribes and is throttled."""
+        if canonical in self.online_cpus:
+            raise UsageError(f"{self.name}={canonical} means as many as Git's online_cpus(), "
+                             "which ignores cgroup CPU quotas; git-tune writes a number "
+                             f"({self.describe_range()})")
+        return canonical
 
     def require_writable(self) -> None:
         """UsageError for a key git-tune reports on but never writes."""
@@ -137,7 +147,7 @@ def _keys(raw: dict) -> Dict[str, Key]:
             needs_index_rewrite=k.get("needs_index_rewrite", False),
             since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
             not_written_because=" ".join(k.get("not_written_because", "").split()),
-            module=k.get("module", ""))
+            module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())))
     return keys
 
 

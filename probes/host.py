@@ -20,6 +20,8 @@ class CgroupLimits:
     path: Optional[str]
     cpu_quota: Optional[float]     # CPUs, e.g. 1.5; None = unlimited
     memory_limit: Optional[int]    # bytes; None = unlimited
+    pids_max: Optional[int] = None       # the tightest pids.max up the tree; None = unlimited
+    pids_headroom: Optional[int] = None  # tasks this group may still start (threads count)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,24 @@ def _v1_limits(sys: SysRoot, lines) -> Tuple[Optional[float], Optional[int]]:
     return quota_cpus, memory
 
 
+def _pids(sys: SysRoot, base: str, path: str) -> Tuple[Optional[int], Optional[int]]:
+    """The tightest pids.max from the process's group up, and the fewest tasks any of
+    those groups may still start (every thread git starts counts, not only processes)."""
+    limits, headroom = [], []
+    while True:
+        max_text = sys.read(base, path.lstrip("/"), "pids.max")
+        limit = read_int(max_text) if max_text and max_text != "max" else None
+        if limit is not None:
+            limits.append(limit)
+            current = read_int(sys.read(base, path.lstrip("/"), "pids.current") or "")
+            if current is not None:
+                headroom.append(max(0, limit - current))
+        if path in ("/", ""):
+            break
+        path = os.path.dirname(path.rstrip("/")) or "/"
+    return (min(limits) if limits else None), (min(headroom) if headroom else None)
+
+
 def cgroup_limits(sys: SysRoot) -> CgroupLimits:
     lines = _cgroup_paths(sys)
     unified = [p for h, c, p in lines if h == "0" and c == ""]
@@ -108,10 +128,13 @@ def cgroup_limits(sys: SysRoot) -> CgroupLimits:
     if v1 and any("cpu" in l[1].split(",") or "memory" in l[1].split(",") for l in v1):
         cpu, mem = _v1_limits(sys, v1)
         path = next((p for _, c, p in v1 if "cpu" in c.split(",")), v1[0][2])
-        return CgroupLimits(1, path, cpu, mem)
+        pids_path = next((p for _, c, p in v1 if "pids" in c.split(",")), None)
+        pids = (_pids(sys, "sys/fs/cgroup/pids", pids_path)
+                if pids_path and sys.exists("sys/fs/cgroup/pids") else (None, None))
+        return CgroupLimits(1, path, cpu, mem, *pids)
     if unified and sys.exists("sys/fs/cgroup/cgroup.controllers"):
         cpu, mem = _v2_limits(sys, unified[0])
-        return CgroupLimits(2, unified[0], cpu, mem)
+        return CgroupLimits(2, unified[0], cpu, mem, *_pids(sys, "sys/fs/cgroup", unified[0]))
     return CgroupLimits(None, None, None, None)
 
 
@@ -130,6 +153,10 @@ def host_facts(root: str = "/") -> HostFacts:
         effective = max(1, min(affinity, math.ceil(limits.cpu_quota)))
         notes.append(f"cgroup v{limits.version} CPU quota of {limits.cpu_quota:g} CPUs: "
                      f"Git's online_cpus() still sees {logical}")
+    if limits.pids_max is not None:
+        notes.append(f"cgroup v{limits.version} pid limit of {limits.pids_max} "
+                     f"({limits.pids_headroom} more may start): every thread and process git "
+                     "starts counts against it (preload's lstat threads, checkout workers)")
     if affinity < logical:
         notes.append(f"CPU affinity allows {affinity} of {logical} CPUs")
     vm = psutil.virtual_memory()

@@ -12,6 +12,7 @@ from git_tune.advisor.decide import advice
 from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
                                             STOPPED_BUDGET, STOPPED_SLOWER)
 from git_tune.advisor.measure.record import Options
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats
 
 KEY = catalogue.lookup("core.untrackedCache")
@@ -112,3 +113,37 @@ def test_the_deadline_stops_a_git_run_and_what_it_started(tmp_path):
     assert time.monotonic() - t0 < 15          # not the hook's 30 s
     time.sleep(0.5)
     assert not (tmp_path / "hook-finished").exists()
+
+
+def failing(after: int = 0):
+    """A workload that fails as git does under a pid limit, after `after` good runs."""
+    calls = []
+
+    def run():
+        calls.append(1)
+        if len(calls) > after:
+            raise MeasurementFailed("git status failed: fatal: unable to create threaded "
+                                    "lstat: Resource temporarily unavailable")
+        return 0.001
+    run.calls = calls
+    return run
+
+
+def test_git_default_that_fails_here_loses_to_a_candidate_that_works():
+    c = bench(60).ab("status", {}, {"core.preloadIndex": "false"}, failing(), sleeper(0.001))
+    assert c.fails == "default" and c.estimate is None
+    assert len(c.times_candidate) == stats.MIN_RUNS and not c.times_default
+    a = advice.validated(catalogue.lookup("core.preloadIndex"), c, "false", "git status")
+    assert (a.status, a.value) == (advice.SET, "false") and "threaded lstat" in a.reason
+
+
+def test_a_candidate_that_fails_here_is_never_set():
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.001), failing())
+    assert c.fails == "candidate"
+    a = advice.validated(KEY, c, "true", "git status")
+    assert a.status == advice.NOT_SET and "fails here" in a.reason
+
+
+def test_git_failing_on_both_sides_is_a_failure_not_a_decision():
+    with pytest.raises(MeasurementFailed):
+        bench(60).ab("status", {}, {KEY.name: "true"}, failing(), failing())

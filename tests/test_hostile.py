@@ -198,7 +198,30 @@ def values_to_try(key):
     if key.type == "enum":
         return list(key.values)
     out = [str(key.min), str(key.max), f"+{key.max}", f" {key.min}"]
-    return out + (["true", "false"] if key.type == "bool-or-int" else [])
+    out += ["true", "false"] if key.type == "bool-or-int" else []
+    # "As many as online CPUs" is refused (test_online_cpus_values_are_never_written).
+    return [v for v in out if v.strip().lstrip("+").lower() not in key.online_cpus]
+
+
+@pytest.mark.parametrize("name", sorted(k.name for k in catalogue.catalogue().values()
+                                        if k.writable and k.online_cpus))
+def test_online_cpus_values_are_never_written(home, small_repo, tmp_path, name):
+    """Git's online_cpus() ignores cgroup quotas: a value meaning "all of them" is refused
+    by `set` and in a profile, with the file untouched."""
+    key = catalogue.lookup(name)
+    config = small_repo / ".git" / "config"
+    before = config.read_bytes()
+    for value in key.online_cpus:
+        res = invoke("set", f"{name}={value}", "--scope", "local", "--repo", small_repo)
+        no_traceback(res, 2)
+        assert "online_cpus" in res.output and "quota" in res.output
+        assert config.read_bytes() == before
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps(profile_for(small_repo, {name: value})))
+        res = invoke("apply", str(path), "--scope", "local", "--repo", small_repo, "--force")
+        no_traceback(res, 2)
+        assert "online_cpus" in res.output
+        assert config.read_bytes() == before
 
 
 @pytest.mark.parametrize("name", sorted(k.name for k in catalogue.catalogue().values() if k.writable))

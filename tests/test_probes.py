@@ -50,6 +50,24 @@ def test_cgroup_v1_quota_and_unlimited_memory(tmp_path):
     assert any("quota of 0.5" in n for n in facts.notes)
 
 
+def test_cgroup_pid_limits_v1_and_v2(tmp_path):
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    write(v1, "proc/self/cgroup", "8:pids:/ci/job\n3:cpu:/\n0::/\n")
+    write(v1, "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n")
+    write(v1, "sys/fs/cgroup/pids/ci/job/pids.max", "max\n")
+    write(v1, "sys/fs/cgroup/pids/ci/pids.max", "64\n")
+    write(v1, "sys/fs/cgroup/pids/ci/pids.current", "60\n")
+    limits = host.cgroup_limits(host.SysRoot(str(v1)))
+    assert (limits.pids_max, limits.pids_headroom) == (64, 4)
+    assert any("pid limit of 64" in n for n in host.host_facts(str(v1)).notes)
+    write(v2, "proc/self/cgroup", "0::/job\n")
+    write(v2, "sys/fs/cgroup/cgroup.controllers", "cpu pids\n")
+    write(v2, "sys/fs/cgroup/job/pids.max", "20\n")
+    write(v2, "sys/fs/cgroup/job/pids.current", "3\n")
+    limits = host.cgroup_limits(host.SysRoot(str(v2)))
+    assert (limits.version, limits.pids_max, limits.pids_headroom) == (2, 20, 17)
+
+
 def test_no_cgroup_no_sys(tmp_path):
     facts = host.host_facts(str(tmp_path))  # an empty root: no /proc, no /sys
     assert facts.cgroup.version is None and facts.effective_cores >= 1

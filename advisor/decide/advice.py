@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from git_tune.advisor.measure.bench import STOPPED_BUDGET, STOPPED_SLOWER
-from git_tune.advisor.measure.record import Comparison, Trial
+from git_tune.advisor.measure.record import FAILS_DEFAULT, Comparison, Trial
 from git_tune.models import catalogue, stats
 from git_tune.models.catalogue import Key
 
@@ -65,7 +65,10 @@ def not_offered(key: Key, git_version: str) -> KeyAdvice:
 
 def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict] = None,
               suffix: str = "") -> KeyAdvice:
-    """Set `value` if real git was faster with it beyond noise, else keep Git's default."""
+    """Set `value` if real git was faster with it beyond noise, else keep Git's default.
+    Where git failed on one side, the side that works wins whatever its speed."""
+    if c.fails:
+        return _works(key, c, value, what, evidence)
     gain = Gain.of(c.workload, c.estimate)
     verdict = c.estimate.verdict
     runs = f"{len(c.times_default)}+{len(c.times_candidate)} runs"
@@ -84,6 +87,18 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
         status, chosen, why = NOT_SET, None, f"not set: {what} {gain.text()}, within noise"
     return KeyAdvice(key.name, status, chosen, key.default, gain, why + suffix, evidence or {},
                      key.needs_index_rewrite)
+
+
+def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict]) -> KeyAdvice:
+    """One side of the trial could not run here: git's own words say why."""
+    ev = dict(evidence or {}, git_error=c.error)
+    runs = len(c.times_default) + len(c.times_candidate)
+    if c.fails == FAILS_DEFAULT:
+        return KeyAdvice(key.name, SET, value, key.default, None,
+                         f"git fails here with Git's default ({c.error}); {what} worked "
+                         f"in {runs} of {runs} runs", ev, key.needs_index_rewrite)
+    return not_set(key, f"not set: git fails here with {key.name}={value} ({c.error}); "
+                        "Git's default kept", ev)
 
 
 def unfinished(key: Key, cal, seconds_short: Optional[float]) -> KeyAdvice:

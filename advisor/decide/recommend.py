@@ -29,6 +29,7 @@ class Recommendation:
     expected: Dict[str, float]       # workload -> speedup of the values set together
     weighted_speedup: float
     calibration_created: float
+    notes: Tuple[str, ...] = ()      # the calibration's: its limits, what it could not do
 
     def settings(self) -> Dict[str, str]:
         return {k.key: k.value for k in self.keys if k.status == SET}
@@ -70,4 +71,4 @@ def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
                         / total) if total else 1.0
     return Recommendation(SCHEMA_VERSION, workload, cal.git_version, cal.storage.storage_class,
                           cal.fingerprint, keys, tuple(registry.findings(cal)), expected,
-                          weighted, cal.created)
+                          weighted, cal.created, cal.notes)

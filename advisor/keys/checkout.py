@@ -130,13 +130,18 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     where it won by THRESHOLD_MARGIN. Sequential time is not linear in files on a disk
     (write-back starts past a few hundred), so the threshold is measured, not interpolated."""
     workers = bench.trials.get(WORKERS)
-    if workers is None:
+    if workers is None or workers.main.fails:
         return None
     cand = workers.main.candidate
     w = int(cand[WORKERS])
     tiny = _workload(bench, TINY_FILES)
     first = bench.ab("checkout", {}, cand, lambda: tiny.run({}), lambda: tiny.run(cand),
                      files=len(tiny.paths), extensions=0)
+    if first.fails:
+        bench.notes.append(f"{THRESHOLD} not decided: a {len(tiny.paths)}-file checkout "
+                           f"failed on the {first.fails} side: "
+                           f"{first.error}")
+        return None
     per_worker = max(0.0, (statistics.median(first.times_candidate)
                            - statistics.median(first.times_default)) / w)
     points = [first, workers.main]
@@ -146,10 +151,13 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
             break
         work = _workload(bench, n)
         try:
-            points.append(bench.ab("checkout", {}, cand, lambda: work.run({}),
-                                   lambda: work.run(cand), files=len(work.paths), extensions=0))
+            point = bench.ab("checkout", {}, cand, lambda: work.run({}),
+                             lambda: work.run(cand), files=len(work.paths), extensions=0)
         except OutOfBudget:
             break   # the threshold rests on the batches timed so far
+        if point.fails:
+            break
+        points.append(point)
     points.sort(key=lambda c: c.files)
     return Trial(THRESHOLD, tuple(points), {"workers": w, "per_worker": per_worker})
 
@@ -192,7 +200,7 @@ def _decide_workers(key, cal: Calibration) -> advice.KeyAdvice:
 
 def _decide_threshold(key, cal: Calibration) -> advice.KeyAdvice:
     workers = cal.trials.get(WORKERS)
-    if not workers or workers.main.estimate.verdict != stats.FASTER:
+    if not workers or workers.main.fails or workers.main.estimate.verdict != stats.FASTER:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")
     t, why, ev = _threshold(cal, int(workers.main.candidate[WORKERS]))
     default = int(key.default)

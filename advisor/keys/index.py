@@ -97,9 +97,16 @@ def decide(key, cal: Calibration) -> advice.KeyAdvice:
         if t is None:
             return advice.not_set(key, f"not set: {cal.repository.entries or 0} entries; Git "
                                        "loads at most one thread per 10,000")
-        return advice.validated(key, t.main, t.main.candidate[THREADS],
-                                "reading the index (git ls-files)",
-                                {"best": s.best if s else None})
+        threads = t.main.candidate[THREADS]
+        quota = cal.host.cpu_quota
+        # Loading is CPU-bound: beyond a CPU quota only a measurement that beats it counts,
+        # and that is what validated() asks; the reason says the count is above the quota.
+        above = (f"; {threads} threads is above the {quota:g}-CPU quota it was measured under"
+                 if quota is not None and int(threads) > quota else "")
+        return advice.validated(key, t.main, threads, "reading the index (git ls-files)",
+                                {"best": s.best if s else None,
+                                 **({"cpu_quota": quota} if quota is not None else {})},
+                                suffix=above)
     if key.name == VERSION and t is not None:
         f = Facts(**s.facts) if s else None
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional
 
 from git_tune import engine
+from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
 from git_tune.advisor.measure.bench import Bench
@@ -83,7 +84,10 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         # (one pass of a large tree on NFS can take longer than the whole share).
         key = tuple(sorted({THREADS: threads, SPLIT: engine.SPLIT_SLICES}.items()))
         if key not in groups and time.monotonic() < end:
-            groups[key] = [lstat_all(dict(key))]
+            try:
+                groups[key] = [lstat_all(dict(key))]
+            except EngineError as e:    # threads a pid limit refuses: the point stays unmeasured
+                bench.notes.append(f"preload sweep: {threads} threads failed: {e.message}")
         at[label] = sorted(groups[key])[len(groups[key]) // 2] if key in groups else None
     facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"])
     return Sweep.of(r, dims, asdict(facts))

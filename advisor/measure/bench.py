@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.record import Comparison, Options, Sweep, Trial, comparison
+from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison, Options,
+                                             Sweep, Trial, comparison, failed_comparison)
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats
 from git_tune.probes.gitinfo import GitFacts
 
@@ -80,6 +82,7 @@ class Bench:
     sweeps: Dict[str, Sweep] = field(default_factory=dict)
     trials: Dict[str, Trial] = field(default_factory=dict)
     unfinished: Dict[str, Optional[float]] = field(default_factory=dict)  # key -> s short
+    required: Dict[str, str] = field(default_factory=dict)  # what git needs to run here
 
     @property
     def worktree(self) -> str:
@@ -112,11 +115,16 @@ class Bench:
         t0 = time.monotonic()
         try:
             with gitbench.deadline(left):
-                run_default()
-                run_candidate()
+                error_default, error_candidate = gitbench.attempt(run_default), gitbench.attempt(run_candidate)
         except gitbench.DeadlineReached:
             # One warm-up pair took longer than all that was left: at least that, per pair.
             raise OutOfBudget((time.monotonic() - t0) * self.runs) from None
+        if error_default and error_candidate:
+            raise MeasurementFailed(f"git failed with Git's default and with {candidate}: "
+                                    f"{error_default}")
+        if error_default or error_candidate:
+            return self._one_side_fails(workload, default, candidate, run_default, run_candidate,
+                                        error_default, error_candidate, files)
         pair = time.monotonic() - t0
         if pair * self.runs > self.budget.left():
             raise OutOfBudget(pair * self.runs - self.budget.left())
@@ -135,6 +143,28 @@ class Bench:
             c = comparison(workload, default, candidate, ta, tb, self.options.seed, files,
                            stopped)
         return c
+
+    def _one_side_fails(self, workload, default, candidate, run_default, run_candidate,
+                        error_default, error_candidate, files) -> Comparison:
+        """Git failed on one side only (a pid limit Git's preload threads exceed, workers
+        that cannot start): the failing side is tried once more, so one unlucky moment
+        does not decide, and the working side runs the minimum times, so that it is
+        known to work every time. A side that works only sometimes is a failure too."""
+        failing = run_default if error_default else run_candidate
+        working = run_candidate if error_default else run_default
+        fails = FAILS_DEFAULT if error_default else FAILS_CANDIDATE
+        error = error_default or error_candidate
+        times: List[float] = []
+        try:
+            with gitbench.deadline(self.budget.left()):
+                if gitbench.attempt(failing) is None:
+                    error += " (then worked once: it fails only sometimes)"
+                for _ in range(self.runs):
+                    times.append(working())
+        except gitbench.DeadlineReached:
+            if not times:
+                raise OutOfBudget(None) from None
+        return failed_comparison(workload, default, candidate, fails, error, times, files)
 
     def _pairs(self, a: Callable[[], float], b: Callable[[], float], ta: List[float],
                tb: List[float], runs: int, clearly: bool = True) -> str:

@@ -16,9 +16,11 @@ from git_tune import __version__
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench, search
 from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget, Progress
-from git_tune.advisor.measure.record import (Calibration, Host, Options, RecordUnreadable,
-                                             Repository, SCHEMA_VERSION, Storage)
-from git_tune.errors import UsageError
+from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
+                                             RecordUnreadable, Repository, SCHEMA_VERSION,
+                                             Storage)
+from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.errors import EngineError, UsageError
 from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
 from git_tune.probes.report import ProbeReport, probe
 from git_tune.probes.scratch import scratch_dir
@@ -54,9 +56,15 @@ def cache_key(report: ProbeReport) -> str:
 
 
 def _measure(bench: Bench, understood) -> None:
-    """Every family's sweep, then every key's trial, in catalogue order."""
+    """Every family's sweep, then every key's trial, in catalogue order. A key whose
+    candidate is what lets git run here at all (Git's default failed, the candidate
+    worked) is required by every later trial, so theirs are not the same failure."""
     for family, sweep in registry.sweepers():
-        result = sweep(bench)
+        try:
+            result = sweep(bench)
+        except (EngineError, MeasurementFailed) as e:
+            bench.notes.append(f"{family} sweep stopped: {e}")
+            result = None
         if result is not None:
             bench.sweeps[family] = result
         bench.budget.tick(family)
@@ -64,15 +72,35 @@ def _measure(bench: Bench, understood) -> None:
         if entry.key.name not in understood:
             continue
         try:
-            trial = entry.trial(bench)
+            with gitbench.required(bench.required):
+                trial = entry.trial(bench)
         except OutOfBudget as e:
             # Git's default stands; the recommendation names the budget that would decide.
             bench.unfinished[entry.key.name] = (None if e.seconds_short is None
                                                 else round(e.seconds_short, 1))
             continue
+        except MeasurementFailed as e:
+            bench.notes.append(f"{entry.key.name} not decided: {e}")
+            continue
         if trial is not None:
             bench.trials[entry.key.name] = trial
+            if trial.main.fails == FAILS_DEFAULT:
+                bench.required.update(trial.main.candidate)
             bench.budget.tick("validate")
+
+
+def _limits_note(report: ProbeReport) -> str:
+    """Every run happened inside the caller's cgroup: say so, since the values hold for
+    work under the same limits (a CI job's), not for the host outside them."""
+    cg = report.host.cgroup
+    limits = [f"a CPU quota of {cg.cpu_quota:g} CPUs" if cg.cpu_quota is not None else "",
+              f"a pid limit of {cg.pids_max}" if cg.pids_max is not None else ""]
+    limits = [x for x in limits if x]
+    if not limits:
+        return ""
+    return (f"measured inside this process's cgroup (v{cg.version}) with " + " and ".join(limits)
+            + f"; Git's online_cpus() sees {report.host.logical_cpus} CPUs there. The values "
+            "hold for work under the same limits")
 
 
 def calibrate(report: ProbeReport, opts: Options = Options(),
@@ -102,13 +130,17 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                            + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
                                        for k, s in bench.unfinished.items())
                            + "; Git's defaults stand for them")
+    limits = _limits_note(report)
+    if limits:
+        bench.notes.append(limits)
     if budget.used() > opts.budget * 1.5:
         bench.notes.append(f"took {budget.used():.1f} s for a {opts.budget:g} s budget: the "
                            "probe and the engine's first measurements on this storage alone "
                            "take longer")
     record = Calibration(
         SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
-        Host(report.host.effective_cores, report.host.logical_cpus),
+        Host(report.host.effective_cores, report.host.logical_cpus,
+             report.host.cgroup.cpu_quota, report.host.cgroup.pids_max),
         Storage(storage.fstype, storage.storage_class, tuple(storage.evidence),
                 tuple(storage.notes)),
         report.git.version,

@@ -23,9 +23,25 @@ from git_tune.probes.repo import RepoLayout
 Settings = Dict[str, str]
 
 
+_required: contextvars.ContextVar[Settings] = contextvars.ContextVar("required", default={})
+
+
+@contextlib.contextmanager
+def required(settings: Settings):
+    """Within this block every git run also sees `settings` (a candidate's own win): what
+    git needs to run here at all, such as core.preloadIndex=false under a pid limit
+    that Git's default exceeds, so later trials are not failures of an earlier key."""
+    token = _required.set(dict(settings))
+    try:
+        yield
+    finally:
+        _required.reset(token)
+
+
 def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
-    """The environment that makes git see `settings` as command-line config."""
-    return git.with_config(settings, base)
+    """The environment that makes git see `settings` (over what is required) as
+    command-line config."""
+    return git.with_config({**_required.get(), **settings}, base)
 
 
 class DeadlineReached(MeasurementFailed):
@@ -63,6 +79,17 @@ def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
     if proc.returncode:
         raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
     return proc
+
+
+def attempt(run: Callable[[], float]) -> Optional[str]:
+    """None when the git run worked, else git's error (the deadline is not a failure)."""
+    try:
+        run()
+        return None
+    except DeadlineReached:
+        raise
+    except MeasurementFailed as e:
+        return str(e)
 
 
 def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional[dict] = None,

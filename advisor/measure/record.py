@@ -35,6 +35,8 @@ class Options:
 class Host:
     effective_cores: int
     logical_cpus: int
+    cpu_quota: Optional[float] = None    # cgroup CPU quota the calibration ran under (CPUs)
+    pids_max: Optional[int] = None       # cgroup pid limit it ran under
 
 
 @dataclass(frozen=True)
@@ -77,18 +79,25 @@ class Sweep:
                    result.stopped, json.loads(json.dumps(facts)))
 
 
+FAILS_DEFAULT, FAILS_CANDIDATE = "default", "candidate"
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Real git, interleaved: Git's default against a candidate on one workload."""
+    """Real git, interleaved: Git's default against a candidate on one workload. When
+    git failed on one side (a pid limit its threads exceed), `fails` names that side,
+    `error` is git's message, only the other side was timed and there is no estimate."""
 
     workload: str
     default: Dict[str, str]
     candidate: Dict[str, str]
     times_default: Tuple[float, ...]
     times_candidate: Tuple[float, ...]
-    estimate: RatioEstimate
+    estimate: Optional[RatioEstimate]
     files: Optional[int] = None
     stopped: str = ""        # why runs ended before the minimum: "clearly slower", "budget"
+    fails: str = ""          # "" | "default" | "candidate"
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,15 @@ def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str]
     return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
                       tuple(times_candidate), compare(times_default, times_candidate, seed=seed),
                       files, stopped)
+
+
+def failed_comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
+                      fails: str, error: str, times_working, files: Optional[int] = None
+                      ) -> Comparison:
+    working = tuple(times_working)
+    return Comparison(workload, dict(default), dict(candidate),
+                      working if fails == FAILS_CANDIDATE else (),
+                      working if fails == FAILS_DEFAULT else (), None, files, "", fails, error)
 
 
 _SWEEP_FIELDS = ("strategy", "dims", "evaluations", "best", "best_value", "best_samples",

@@ -29,9 +29,11 @@ class WorkloadResult:
     command: str
     times_before: Tuple[float, ...]
     times_after: Tuple[float, ...]
-    estimate: stats.RatioEstimate
+    estimate: Optional[stats.RatioEstimate]   # None: git failed on one side
     phases_before: Dict[str, float]
     phases_after: Dict[str, float]
+    fails: str = ""           # "" | "before" | "after": the side where git failed
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,10 @@ class VerifyReport:
         return asdict(self)
 
     def verdict(self) -> str:
-        verdicts = {w.estimate.verdict for w in self.workloads}
+        # Git failing under git-tune's values is worse than any slowdown; failing only
+        # under Git's defaults (a pid limit) and working now is a gain.
+        verdicts = {w.estimate.verdict if w.estimate else
+                    (stats.SLOWER if w.fails == "after" else stats.FASTER) for w in self.workloads}
         if stats.SLOWER in verdicts:
             return stats.SLOWER
         return stats.FASTER if stats.FASTER in verdicts else stats.NO_CHANGE
@@ -135,7 +140,17 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
             return runners[which](settings[which])
         return run
 
-    ta, tb = gitbench.interleaved(side("before"), side("after"), runs)
+    errors = {which: gitbench.attempt(side(which)) for which in runners}   # the warm-ups
+    if errors["before"] and errors["after"]:
+        raise GitError(f"{cmd} fails before and after: {errors['after']}")
+    if errors["before"] or errors["after"]:
+        fails = "before" if errors["before"] else "after"
+        works = side("after" if fails == "before" else "before")
+        times = tuple(works() for _ in range(runs))
+        return WorkloadResult(name, cmd, () if fails == "before" else times,
+                              times if fails == "before" else (), None, {}, {}, fails,
+                              errors[fails])
+    ta, tb = gitbench.interleaved(side("before"), side("after"), runs, warmup=0)
     phases = {}
     for which, fn in runners.items():
         trace = os.path.join(ws.root, f"trace-{name}-{which}.json")

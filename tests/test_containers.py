@@ -1,0 +1,89 @@
+"""git-tune inside real cgroups, as a CI job runs: a CPU quota and a pid limit.
+
+Each test makes a child group (tests/cgroups.py), starts the real CLI in it and
+times real git there; nothing is simulated. Without root or the controllers the
+tests skip.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from git_tune import repogen
+from git_tune.models import catalogue
+from tests import cgroups
+
+GIT_TUNE = [sys.executable, "-m", "git_tune"]
+
+
+def run_in(group, args, cwd=None, timeout=600):
+    return subprocess.run(args, cwd=cwd, preexec_fn=group.enter, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def repo_5k(tmp_path_factory):
+    """4,995 files: Git's preload starts 9 lstat threads for it."""
+    root = tmp_path_factory.mktemp("pids") / "repo"
+    repogen.generate(str(root), repogen.RepoShape(depth=2, width=10, files=45))
+    return root
+
+
+def test_pid_limit_that_breaks_preload_is_detected_and_fixed(repo_5k, isolated_git):
+    why = cgroups.unavailable(pids=True)
+    if why:
+        pytest.skip(why)
+    # git and its 9 preload threads need 10 tasks; git-tune and one git at a time fit in 6.
+    with cgroups.group(pids_max=6) as g:
+        before = run_in(g, ["git", "status", "-uno"], cwd=repo_5k)
+        assert before.returncode != 0 and "threaded lstat" in before.stderr, before.stderr
+
+        probe = run_in(g, GIT_TUNE + ["probe", "--repo", str(repo_5k), "--json"])
+        assert probe.returncode == 0, probe.stderr
+        assert json.loads(probe.stdout)["host"]["cgroup"]["pids_max"] == 6
+
+        auto = run_in(g, GIT_TUNE + ["auto", "--repo", str(repo_5k), "--yes", "--json",
+                                     "--budget", "15", "--scope", "local"])
+        assert auto.returncode == 0, auto.stderr
+        out = json.loads(auto.stdout)
+        preload = next(k for k in out["recommendation"]["keys"]
+                       if k["key"] == "core.preloadIndex")
+        assert (preload["status"], preload["value"]) == ("set", "false"), preload
+        assert "threaded lstat" in preload["reason"]
+        assert any("pid limit of 6" in n for n in out["recommendation"]["notes"])
+
+        after = run_in(g, ["git", "status", "-uno"], cwd=repo_5k)
+        assert after.returncode == 0, after.stderr
+    # Outside the limit Git's default works, and the trial there keeps it.
+    revert = subprocess.run(GIT_TUNE + ["revert", "--repo", str(repo_5k), "--scope", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert revert.returncode == 0, revert.stderr
+    assert subprocess.run(["git", "status", "-uno"], cwd=repo_5k,
+                          stdout=subprocess.DEVNULL).returncode == 0
+
+
+def test_cpu_quota_counts_stay_within_it_unless_measured(small_repo, isolated_git):
+    why = cgroups.unavailable(cpu=True)
+    if why:
+        pytest.skip(why)
+    with cgroups.group(cpu_quota=0.5) as g:
+        probe = run_in(g, GIT_TUNE + ["probe", "--repo", str(small_repo), "--json"])
+        assert probe.returncode == 0, probe.stderr
+        host = json.loads(probe.stdout)["host"]
+        assert host["cgroup"]["cpu_quota"] == 0.5 and host["effective_cores"] == 1
+
+        rec = run_in(g, GIT_TUNE + ["recommend", "--repo", str(small_repo), "--json",
+                                    "--budget", "12"])
+        assert rec.returncode == 0, rec.stderr
+        out = json.loads(rec.stdout)
+    assert any("CPU quota of 0.5" in n for n in out["notes"])
+    for k in out["keys"]:
+        if k["status"] != "set":
+            continue
+        key = catalogue.lookup(k["key"])
+        assert k["value"] not in key.online_cpus, k
+        if k["key"] in ("index.threads", "pack.threads") and int(k["value"]) > 1:
+            # Above the quota only with real git measured faster there.
+            assert k["gain"]["low"] > 1 and "quota" in k["reason"], k
