@@ -51,7 +51,8 @@ class AutoOptions:
     verify: bool = True
 
     def calibration(self) -> Options:
-        return Options(budget=self.budget, strategy=self.strategy, runs=self.runs)
+        return Options(budget=self.budget, strategy=self.strategy, runs=self.runs,
+                       workload=self.workload)
 
 
 Confirm = Callable[[str], bool]
@@ -98,7 +99,7 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
                          "(--repo PATH, or --demo for a generated one)")
     repo = layout.worktree
     scope = scopes.resolve(opts.scope, layout.git_dir)
-    record = None if opts.recalibrate else cal.load_fresh(report)
+    record = None if opts.recalibrate else cal.load_fresh(report, opts.workload)
     reused = record is not None
     if record is None:
         say(f"calibrating {repo} (about {opts.budget:g} s)")

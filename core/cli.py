@@ -181,9 +181,10 @@ def _progress_bar():
     return update, lambda: bar.__exit__(None, None, None)
 
 
-def _options(budget, strategy, seed, cold, runs):
+def _options(budget, strategy, seed, cold, runs, workload="mixed"):
     from git_tune.advisor.measure.record import Options
-    return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs)
+    return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs,
+                   workload=workload)
 
 
 def _run_calibration(report, options):
@@ -197,15 +198,16 @@ def _run_calibration(report, options):
 
 @cli.command()
 @repo_option
+@workload_option
 @calibration_options
 @plot_option
 @json_option
-def calibrate(repo, budget, strategy, seed, cold, runs, plot_file, as_json):
+def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_json):
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
     from git_tune.advisor.measure.calibrate import probe_repository
     from git_tune.views import calibration_view
     record = _run_calibration(probe_repository(repo),
-                              _options(budget, strategy, seed, cold, runs)).to_json()
+                              _options(budget, strategy, seed, cold, runs, workload)).to_json()
     if plot_file:
         from git_tune import plot
         plot.sweeps(record, plot_file)
@@ -239,7 +241,8 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         update, close = _progress_bar()
         try:
             many = multirepo.recommend_many(targets, workload,
-                                            _options(budget, strategy, seed, cold, runs), update)
+                                            _options(budget, strategy, seed, cold, runs, workload),
+                                            update)
         finally:
             close()
         data = many.to_dict()
@@ -249,9 +252,9 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         emit(data, as_json, multi_view)
         return
     report = probe_repository(repos[0] if repos else None)
-    record = None if recalibrate else load_fresh(report)
+    record = None if recalibrate else load_fresh(report, workload)
     if record is None:
-        record = _run_calibration(report, _options(budget, strategy, seed, cold, runs))
+        record = _run_calibration(report, _options(budget, strategy, seed, cold, runs, workload))
     if plot_file:
         from git_tune import plot
         plot.sweeps(record.to_json(), plot_file)
@@ -426,7 +429,7 @@ def profile_export(repo, workload, budget, output, as_json):
     from git_tune.advisor.measure.record import Options
     from git_tune.advisor.decide.recommend import recommend as advise
     report = probe_repository(repo)
-    record = load_fresh(report) or run(report, Options(budget=budget))
+    record = load_fresh(report, workload) or run(report, Options(budget=budget, workload=workload))
     data = profiles.export(report, record, advise(record, workload))
     if output:
         from git_tune.advisor.write.safefile import write_atomic

@@ -7,6 +7,9 @@ from typing import Dict
 from git_tune.errors import UsageError
 
 WORKLOADS = ("status", "untracked", "checkout", "clone", "index")
+# A workload weighed at least this much is measured for the profile, and no key's value
+# may make it slower beyond noise.
+MIN_WEIGHT = 0.1
 
 
 @lru_cache(maxsize=1)
@@ -19,3 +22,13 @@ def weights(profile: str) -> Dict[str, float]:
     if p is None:
         raise UsageError(f"unknown workload '{profile}'; choose from {', '.join(profiles())}")
     return {w: float(p.get(w, 0.0)) for w in WORKLOADS}
+
+
+def counted(profile: str) -> Dict[str, float]:
+    """The workloads the profile's keys are measured and decided on."""
+    return {w: x for w, x in weights(profile).items() if x >= MIN_WEIGHT}
+
+
+def cold(profile: str) -> bool:
+    """Whether the profile's work starts from a cold cache (a fresh CI runner)."""
+    return bool(profiles()[profile].get("cold", False))

@@ -87,3 +87,38 @@ def test_cpu_quota_counts_stay_within_it_unless_measured(small_repo, isolated_gi
         if k["key"] in ("index.threads", "pack.threads") and int(k["value"]) > 1:
             # Above the quota only with real git measured faster there.
             assert k["gain"]["low"] > 1 and "quota" in k["reason"], k
+
+
+def test_ci_recipe_in_a_cpu_quota(small_repo, isolated_git, tmp_path):
+    """README's CI recipe, as its commands run: the profile measured once inside the
+    job's limits, then applied before checkout; in sync the second time; a profile
+    measured outside the quota is of another class there (exit 8) and changes nothing."""
+    why = cgroups.unavailable(cpu=True)
+    if why:
+        pytest.skip(why)
+    outside = tmp_path / "outside.json"
+    proc = subprocess.run(GIT_TUNE + ["profile", "export", "--repo", str(small_repo),
+                                      "--workload", "ci", "--budget", "8", "-o", str(outside)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    profile = tmp_path / "ci-runner.json"
+    gitconfig = isolated_git / ".gitconfig"
+    with cgroups.group(cpu_quota=0.5) as g:
+        export = run_in(g, GIT_TUNE + ["profile", "export", "--repo", str(small_repo),
+                                       "--workload", "ci", "--budget", "10", "-o", str(profile)])
+        assert export.returncode == 0, export.stderr
+        data = json.loads(profile.read_text())
+        assert data["class"]["cores"] == "1" and data["workload"] == "ci"
+        if os.cpu_count() > 1:
+            before = gitconfig.read_bytes() if gitconfig.exists() else None
+            other = run_in(g, GIT_TUNE + ["apply", str(outside), "--scope", "global"])
+            assert other.returncode == 8, other.stderr
+            assert (gitconfig.read_bytes() if gitconfig.exists() else None) == before
+        first = run_in(g, GIT_TUNE + ["apply", str(profile), "--scope", "global"])
+        assert first.returncode == 0, first.stderr
+        again = run_in(g, GIT_TUNE + ["apply", str(profile), "--scope", "global", "--check"])
+        assert again.returncode == 0, again.stderr
+        clone = run_in(g, ["git", "clone", "-q", str(small_repo), str(tmp_path / "job")])
+        assert clone.returncode == 0, clone.stderr
+    for key, value in data["settings"].items():
+        assert value not in catalogue.lookup(key).online_cpus

@@ -3,13 +3,14 @@
 The helpers here are what most key modules decide with: a value is set only
 when real git, timed interleaved against Git's default, was faster beyond noise.
 """
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from git_tune.advisor.measure.bench import STOPPED_BUDGET, STOPPED_SLOWER
 from git_tune.advisor.measure.record import FAILS_DEFAULT, Comparison, Trial
-from git_tune.models import catalogue, stats
+from git_tune.models import catalogue, stats, workloads
 from git_tune.models.catalogue import Key
 
 SET, NOT_SET, NOT_OFFERED = "set", "not set", "not offered"
@@ -87,6 +88,41 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
         status, chosen, why = NOT_SET, None, f"not set: {what} {gain.text()}, within noise"
     return KeyAdvice(key.name, status, chosen, key.default, gain, why + suffix, evidence or {},
                      key.needs_index_rewrite)
+
+
+def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
+            what: Dict[str, str], evidence: Optional[dict] = None, suffix: str = "") -> KeyAdvice:
+    """The value chosen by the workload profile's objective: the comparisons on workloads it
+    weighs (workloads.MIN_WEIGHT or more) decide. One failing or slower beyond noise keeps
+    Git's default (the guard); otherwise at least one must be faster beyond noise, and the
+    weighted mean log ratio must favour the value. `what` names each workload's command."""
+    counted = [c for c in trial.comparisons if weights.get(c.workload, 0) >= workloads.MIN_WEIGHT]
+    if not counted:
+        measured = ", ".join(sorted({c.workload for c in trial.comparisons}))
+        return not_set(key, f"not set: measured on {measured}, which this workload profile "
+                            "does not weigh", evidence)
+    if len(counted) == 1:
+        c = counted[0]
+        return validated(key, c, value, what.get(c.workload, c.workload), evidence, suffix)
+    verdicts = [(c, validated(key, c, value, what.get(c.workload, c.workload), evidence))
+                for c in counted]
+    for c, a in verdicts:
+        if c.fails:     # git fails on one side here: that decides, whatever the speeds
+            return a
+    for c, a in verdicts:
+        if c.stopped == STOPPED_SLOWER or c.estimate.verdict == stats.SLOWER:
+            return dataclasses.replace(a, reason=a.reason + suffix)
+    faster = [(c, a) for c, a in verdicts if a.status == SET]
+    total = sum(weights[c.workload] for c in counted)
+    ratio = math.exp(sum(weights[c.workload] * math.log(c.estimate.ratio) for c in counted) / total)
+    each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
+                     for c in counted)
+    if not faster or ratio >= 1:
+        return not_set(key, f"not set: {each}; not faster beyond noise where it weighs "
+                            f"{1 / ratio:.2f}x" + suffix, evidence)
+    best = max(faster, key=lambda ca: weights[ca[0].workload])[1]
+    return dataclasses.replace(best, reason=f"{each}; weighted {1 / ratio:.2f}x faster"
+                                            + suffix)
 
 
 def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict]) -> KeyAdvice:

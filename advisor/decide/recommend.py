@@ -52,19 +52,19 @@ def _expected(keys: Tuple[KeyAdvice, ...]) -> Dict[str, float]:
     return expected
 
 
-def _decide(entry: registry.Entry, cal: Calibration, understood) -> KeyAdvice:
+def _decide(entry: registry.Entry, cal: Calibration, understood, weights) -> KeyAdvice:
     name = entry.key.name
     if name not in understood:
         return advice.not_offered(entry.key, cal.git_version)
     if name in cal.unfinished and name not in cal.trials:
         return advice.unfinished(entry.key, cal, cal.unfinished[name])
-    return entry.decide(cal)
+    return entry.decide(cal, weights)
 
 
 def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
     weights = workloads.weights(workload)
     understood = catalogue.understood(catalogue.parse_version(cal.git_version))
-    keys = tuple(_decide(e, cal, understood) for e in registry.entries())
+    keys = tuple(_decide(e, cal, understood, weights) for e in registry.entries())
     expected = _expected(keys)
     total = sum(weights.values())
     weighted = math.exp(sum(w * math.log(expected.get(name, 1.0)) for name, w in weights.items())

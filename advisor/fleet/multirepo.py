@@ -61,7 +61,8 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
         if layout is None or not layout.worktree:
             raise UsageError(f"'{r}' is not a repository with a working tree")
         report = cal.probe_repository(layout.worktree)
-        record = cal.load_fresh(report) or cal.calibrate(report, options, progress)
+        record = (cal.load_fresh(report, options.workload)
+                  or cal.calibrate(report, options, progress))
         rec = recommend(record, workload)
         advice.append(RepoAdvice(layout.worktree, layout.git_dir, record.repository.entries,
                                  rec.to_dict()))

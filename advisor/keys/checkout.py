@@ -19,9 +19,10 @@ from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
-from git_tune.models import costmodel, stats
+from git_tune.models import catalogue, costmodel, stats
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
+CLONE = "clone"            # the workload: the whole tree written, then the next status
 SWEEP_SHARE = 0.15
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
 CHECKOUT_FILES = 400       # files real git restores per timed checkout
@@ -93,10 +94,10 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     return Sweep.of(r, dims, asdict(facts))
 
 
-def _workload(bench: Bench, n: int) -> gitbench.CheckoutWorkload:
+def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.CheckoutWorkload:
     """n tracked files spread evenly, restored into the scratch clone."""
     paths = bench.names[:: max(1, len(bench.names) // n)][:n]
-    return gitbench.CheckoutWorkload(bench.ws.clone(), paths, bench.ws.root)
+    return kind(bench.ws.clone(), paths, bench.ws.root)
 
 
 def _candidate(workers: int) -> Dict[str, str]:
@@ -121,7 +122,34 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     cand = _candidate(max(2, s.best[WORKERS]))
     c = bench.ab("checkout", {}, cand, lambda: work.run({}), lambda: work.run(cand),
                  files=len(work.paths))
-    return Trial(WORKERS, (c,))
+    if c.fails or not bench.counts(CLONE):
+        return Trial(WORKERS, (c,))
+    return Trial(WORKERS, (c,) + _tree_write(bench, cand, c))
+
+
+def _tree_write(bench: Bench, cand: Dict[str, str], batch: Comparison) -> Tuple[Comparison, ...]:
+    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
+    for profiles that weigh clones. Where the whole tree cannot be timed 2 x runs times
+    in half the budget left, an evenly spread part of it is, sized from the batch."""
+    per_file = statistics.median(batch.times_default) / max(1, batch.files or 1)
+    # Half the budget left, over warm-up and runs on both sides; the status costs as much
+    # again on slow storage, hence the 2.
+    fits = int(bench.budget.left() / 2 / (2 * (bench.runs + 1)) / (2 * max(per_file, 1e-6)))
+    n = min(len(bench.names), fits)
+    if n < CHECKOUT_FILES * 2:
+        bench.notes.append(f"{WORKERS}: whole-tree write not timed: the budget left fits "
+                           f"{n} files; a larger --budget would time it")
+        return ()
+    work = _workload(bench, n, gitbench.TreeWrite)
+    try:
+        c = bench.ab(CLONE, {}, cand, lambda: work.run({}), lambda: work.run(cand), files=n)
+    except OutOfBudget as e:
+        bench.notes.append(f"{WORKERS}: whole-tree write not timed: {e}")
+        return ()
+    if n < len(bench.names):
+        bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(bench.names)} files "
+                           "(spread evenly) to fit the budget")
+    return (c,)
 
 
 def _trial_threshold(bench: Bench) -> Optional[Trial]:
@@ -179,13 +207,13 @@ def _bisect(points: List[Comparison]) -> Optional[int]:
     return mid if lo < mid < hi else None
 
 
-def decide(key, cal: Calibration) -> advice.KeyAdvice:
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if key.name == WORKERS:
-        return _decide_workers(key, cal)
-    return _decide_threshold(key, cal)
+        return _decide_workers(key, cal, weights)
+    return _decide_threshold(key, cal, weights)
 
 
-def _decide_workers(key, cal: Calibration) -> advice.KeyAdvice:
+def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -194,13 +222,15 @@ def _decide_workers(key, cal: Calibration) -> advice.KeyAdvice:
     ev = {"best": s.best if s else None,
           "curve": s.facts.get("model_samples") if s else None,
           "model": s.facts.get("model") if s else None}
-    return advice.validated(key, t.main, w, f"checkout of {t.main.files} files with {w} workers",
-                            ev)
+    what = {c.workload: (f"checkout of {c.files} files with {w} workers" if c.workload != CLONE
+                         else f"writing {c.files} files then git status, {w} workers")
+            for c in t.comparisons}
+    return advice.weighed(key, t, weights, w, what, ev)
 
 
-def _decide_threshold(key, cal: Calibration) -> advice.KeyAdvice:
+def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
     workers = cal.trials.get(WORKERS)
-    if not workers or workers.main.fails or workers.main.estimate.verdict != stats.FASTER:
+    if not workers or _decide_workers(catalogue.lookup(WORKERS), cal, weights).status != advice.SET:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")
     t, why, ev = _threshold(cal, int(workers.main.candidate[WORKERS]))
     default = int(key.default)

@@ -90,7 +90,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return None
 
 
-def decide(key, cal: Calibration) -> advice.KeyAdvice:
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")
     if key.name == THREADS:
@@ -103,7 +103,7 @@ def decide(key, cal: Calibration) -> advice.KeyAdvice:
         # and that is what validated() asks; the reason says the count is above the quota.
         above = (f"; {threads} threads is above the {quota:g}-CPU quota it was measured under"
                  if quota is not None and int(threads) > quota else "")
-        return advice.validated(key, t.main, threads, "reading the index (git ls-files)",
+        return advice.weighed(key, t, weights, threads, {"index": "reading the index (git ls-files)"},
                                 {"best": s.best if s else None,
                                  **({"cpu_quota": quota} if quota is not None else {})},
                                 suffix=above)
@@ -112,7 +112,7 @@ def decide(key, cal: Calibration) -> advice.KeyAdvice:
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
         smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
         # The size is part of the reason whatever the verdict.
-        return advice.validated(key, t.main, "4", "reading a version 4 index", ev,
+        return advice.weighed(key, t, weights, "4", {"index": "reading a version 4 index"}, ev,
                                 suffix=smaller)
     if key.name == MANY_FILES:
         return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "

@@ -7,7 +7,8 @@ A key module may provide, for the keys it owns (all optional):
                                   a record.Sweep or None
     trial(key, bench)             real git, Git's default against a candidate: a
                                   record.Trial, or None (with a note in bench.notes)
-    decide(key, cal)              a decide.advice.Advice from the calibration record
+    decide(key, cal, weights)     a decide.advice.KeyAdvice from the calibration record, for
+                                  the workload profile's weights (advice.weighed)
     findings(cal)                 sentences on what its sweep found that no key sets
     verify_workloads(key)         which `verify` workloads show the key's effect
     index_shape(key, value)       a gitbench.IndexShape: how an index copy carries the value
@@ -50,10 +51,10 @@ class Entry:
         fn = self._get("trial")
         return fn(self.key, bench) if fn else None
 
-    def decide(self, cal):
+    def decide(self, cal, weights: Dict[str, float]):
         from git_tune.advisor.decide import advice
         fn = self._get("decide")
-        return fn(self.key, cal) if fn else advice.unmeasured(self.key)
+        return fn(self.key, cal, weights) if fn else advice.unmeasured(self.key)
 
     def verify_workloads(self) -> Tuple[str, ...]:
         fn = self._get("verify_workloads")

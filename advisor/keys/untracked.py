@@ -37,11 +37,11 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return Trial(KEY, (c,), {"fs_test": works})
 
 
-def decide(key, cal: Calibration) -> advice.KeyAdvice:
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    return advice.validated(key, t.main, "true", "git status with untracked files",
+    return advice.weighed(key, t, weights, "true", {"untracked": "git status with untracked files"},
                             {"fs_test": t.facts.get("fs_test")},
                             suffix="; bypassed by `git status -uall`")
 

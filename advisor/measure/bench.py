@@ -11,7 +11,7 @@ from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison, Options,
                                              Sweep, Trial, comparison, failed_comparison)
 from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.models import stats
+from git_tune.models import stats, workloads
 from git_tune.probes.gitinfo import GitFacts
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
@@ -91,6 +91,15 @@ class Bench:
     @property
     def runs(self) -> int:
         return max(stats.MIN_RUNS, self.options.runs)
+
+    @property
+    def cold(self) -> bool:
+        """Whether status-like trials start from a cold cache (--cold, or the profile's)."""
+        return self.options.cold or workloads.cold(self.options.workload)
+
+    def counts(self, workload: str) -> bool:
+        """Whether the workload profile weighs this workload (so it is measured)."""
+        return workload in workloads.counted(self.options.workload)
 
     def sample(self, n: int) -> Tuple[List[str], List[int]]:
         return sample_files(self.worktree, self.names, n)

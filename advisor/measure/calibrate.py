@@ -21,6 +21,7 @@ from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, O
                                              Storage)
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import EngineError, UsageError
+from git_tune.models import workloads
 from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
 from git_tune.probes.report import ProbeReport, probe
 from git_tune.probes.scratch import scratch_dir
@@ -49,10 +50,13 @@ def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
     return layout
 
 
-def cache_key(report: ProbeReport) -> str:
+def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
+    """One stored calibration per host, git, repository and workload profile (a profile
+    decides which workloads are measured)."""
     rep = report.repository
     return (f"{fingerprint.of_report(report)}|{report.git.version}|"
-            f"{rep.layout.git_dir if rep else None}|{rep.tracked_files if rep else None}")
+            f"{rep.layout.git_dir if rep else None}|{rep.tracked_files if rep else None}|"
+            f"{workload}")
 
 
 def _measure(bench: Bench, understood) -> None:
@@ -111,6 +115,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                          + ", ".join(search.STRATEGIES))
     if opts.budget <= 0:
         raise UsageError("--budget must be positive")
+    workloads.weights(opts.workload)     # an unknown profile is the user's error
     # The probe that came before is part of what the user waits for: it counts.
     budget = Budget(opts.budget, progress, spent=sum(report.timings.values()))
     layout = _layout(report)
@@ -149,17 +154,18 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
         tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished))
     if store:
-        stored = memo.save("calibration", cache_key(report), record.to_json())
+        stored = memo.save("calibration", cache_key(report, opts.workload), record.to_json())
         record = dataclasses.replace(record, stored_at=stored)
     budget.tick("done")
     return record
 
 
-def load_fresh(report: ProbeReport) -> Optional[Calibration]:
-    """A stored calibration for this host, repository and git, if fresh and readable."""
+def load_fresh(report: ProbeReport, workload: str = "mixed") -> Optional[Calibration]:
+    """A stored calibration for this host, repository, git and workload profile, if fresh
+    and readable."""
     if report.repository is None:
         return None
-    data = memo.load("calibration", cache_key(report), RESULT_MAX_AGE)
+    data = memo.load("calibration", cache_key(report, workload), RESULT_MAX_AGE)
     if data is None:
         return None
     try:

@@ -29,6 +29,7 @@ class Options:
     seed: int = 0
     cold: bool = False
     runs: int = MIN_RUNS
+    workload: str = "mixed"      # the profile whose workloads were measured
 
 
 @dataclass(frozen=True)

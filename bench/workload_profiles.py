@@ -1,0 +1,167 @@
+"""Workload profiles decide (issue #15): `ci` against `interactive`, each on its own work.
+
+On each bed git-tune calibrates twice, `--workload ci` and `--workload interactive`,
+then real git times every workload the two profiles weigh under three settings:
+Git's defaults, ci's choice and interactive's choice, interleaved round by round so
+drift hits all three alike. The workloads are the commands a user runs:
+
+    status      git status -uno (hot)
+    status-cold git status -uno after dropping the caches (root; the ci profile's status)
+    untracked   git status with untracked files
+    checkout    400 files removed, then git checkout -f (a branch switch's write)
+    clone       git clone of the repository, then the next git status -uno in it
+    index       git ls-files
+
+Per profile, its objective is the weighted geometric mean over its own workloads
+(models/workloads.toml) of the time ratio against Git's defaults; the claim checked is
+that each profile's choice is at least as fast as the other's on the profile's own
+workloads (the "own vs other" column).
+
+    python3 bench/workload_profiles.py [--tiny] [--beds disk latfs-nfs]
+"""
+import math
+import os
+import shutil
+import time
+
+from common import BedUnavailable, bed_latency, median, parser, repo_on, report, storage, timed
+
+from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.record import Options
+from git_tune.models import stats, workloads
+
+PROFILES = ("ci", "interactive")
+BEDS = ("disk", "latfs-nfs")
+
+
+class Workloads:
+    def __init__(self, repo: str, scratch: str, k: int):
+        self.repo, self.scratch = repo, scratch
+        names = [l for l in os.popen(f"git -C '{repo}' ls-files").read().split("\n") if l]
+        self.pick = names[:: max(1, len(names) // k)][:k]
+        self.cold = os.geteuid() == 0
+
+    def _remove(self):
+        for p in self.pick:
+            try:
+                os.unlink(os.path.join(self.repo, p))
+            except FileNotFoundError:
+                pass
+
+    def _clone(self, settings) -> float:
+        dest = os.path.join(self.scratch, "clone")
+        shutil.rmtree(dest, ignore_errors=True)
+        t = timed(["git", "clone", "-q", self.repo, dest], self.scratch, settings)
+        return t + timed(["git", "status", "-uno", "--porcelain"], dest, settings)
+
+    def run(self, name: str, settings) -> float:
+        if name == "status":
+            return timed(["git", "status", "-uno", "--porcelain"], self.repo, settings)
+        if name == "status-cold":
+            return timed(["git", "status", "-uno", "--porcelain"], self.repo, settings, cold=True)
+        if name == "untracked":
+            return timed(["git", "status", "--porcelain"], self.repo, settings)
+        if name == "checkout":
+            return timed(["git", "checkout", "-q", "-f"], self.repo, settings, setup=self._remove)
+        if name == "clone":
+            return self._clone(settings)
+        return timed(["git", "ls-files"], self.repo, settings)
+
+
+def own_workloads(profile: str, cold_possible: bool):
+    """(timed workload, its weight) for the profile: ci's status is timed cold."""
+    out = {}
+    for w, x in workloads.counted(profile).items():
+        cold = workloads.cold(profile) and w == "status" and cold_possible
+        out["status-cold" if cold else w] = x
+    return out
+
+
+def objective(times, config: str, own) -> float:
+    """Weighted geometric mean, over the profile's own workloads, of the median time
+    ratio of `config` against Git's defaults (below 1 is faster)."""
+    total = sum(own.values())
+    return math.exp(sum(x * math.log(median(times[config, w]) / median(times["defaults", w]))
+                        for w, x in own.items()) / total)
+
+
+def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: bool):
+    repo = repo_on(kind, mnt, files, changed=50)
+    scratch = os.path.join(mnt, "scratch")
+    os.makedirs(scratch, exist_ok=True)
+    chosen, notes = {}, []
+    for profile in PROFILES:
+        t0 = time.monotonic()
+        record = cal.calibrate(cal.probe_repository(repo),
+                               Options(budget=budget, workload=profile), store=False)
+        chosen[profile] = recommend(record, profile).settings()
+        notes.append(f"{kind}: {profile} calibrated in {time.monotonic() - t0:.0f} s "
+                     f"(--budget {budget:g}): {chosen[profile] or 'Git defaults'}")
+    w = Workloads(repo, scratch, min(400, files // 5))
+    owns = {p: own_workloads(p, w.cold) for p in PROFILES}
+    names = sorted({n for own in owns.values() for n in own})
+    configs = {"defaults": {}, **chosen}
+    times = {(c, n): [] for c in configs for n in names}
+    for c in configs:                                        # warm-up
+        for n in names:
+            w.run(n, configs[c])
+    for r in range(rounds):
+        # Each configuration takes each place in turn, so none always follows the
+        # previous workload's cache disturbance.
+        order = list(configs)[r % len(configs):] + list(configs)[:r % len(configs)]
+        for n in names:
+            for c in order:
+                times[c, n].append(w.run(n, configs[c]))
+    rows = []
+    for n in names:
+        base = times["defaults", n]
+        cells = [f"{median(base) * 1e3:.0f} ms"]
+        for p in PROFILES:
+            est = stats.compare(base, times[p, n])
+            cells.append(f"{1 / est.ratio:.2f}x ({est.verdict})")
+        weights = ", ".join(f"{p} {owns[p].get(n, 0):g}" for p in PROFILES)
+        rows.append((kind, n, weights, *cells))
+    summary = []
+    for p in PROFILES:
+        other = next(q for q in PROFILES if q != p)
+        mine, theirs = objective(times, p, owns[p]), objective(times, other, owns[p])
+        summary.append((kind, p, f"{1 / mine:.2f}x", f"{1 / theirs:.2f}x",
+                        f"{theirs / mine:.2f}x", "yes" if mine <= theirs * 1.02 else "NO"))
+    data = {"chosen": chosen, "times": {f"{c}|{n}": v for (c, n), v in times.items()},
+            "own": owns}
+    return rows, summary, data, notes
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
+    args = p.parse_args()
+    files = 300 if args.tiny else 3000
+    budget = 5 if args.tiny else 20
+    rounds = args.repeat or (3 if args.tiny else 7)
+    beds = ["disk"] if args.tiny else args.beds
+    rows, summary, data, notes = [], [], {}, []
+    for kind in beds:
+        try:
+            with storage(kind, bed_latency(args.tiny), size_mb=2048) as mnt:
+                r, s, data[kind], n = run_bed(kind, mnt, files, budget, rounds, args.tiny)
+        except BedUnavailable as e:
+            notes.append(f"{kind}: {e}")
+            continue
+        rows += r
+        summary += s
+        notes += n
+    report("workload_profiles", f"Workload profiles on {files} files: each workload's speedup "
+           "over Git's defaults under ci's and interactive's choice",
+           ("bed", "workload", "weight (ci, interactive)", "git defaults", "ci's choice",
+            "interactive's choice"), rows, data, args.tiny,
+           notes + [f"{rounds} interleaved rounds after a warm-up; speedup = defaults median / "
+                    "choice median, verdict from a 95% bootstrap interval (2% noise band)",
+                    "own vs other: " + "; ".join(
+                        f"{b} {p}: own {mine}, other's {theirs}, own/other {ratio}, own at least "
+                        f"as fast: {ok}" for b, p, mine, theirs, ratio, ok in summary)])
+
+
+if __name__ == "__main__":
+    main()
