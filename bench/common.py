@@ -119,6 +119,19 @@ def repo_on(kind: str, mnt: str, files: int, changed: int = 0, name: str = "repo
     return path
 
 
+def tracked(repo: str) -> List[str]:
+    return git("ls-files", "-z", cwd=repo).stdout.split("\0")[:-1]
+
+
+def remove(repo: str, paths: Sequence[str]) -> None:
+    """Delete these tracked files from the working tree (a checkout then restores them)."""
+    for p in paths:
+        try:
+            os.unlink(os.path.join(repo, p))
+        except FileNotFoundError:
+            pass
+
+
 def drop_caches() -> bool:
     if os.geteuid() != 0:
         return False

@@ -25,7 +25,8 @@ import os
 import random
 import time
 
-from common import RESULTS, BedUnavailable, bed_latency, median, parser, repo_on, report, storage, timed
+from common import (RESULTS, BedUnavailable, bed_latency, median, parser, remove, repo_on, report,
+                    storage, timed, tracked)
 
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
@@ -41,15 +42,11 @@ class Mix:
     def __init__(self, repo: str, k: int, cold: bool = False):
         self.repo = repo
         self.cold = cold
-        names = [l for l in os.popen(f"git -C '{repo}' ls-files").read().split("\n") if l]
+        names = tracked(repo)
         self.pick = random.Random(1).sample(names, min(k, len(names)))
 
     def _remove(self):
-        for p in self.pick:
-            try:
-                os.unlink(os.path.join(self.repo, p))
-            except FileNotFoundError:
-                pass
+        remove(self.repo, self.pick)
 
     def run(self, settings) -> float:
         s = timed(["git", "status", "-uno", "--porcelain"], self.repo, settings, self.cold)

@@ -24,7 +24,8 @@ import os
 import shutil
 import time
 
-from common import BedUnavailable, bed_latency, median, parser, repo_on, report, storage, timed
+from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on, report, storage,
+                    timed, tracked)
 
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
@@ -38,16 +39,12 @@ BEDS = ("disk", "latfs-nfs")
 class Workloads:
     def __init__(self, repo: str, scratch: str, k: int):
         self.repo, self.scratch = repo, scratch
-        names = [l for l in os.popen(f"git -C '{repo}' ls-files").read().split("\n") if l]
+        names = tracked(repo)
         self.pick = names[:: max(1, len(names) // k)][:k]
         self.cold = os.geteuid() == 0
 
     def _remove(self):
-        for p in self.pick:
-            try:
-                os.unlink(os.path.join(self.repo, p))
-            except FileNotFoundError:
-                pass
+        remove(self.repo, self.pick)
 
     def _clone(self, settings) -> float:
         dest = os.path.join(self.scratch, "clone")
