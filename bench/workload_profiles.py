@@ -123,8 +123,16 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
     for p in PROFILES:
         other = next(q for q in PROFILES if q != p)
         mine, theirs = objective(times, p, owns[p]), objective(times, other, owns[p])
+        if chosen[p] == chosen[other]:
+            verdict = "same choice"
+        else:
+            # At least as fast: on none of its own workloads is the profile's choice
+            # slower than the other's beyond noise (the guard the tuner itself applies).
+            slower = [n for n in owns[p]
+                      if stats.compare(times[other, n], times[p, n]).verdict == stats.SLOWER]
+            verdict = "yes" if not slower else "NO (slower on " + ", ".join(slower) + ")"
         summary.append((kind, p, f"{1 / mine:.2f}x", f"{1 / theirs:.2f}x",
-                        f"{theirs / mine:.2f}x", "yes" if mine <= theirs * 1.02 else "NO"))
+                        f"{theirs / mine:.2f}x", verdict))
     data = {"chosen": chosen, "times": {f"{c}|{n}": v for (c, n), v in times.items()},
             "own": owns}
     return rows, summary, data, notes
