@@ -7,7 +7,7 @@ cpu.cfs_period_us), which Git's own online_cpus() ignores.
 import math
 import os
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import psutil
 
@@ -49,18 +49,20 @@ def _cgroup_paths(sys: SysRoot) -> List[Tuple[str, str, str]]:
     return out
 
 
-def _walk_up(sys: SysRoot, base: str, cg_path: str, filename: str) -> List[str]:
-    """Values of filename from the process's cgroup up to the root (the tightest wins)."""
-    values = []
+def _levels(cg_path: str) -> Iterator[str]:
+    """The process's cgroup, then each parent up to the root."""
     path = cg_path
     while True:
-        text = sys.read(base, path.lstrip("/"), filename)
-        if text is not None:
-            values.append(text)
+        yield path.lstrip("/")
         if path in ("/", ""):
-            break
+            return
         path = os.path.dirname(path.rstrip("/")) or "/"
-    return values
+
+
+def _walk_up(sys: SysRoot, base: str, cg_path: str, filename: str) -> List[str]:
+    """Values of filename from the process's cgroup up to the root (the tightest wins)."""
+    texts = (sys.read(base, level, filename) for level in _levels(cg_path))
+    return [t for t in texts if t is not None]
 
 
 def _v2_limits(sys: SysRoot, path: str) -> Tuple[Optional[float], Optional[int]]:
@@ -107,17 +109,13 @@ def _pids(sys: SysRoot, base: str, path: str) -> Tuple[Optional[int], Optional[i
     """The tightest pids.max from the process's group up, and the fewest tasks any of
     those groups may still start (every thread git starts counts, not only processes)."""
     limits, headroom = [], []
-    while True:
-        max_text = sys.read(base, path.lstrip("/"), "pids.max")
-        limit = read_int(max_text) if max_text and max_text != "max" else None
+    for level in _levels(path):
+        limit = read_int(sys.read(base, level, "pids.max"))     # "max" reads as None
         if limit is not None:
             limits.append(limit)
-            current = read_int(sys.read(base, path.lstrip("/"), "pids.current") or "")
+            current = read_int(sys.read(base, level, "pids.current"))
             if current is not None:
                 headroom.append(max(0, limit - current))
-        if path in ("/", ""):
-            break
-        path = os.path.dirname(path.rstrip("/")) or "/"
     return (min(limits) if limits else None), (min(headroom) if headroom else None)
 
 

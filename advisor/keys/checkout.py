@@ -167,8 +167,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
                      files=len(tiny.paths), extensions=0)
     if first.fails:
         bench.notes.append(f"{THRESHOLD} not decided: a {len(tiny.paths)}-file checkout "
-                           f"failed on the {first.fails} side: "
-                           f"{first.error}")
+                           f"failed on the {first.fails} side: {first.error}")
         return None
     per_worker = max(0.0, (statistics.median(first.times_candidate)
                            - statistics.median(first.times_default)) / w)

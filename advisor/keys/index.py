@@ -103,17 +103,18 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
         # and that is what validated() asks; the reason says the count is above the quota.
         above = (f"; {threads} threads is above the {quota:g}-CPU quota it was measured under"
                  if quota is not None and int(threads) > quota else "")
-        return advice.weighed(key, t, weights, threads, {"index": "reading the index (git ls-files)"},
-                                {"best": s.best if s else None,
-                                 **({"cpu_quota": quota} if quota is not None else {})},
-                                suffix=above)
+        ev = {"best": s.best if s else None}
+        if quota is not None:
+            ev["cpu_quota"] = quota
+        return advice.weighed(key, t, weights, threads,
+                              {"index": "reading the index (git ls-files)"}, ev, suffix=above)
     if key.name == VERSION and t is not None:
         f = Facts(**s.facts) if s else None
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
         smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
         # The size is part of the reason whatever the verdict.
         return advice.weighed(key, t, weights, "4", {"index": "reading a version 4 index"}, ev,
-                                suffix=smaller)
+                              suffix=smaller)
     if key.name == MANY_FILES:
         return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
                                    "which git-tune sets one by one where measured")

@@ -99,14 +99,15 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     index = bench.ws.index_copy("plain")
     st = gitbench.status(bench.worktree, index, untracked=False)
     on, off = {KEY: "true"}, {KEY: "false"}
-    if not bench.cold:
-        return Trial(KEY, (bench.ab("status", on, off, lambda: st(on), lambda: st(off)),))
-    how = []
+    how = []   # what making the cache cold did (root drops it; otherwise file data only)
 
-    def cold(settings):
-        how.append(coldcache.make_cold([index]))
+    def run(settings):
+        if bench.cold:
+            how.append(coldcache.make_cold([index]))
         return st(settings)
-    c = bench.ab("status", on, off, lambda: cold(on), lambda: cold(off))
+    c = bench.ab("status", on, off, lambda: run(on), lambda: run(off))
+    if not how:
+        return Trial(KEY, (c,))
     bench.notes.append(f"{KEY} timed cold: {how[-1]}")
     return Trial(KEY, (c,), {"cold": how[-1]})
 
@@ -120,8 +121,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if s:
         ev.update(best=s.best, best_value=s.best_value, git_default=s.facts["git_default"],
                   single_thread=s.facts["single_thread"], git_threads=s.facts["git_threads"])
-    return advice.weighed(key, t, weights, "false", {"status": "git status -uno with preload off"},
-                          ev)
+    return advice.weighed(key, t, weights, "false",
+                          {"status": "git status -uno with preload off"}, ev)
 
 
 def findings(cal: Calibration) -> List[str]:

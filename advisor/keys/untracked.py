@@ -41,9 +41,10 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    return advice.weighed(key, t, weights, "true", {"untracked": "git status with untracked files"},
-                            {"fs_test": t.facts.get("fs_test")},
-                            suffix="; bypassed by `git status -uall`")
+    return advice.weighed(key, t, weights, "true",
+                          {"untracked": "git status with untracked files"},
+                          {"fs_test": t.facts.get("fs_test")},
+                          suffix="; bypassed by `git status -uall`")
 
 
 def verify_workloads(key):

@@ -124,7 +124,8 @@ class Bench:
         t0 = time.monotonic()
         try:
             with gitbench.deadline(left):
-                error_default, error_candidate = gitbench.attempt(run_default), gitbench.attempt(run_candidate)
+                error_default = gitbench.attempt(run_default)
+                error_candidate = gitbench.attempt(run_candidate)
         except gitbench.DeadlineReached:
             # One warm-up pair took longer than all that was left: at least that, per pair.
             raise OutOfBudget((time.monotonic() - t0) * self.runs) from None
