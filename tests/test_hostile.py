@@ -433,6 +433,27 @@ def test_a_failed_write_rolls_back_only_what_it_changed_and_keeps_the_cause(home
     assert (home / ".gitconfig").read_text() == USER_CONFIG
 
 
+def test_a_write_between_plan_and_apply_is_kept(home):
+    """Another writer (the user, or a second git-tune) changes the config after the plan
+    was shown: apply makes the plan again from the file as it is now, so neither their
+    change is undone nor include.path added twice."""
+    scope = scopes.resolve("global")
+    prov = configwrite.Provenance("2.39.5", "manual", "manual")
+    first = configwrite.plan(scope, {"checkout.workers": "4"}, prov)
+    second = configwrite.plan(scope, {"checkout.workers": "6"}, prov)
+    assert first.files.keys() == second.files.keys() >= {str(home / ".gitconfig")}
+    configwrite.apply(first, prov)
+    with open(home / ".gitconfig", "a") as f:
+        f.write("[color]\n\tui = never\n")
+    configwrite.apply(second, prov)
+    assert git_get("color.ui") == "never" and git_get("checkout.workers") == "6"
+    paths = subprocess.run(["git", "config", "--get-all", "include.path"], stdout=subprocess.PIPE,
+                           text=True).stdout.split()
+    assert paths == [str(scope.include_file)]
+    no_traceback(invoke("revert", "--scope", "global"), 0)
+    assert (home / ".gitconfig").read_text() == USER_CONFIG + "[color]\n\tui = never\n"
+
+
 # 7. includeIf conditions and paths with quotes, backslashes and glob characters.
 
 def test_per_repository_blocks_match_only_their_repository(home, tmp_path):

@@ -46,6 +46,9 @@ class Plan:
     per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)          # git dir -> values
     current_per_repo: Dict[str, Dict[str, str]] = field(default_factory=dict)
     files: Dict[str, Optional[str]] = field(default_factory=dict)   # path -> exact new text (None: removed)
+    # path -> digest of the bytes the plan was made from (None: absent). Another
+    # git-tune, or the user, may write between plan and apply; apply re-plans then.
+    basis: Dict[str, Optional[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -234,9 +237,16 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
         if anything and not include_present:
             files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
                 "utf-8", "surrogateescape")
-    diff = "".join(_diff(path, _read_bytes(path), text) for path, text in files.items())
+    now = {path: _read_bytes(path) for path in files}
+    diff = "".join(_diff(path, now[path], text) for path, text in files.items())
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
-                diff, changes, per_repo, current_per_repo, files)
+                diff, changes, per_repo, current_per_repo, files,
+                {path: _digest(data) for path, data in now.items()})
+
+
+def _stale(p: Plan) -> bool:
+    """Whether a file the plan touches changed since the plan read it."""
+    return any(_digest(_read_bytes(path)) != digest for path, digest in p.basis.items())
 
 
 def _state_path() -> str:
@@ -369,16 +379,26 @@ def _originals_of(backup_dir: Optional[str]) -> Dict[str, dict]:
         return {}
 
 
+def _unchanged(p: Plan, cwd: Optional[str]) -> WriteResult:
+    return WriteResult(False, asdict(p.scope), p.scope.include_file, p.settings, None,
+                       {k: v for k, (v, _) in effective_values(list(p.settings), cwd).items()},
+                       {}, "nothing to change: these values are already applied")
+
+
 def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     """Write the plan: lock, backup, journal, atomic writes (repository files, the include
     file, then the include.path switch), state."""
     scope = p.scope
     if not p.changes:
-        return WriteResult(False, asdict(scope), scope.include_file, p.settings, None,
-                           {k: v for k, (v, _) in effective_values(list(p.settings), cwd).items()},
-                           {}, "nothing to change: these values are already applied")
+        return _unchanged(p, cwd)
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
+        if _stale(p):
+            # Made again from what is on disk now, with the same values: the planned
+            # bytes would undo the other writer's change (or add include.path twice).
+            p = plan(scope, p.settings, prov, override=True, cwd=cwd, per_repo=p.per_repo)
+            if not p.changes:
+                return _unchanged(p, cwd)
         for path, text in p.files.items():
             if text is not None:
                 _validate_text(path, text)
