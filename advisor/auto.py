@@ -23,6 +23,7 @@ from git_tune.advisor.measure import calibrate as cal, search, verify as verify_
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.write import configwrite, scopes
 from git_tune.errors import UsageError
+from git_tune.models import catalogue
 
 SCHEMA_VERSION = 1
 DEMO_SHAPE = repogen.RepoShape(depth=3, width=10, files=9)   # 9,999 files
@@ -80,12 +81,35 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
     return "; ".join(done) or None
 
 
-def _verify(plan, repo: str, opts: AutoOptions, say: Say) -> dict:
+def _split_per_repository(settings, scope, git_dir: str):
+    """(values for the scope, per-repository blocks). A key that belongs to one
+    repository (it starts a daemon there) goes, in a scope wider than the repository,
+    into this repository's own block; the other repositories' blocks stay as they are."""
+    if scope.name == "local":
+        return settings, None
+    mine = {k: v for k, v in settings.items() if catalogue.lookup(k).per_repository}
+    blocks = configwrite.read_per_repo(scope.include_file)
+    block = {k: v for k, v in blocks.pop(git_dir.rstrip("/"), {}).items()
+             if not catalogue.lookup(k).per_repository}
+    block.update(mine)
+    if block:
+        blocks[git_dir.rstrip("/")] = block
+    return {k: v for k, v in settings.items() if k not in mine}, blocks
+
+
+def _written_here(plan, git_dir: str) -> dict:
+    """Every value the plan gives this repository: the scope's and its own block's."""
+    return {**plan.settings, **plan.per_repo.get(git_dir.rstrip("/"), {})}
+
+
+def _verify(plan, git_dir: str, repo: str, opts: AutoOptions, say: Say) -> dict:
     """Real git before and after, on the workloads that show the keys written."""
-    before = {k: plan.current.get(k, verify_mod.defaults_for([k])[k]) for k in plan.settings}
-    touched = registry.verify_workloads(plan.settings)
+    after = _written_here(plan, git_dir)
+    current = {**plan.current, **plan.current_per_repo.get(git_dir.rstrip("/"), {})}
+    before = {k: current.get(k, verify_mod.defaults_for([k])[k]) for k in after}
+    touched = registry.verify_workloads(after)
     say("verifying with real git")
-    rep = verify_mod.verify(repo, dict(plan.settings), before, runs=opts.runs,
+    rep = verify_mod.verify(repo, after, before, runs=opts.runs,
                             workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched))
     return rep.to_dict()
 
@@ -106,7 +130,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         record = cal.calibrate(report, opts.calibration(), progress, store=not opts.dry_run)
     rec = recommend(record, opts.workload)
     prov = provenance(record, rec)
-    plan = configwrite.plan(scope, rec.settings(), prov, opts.override, cwd=repo)
+    settings, per_repo = _split_per_repository(rec.settings(), scope, layout.git_dir)
+    plan = configwrite.plan(scope, settings, prov, opts.override, cwd=repo, per_repo=per_repo)
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}
@@ -118,13 +143,13 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     if opts.dry_run:
         out["message"] = "dry run: nothing was written"
         return out
-    if not confirm(f"write {len(plan.settings)} values to {scope.include_file}?"):
+    if not confirm(f"write {len(_written_here(plan, layout.git_dir))} values to {scope.include_file}?"):
         out["message"] = "not written: declined"
         return out
     result = configwrite.apply(plan, prov, cwd=repo)
     out["written"] = asdict(result)
     out["index"] = _rewrite_indexes(plan, repo, confirm)
-    if opts.verify and plan.settings:
-        out["verify"] = _verify(plan, repo, opts, say)
+    if opts.verify and _written_here(plan, layout.git_dir):
+        out["verify"] = _verify(plan, layout.git_dir, repo, opts, say)
     out["message"] = result.message
     return out

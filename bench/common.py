@@ -147,13 +147,14 @@ def config_env(settings: Dict[str, str]) -> dict:
 
 
 def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = False,
-          trace: Optional[str] = None, setup: Optional[Callable[[], None]] = None) -> float:
+          trace: Optional[str] = None, setup: Optional[Callable[[], None]] = None,
+          extra_env: Optional[Dict[str, str]] = None) -> float:
     """One timed real-git run; caches dropped first when cold (root)."""
     if setup:
         setup()
     if cold:
         drop_caches()
-    env = config_env(settings)
+    env = dict(config_env(settings), **(extra_env or {}))
     if trace:
         env["GIT_TRACE2_EVENT"] = trace
         env["GIT_TRACE2_EVENT_NESTING"] = "10"

@@ -3,7 +3,9 @@
 On each bed git-tune calibrates twice, `--workload ci` and `--workload interactive`,
 then real git times every workload the two profiles weigh under three settings:
 Git's defaults, ci's choice and interactive's choice, interleaved round by round so
-drift hits all three alike. The workloads are the commands a user runs:
+drift hits all three alike. Each setting has its own copy of the index, written by git
+under that setting (as `verify` does), so what one writes into the index (the untracked
+cache, an index version) never reaches another. The workloads are the commands a user runs:
 
     status      git status -uno (hot)
     status-cold git status -uno after dropping the caches (root; the ci profile's status)
@@ -23,47 +25,63 @@ import math
 import os
 import shutil
 import time
+from typing import Dict
 
 from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on, report, storage,
                     timed, tracked)
 
 from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.keys import registry
+from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats, workloads
+from git_tune.probes import repo as probes_repo
 
 PROFILES = ("ci", "interactive")
 BEDS = ("disk", "latfs-nfs")
 
 
 class Workloads:
-    def __init__(self, repo: str, scratch: str, k: int):
-        self.repo, self.scratch = repo, scratch
+    def __init__(self, repo: str, scratch: str, k: int, configs: Dict[str, Dict[str, str]]):
+        self.repo, self.scratch, self.configs = repo, scratch, configs
         names = tracked(repo)
         self.pick = names[:: max(1, len(names) // k)][:k]
         self.cold = os.geteuid() == 0
+        ws = gitbench.Workspace(probes_repo.locate(repo), scratch)
+        self.index = {c: ws.index_copy(c, registry.index_shape(v)) for c, v in configs.items()}
 
     def _remove(self):
         remove(self.repo, self.pick)
 
-    def _clone(self, settings) -> float:
-        dest = os.path.join(self.scratch, "clone")
+    def _clone(self, config: str) -> float:
+        dest = os.path.join(self.scratch, f"clone-{config}")
         shutil.rmtree(dest, ignore_errors=True)
+        settings = self.configs[config]
         t = timed(["git", "clone", "-q", self.repo, dest], self.scratch, settings)
-        return t + timed(["git", "status", "-uno", "--porcelain"], dest, settings)
+        t += timed(["git", "status", "-uno", "--porcelain"], dest, settings)
+        shutil.rmtree(dest)
+        return t
 
-    def run(self, name: str, settings) -> float:
-        if name == "status":
-            return timed(["git", "status", "-uno", "--porcelain"], self.repo, settings)
-        if name == "status-cold":
-            return timed(["git", "status", "-uno", "--porcelain"], self.repo, settings, cold=True)
-        if name == "untracked":
-            return timed(["git", "status", "--porcelain"], self.repo, settings)
-        if name == "checkout":
-            return timed(["git", "checkout", "-q", "-f"], self.repo, settings, setup=self._remove)
+    def run(self, name: str, config: str) -> float:
         if name == "clone":
-            return self._clone(settings)
-        return timed(["git", "ls-files"], self.repo, settings)
+            return self._clone(config)
+        cmd, extra = {
+            "status": (["status", "-uno", "--porcelain"], {}),
+            "status-cold": (["status", "-uno", "--porcelain"], {"cold": True}),
+            "untracked": (["status", "--porcelain"], {}),
+            "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
+            "index": (["ls-files"], {}),
+        }[name]
+        return timed(["git", *cmd], self.repo, self.configs[config],
+                     extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
+
+    def settle(self) -> None:
+        """After the checkouts rewrote files, bring every setting's index up to date
+        (untimed), so the next workload does not pay for another setting's writes."""
+        for config, settings in self.configs.items():
+            timed(["git", "status", "-uno", "--porcelain"], self.repo, settings,
+                  extra_env={"GIT_INDEX_FILE": self.index[config]})
 
 
 def own_workloads(profile: str, cold_possible: bool):
@@ -95,21 +113,24 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
         chosen[profile] = recommend(record, profile).settings()
         notes.append(f"{kind}: {profile} calibrated in {time.monotonic() - t0:.0f} s "
                      f"(--budget {budget:g}): {chosen[profile] or 'Git defaults'}")
-    w = Workloads(repo, scratch, min(400, files // 5))
+    configs = {"defaults": {}, **chosen}
+    w = Workloads(repo, scratch, min(400, files // 5), configs)
     owns = {p: own_workloads(p, w.cold) for p in PROFILES}
     names = sorted({n for own in owns.values() for n in own})
-    configs = {"defaults": {}, **chosen}
     times = {(c, n): [] for c in configs for n in names}
     for c in configs:                                        # warm-up
         for n in names:
-            w.run(n, configs[c])
+            w.run(n, c)
+        w.settle()
     for r in range(rounds):
         # Each configuration takes each place in turn, so none always follows the
         # previous workload's cache disturbance.
         order = list(configs)[r % len(configs):] + list(configs)[:r % len(configs)]
         for n in names:
             for c in order:
-                times[c, n].append(w.run(n, configs[c]))
+                times[c, n].append(w.run(n, c))
+            if n == "checkout":
+                w.settle()
     rows = []
     for n in names:
         base = times["defaults", n]

@@ -9,6 +9,7 @@ import click
 
 from git_tune import __version__
 from git_tune.advisor.measure import search
+from git_tune.advisor.measure.verify import ALL_WORKLOADS as VERIFY_WORKLOADS
 from git_tune.errors import GitTuneError, Interrupted, WouldChange
 from git_tune.output import emit
 
@@ -315,7 +316,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
               help="Runs of each side (interleaved); 5 is the least that can show a change.")
 @click.option("--cold", is_flag=True, help="Drop caches before every run (root), or say why not.")
 @click.option("--workload", "workloads", multiple=True,
-              type=click.Choice(["status", "untracked", "diff", "index", "switch"]),
+              type=click.Choice(VERIFY_WORKLOADS),
               help="Only these workloads (default: all).")
 @click.option("--set", "candidate", multiple=True, metavar="KEY=VALUE",
               help="Time these values instead of the ones in force.")

@@ -86,6 +86,7 @@ def probe_view(r: dict) -> str:
         ut = {True: "works", False: "does not work", None: "unknown"}[g["untracked_cache_works"]]
         out.append(f"            untracked cache: {ut} — {g['untracked_cache_detail']}")
         out.append(f"            fsmonitor daemon: {g['fsmonitor_detail']}")
+        out.append(f"            index.skipHash: {g.get('skip_hash_detail', 'not tested')}")
     out += [f"            note: {n}" for n in g["notes"]]
     out += [f"Note        {n}" for n in r["notes"]]
     return "\n".join(out)

@@ -51,6 +51,7 @@ class Key:
     not_written_because: str = ""     # empty: git-tune may write the key
     module: str = ""                  # the module that trials and decides it (keys/registry.py)
     online_cpus: Tuple[str, ...] = () # values meaning Git's online_cpus(): never written
+    per_repository: bool = False      # a wider scope gets it only in the repository's block
 
     @property
     def writable(self) -> bool:
@@ -147,7 +148,8 @@ def _keys(raw: dict) -> Dict[str, Key]:
             needs_index_rewrite=k.get("needs_index_rewrite", False),
             since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
             not_written_because=" ".join(k.get("not_written_because", "").split()),
-            module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())))
+            module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())),
+            per_repository=bool(k.get("per_repository", False)))
     return keys
 
 

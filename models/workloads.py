@@ -6,7 +6,7 @@ from typing import Dict
 
 from git_tune.errors import UsageError
 
-WORKLOADS = ("status", "untracked", "checkout", "clone", "index")
+WORKLOADS = ("status", "untracked", "checkout", "clone", "index", "write")
 # A workload weighed at least this much is measured for the profile, and no key's value
 # may make it slower beyond noise.
 MIN_WEIGHT = 0.1

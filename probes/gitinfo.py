@@ -32,6 +32,8 @@ class GitFacts:
     fsmonitor_daemon: Optional[bool]
     fsmonitor_detail: str
     notes: Tuple[str, ...]
+    skip_hash: Optional[bool] = None     # writes a zero index trailer with index.skipHash
+    skip_hash_detail: str = "not tested"
 
 
 def run_git(args: List[str], cwd: Optional[str] = None, timeout: float = 30,
@@ -131,6 +133,26 @@ def fsmonitor_daemon(repo: Optional[str]) -> Tuple[Optional[bool], str]:
     return True, text or "available"
 
 
+def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
+    """Whether this git honours index.skipHash, from what it writes: an index in a
+    throw-away repository, whose trailer is zeros when the hash was skipped."""
+    if not scratch:
+        return None, "not tested: no writable scratch directory"
+    repo = os.path.join(scratch, "skiphash")
+    if run_git(["init", "-q", repo]).returncode:
+        return None, "not tested: git init failed"
+    proc = run_git(["-c", "index.skipHash=true", "update-index", "--force-write-index"], cwd=repo)
+    index = os.path.join(repo, ".git", "index")
+    if proc.returncode or not os.path.exists(index):
+        return None, f"not tested: {git.first_lines(proc.stderr) or 'no index written'}"
+    with open(index, "rb") as f:
+        data = f.read()
+    # The trailer is the hash's length: 20 bytes (SHA-1) in a repository git init made.
+    if data[-20:] == bytes(20):
+        return True, "honoured (an index written with it ends in a zero trailer)"
+    return False, "ignored (an index written with it still ends in its hash)"
+
+
 def git_facts(repo: Optional[str], scratch: Optional[str], thorough: bool = False) -> GitFacts:
     notes = []
     binary = shutil.which("git")
@@ -148,6 +170,8 @@ def git_facts(repo: Optional[str], scratch: Optional[str], thorough: bool = Fals
                          f"{catalogue.format_version(version)} ignores it")
     ut, ut_detail = untracked_cache_verdict(scratch, catalogue.format_version(version), thorough)
     fsm, fsm_detail = fsmonitor_daemon(repo)
+    sh, sh_detail = skip_hash(scratch)
     return GitFacts(binary, catalogue.format_version(version),
                     {n: catalogue.format_version(k.since) for n, k in understood.items()},
-                    not_understood, values, ut, ut_detail, fsm, fsm_detail, tuple(notes))
+                    not_understood, values, ut, ut_detail, fsm, fsm_detail, tuple(notes),
+                    sh, sh_detail)

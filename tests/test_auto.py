@@ -234,7 +234,7 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     names = [w["name"] for w in data["workloads"]]
-    assert names == ["status", "untracked", "diff", "index", "switch"]
+    assert names == ["status", "untracked", "diff", "index", "write", "switch"]
     switch = data["workloads"][-1]
     assert switch["phases_after"].get("children/git checkout--worker") == 4
     assert "children/git checkout--worker" not in switch["phases_before"]

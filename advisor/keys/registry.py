@@ -15,6 +15,7 @@ A key module may provide, for the keys it owns (all optional):
     rewrite_index(key, value, repo)   make an existing index follow the value; a sentence
     on_disk(key, value, repo)     (facts, to-dos) `show` reports beyond the config
     upgrade_v1(validation)        the key's record.Trial from a schema-1 record
+    after_revert(key, value)      end what the reverted value started; sentences saying what
 
 A key without a module (or without decide) is reported and left at Git's default.
 Adding a key is one toml entry and, to measure it, one module here.
@@ -143,6 +144,17 @@ def verify_workloads(keys) -> Tuple[str, ...]:
     for k in keys:
         out += [w for w in entry(k).verify_workloads() if w not in out]
     return tuple(out)
+
+
+def after_revert(undone: List[Dict[str, str]]) -> List[str]:
+    """Each reverted key's module ends what its value had started (once per key and
+    value, whichever blocks held it); sentences saying what was ended."""
+    out: List[str] = []
+    for k, v in sorted({(k, v) for values in undone for k, v in values.items()}):
+        e = find(k)
+        fn = e._get("after_revert") if e else None
+        out += fn(e.key, v) if fn else []
+    return out
 
 
 def index_shape(settings: Dict[str, str]):

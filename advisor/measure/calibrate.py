@@ -88,7 +88,7 @@ def _measure(bench: Bench, understood) -> None:
             continue
         if trial is not None:
             bench.trials[entry.key.name] = trial
-            if trial.main.fails == FAILS_DEFAULT:
+            if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
                 bench.required.update(trial.main.candidate)
             bench.budget.tick("validate")
 

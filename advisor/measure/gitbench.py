@@ -237,6 +237,15 @@ def status(worktree: str, index_file: str, untracked: bool):
     return run
 
 
+def index_write(worktree: str, index_file: str):
+    """What every command that writes the index pays (add, commit, a status that
+    refreshed entries): the whole index written again, trailer and all."""
+    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
+        return timed_git(["update-index", "--force-write-index"], worktree, settings,
+                         {"GIT_INDEX_FILE": index_file}, trace_file)
+    return run
+
+
 def index_load(worktree: str, index_file: str):
     def run(settings: Settings, trace_file: Optional[str] = None) -> float:
         return timed_git(["ls-files"], worktree, settings, {"GIT_INDEX_FILE": index_file},

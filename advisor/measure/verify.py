@@ -20,7 +20,7 @@ from git_tune.probes.scratch import scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
-ALL_WORKLOADS = ("status", "untracked", "diff", "index", "switch")
+ALL_WORKLOADS = ("status", "untracked", "diff", "index", "write", "switch")
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,8 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
         return "git status", gitbench.status(wt, index, untracked=True)
     if name == "index":
         return "git ls-files", gitbench.index_load(wt, index)
+    if name == "write":
+        return "git update-index --force-write-index", gitbench.index_write(wt, index)
     if name == "diff":
         def diff(settings, trace_file=None):
             return gitbench.timed_git(["diff", "--quiet", "--exit-code"], wt, settings,

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import __version__, git
+from git_tune.advisor.keys import registry
 from git_tune.advisor.write import configtext, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
 from git_tune.errors import ConfigWriteError, GitError, UsageError
@@ -456,6 +457,7 @@ class RevertResult:
     restored: Tuple[str, ...]        # back to their exact bytes from before git-tune
     include_removed_from: Optional[str]   # edited since: only our include.path was removed
     message: str
+    stopped: Tuple[str, ...] = ()   # what the reverted values had started and revert ended
 
 
 def revert(scope: Scope) -> RevertResult:
@@ -471,6 +473,8 @@ def revert(scope: Scope) -> RevertResult:
         if not entry:
             raise UsageError(f"git-tune has written nothing for scope {scope.name} "
                              f"({scope.include_file}); nothing to revert")
+        undone = [read_include(scope.include_file),
+                  *read_per_repo(scope.include_file).values()]
         originals = entry.get("originals") or _originals_of(entry.get("first_backup", entry.get("backup")))
         if not originals:
             raise ConfigWriteError(f"the backup from before git-tune's first write to scope "
@@ -496,4 +500,9 @@ def revert(scope: Scope) -> RevertResult:
     msg = f"restored {len(restored)} file(s) to their bytes from before git-tune"
     if removed_from:
         msg += f"; '{removed_from}' was edited since, so only git-tune's include.path was removed"
-    return RevertResult(asdict(scope), tuple(restored), removed_from, msg)
+    # A value may have started processes (a daemon per repository): its key module
+    # ends the ones nothing asks for any more.
+    stopped = registry.after_revert(undone)
+    if stopped:
+        msg += "; " + "; ".join(stopped)
+    return RevertResult(asdict(scope), tuple(restored), removed_from, msg, tuple(stopped))

@@ -1,0 +1,107 @@
+"""core.fsmonitor: Git's built-in daemon tells `git status` what changed, instead of an
+lstat of every entry (and, with the untracked cache, a scan of every directory).
+
+Linux git has the daemon from 2.55 (inotify); an older git accepts `true` and only
+pays for asking. Whether this git has it is read from its behaviour (the probe's
+`fsmonitor--daemon status`), and git itself refuses network file systems (NFS, SMB,
+FUSE) unless fsmonitor.allowRemote: its refusal is the answer there. The daemon
+needs one inotify watch per directory. Real git decides: `git status` with the
+daemon warm against without, on index copies. A daemon the trial started is always
+stopped; one the user already ran is left running.
+
+The value is per repository (one daemon per working tree): a write to a wider scope
+puts it in that repository's own block (`per_repository` in keys.toml).
+"""
+import os
+import shutil
+from typing import Optional
+
+from git_tune import fsmonitor as daemon
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.models import workloads
+
+KEY = "core.fsmonitor"
+# Watches are per user and shared by every daemon and editor: one repository may take
+# at most this share of the limit.
+WATCH_SHARE = 0.5
+WORKLOADS = {"status": ("git status -uno with the daemon warm", False),
+             "untracked": ("git status with the daemon warm", True)}
+
+
+def _refused(key, reason: str, **facts) -> Trial:
+    """A trial git-tune did not run, and why (the decision quotes it)."""
+    return Trial(key.name, (), {"refused": reason, **facts})
+
+
+def directories(names) -> int:
+    return len({os.path.dirname(n) for n in names} | {""})
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    if bench.git_facts.fsmonitor_daemon is not True:
+        return _refused(key, f"git {bench.git_facts.version} has no fsmonitor daemon here "
+                             f"({bench.git_facts.fsmonitor_detail}); `true` would only add a "
+                             "query to every command")
+    dirs, limit = directories(bench.names), daemon.max_user_watches()
+    if limit is not None and dirs > limit * WATCH_SHARE:
+        return _refused(key, f"the daemon needs one inotify watch per directory ({dirs:,}) and "
+                             f"fs.inotify.max_user_watches is {limit:,}", directories=dirs,
+                        max_user_watches=limit)
+    wt = bench.worktree
+    was_running = daemon.running(wt)
+    state = daemon.state_dir(bench.ws.layout.git_dir)
+    state_existed = os.path.exists(state)
+    if not was_running:
+        refused = daemon.start(wt, gitbench.config_env({}))
+        if refused:
+            return _refused(key, f"git refuses the daemon here: {refused}")
+    try:
+        comparisons = []
+        for workload, (_, untracked) in WORKLOADS.items():
+            if workload != "status" and not bench.counts(workload):
+                continue
+            off, on = {KEY: "false"}, {KEY: "true"}
+            s_off = gitbench.status(wt, bench.ws.index_copy(f"fsm-off-{workload}"), untracked)
+            s_on = gitbench.status(wt, bench.ws.index_copy(f"fsm-on-{workload}"), untracked)
+            comparisons.append(bench.ab(workload, off, on, lambda: s_off(off),
+                                        lambda: s_on(on)))
+    finally:
+        if not was_running:
+            daemon.stop(wt)
+            if not state_existed:       # the daemon's cookie directory, made for this trial
+                shutil.rmtree(state, ignore_errors=True)
+    return Trial(KEY, tuple(comparisons), {"directories": dirs, "max_user_watches": limit,
+                                           "daemon_was_running": was_running})
+
+
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    if not t.comparisons:
+        return advice.not_set(key, "not set: " + t.facts["refused"], dict(t.facts))
+    if workloads.cold(cal.options.workload):
+        # A fresh clone has no daemon: its first command starts one, which then outlives
+        # the job on a shared runner.
+        return advice.not_set(key, f"not set: the {cal.options.workload} profile's clones are "
+                                   "fresh, and each would start a daemon that outlives it")
+    return advice.weighed(key, t, weights, "true", {w: text for w, (text, _) in WORKLOADS.items()},
+                          {"directories": t.facts.get("directories"),
+                           "max_user_watches": t.facts.get("max_user_watches")},
+                          suffix="; one daemon per repository, started by its next git command")
+
+
+def verify_workloads(key):
+    return ("status", "untracked")
+
+
+def after_revert(key, value: str):
+    """The daemons the reverted value started, in repositories that no longer ask for one
+    (a daemon the user's own config still asks for stays)."""
+    if value != "true":
+        return []
+    stopped = daemon.stop_unwanted()
+    return [f"stopped the fsmonitor daemon of {d}" for d in stopped]

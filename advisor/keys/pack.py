@@ -1,0 +1,84 @@
+"""pack.threads: the threads `git index-pack` resolves deltas with, the CPU a clone or a
+fetch spends once the pack has arrived.
+
+Git's own choice (unset, or 0) follows online_cpus(), which ignores a CPU quota; since
+2.29 index-pack caps it (fewer than 4 CPUs: all; then 3, half, at most 20). Real git
+decides: index-pack of the repository's largest pack (or, with none, the pack a clone
+of it would receive, made once in the scratch directory) with each count from 1 to the
+cores, then Git's choice against the fastest. 0 is never written.
+"""
+import glob
+import os
+from typing import Optional
+
+from git_tune import git
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Calibration, Trial
+
+KEY = "pack.threads"
+MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
+
+
+def _pack_for(bench: Bench) -> Optional[str]:
+    """The largest pack the repository has, or the whole history packed into scratch."""
+    common = git.run(["rev-parse", "--git-common-dir"], cwd=bench.worktree).stdout.strip()
+    common = os.path.join(bench.worktree, common)
+    packs = glob.glob(os.path.join(common, "objects", "pack", "*.pack"))
+    if packs:
+        return max(packs, key=os.path.getsize)
+    # Every object reachable from any ref: what a clone of the repository receives.
+    base = os.path.join(bench.ws.root, "clone")
+    proc = git.run(["pack-objects", "--all", "--revs", "-q", base], cwd=bench.worktree,
+                   input="", env=gitbench.config_env({}))
+    made = glob.glob(base + "-*.pack")
+    if proc.returncode or not made:
+        bench.notes.append(f"{KEY}: no pack to time (git pack-objects: "
+                           f"{git.first_lines(proc.stderr) or 'nothing written'})")
+        return None
+    return made[0]
+
+
+def index_pack(pack: str, root: str):
+    out = os.path.join(root, "index-pack.idx")
+
+    def run(settings, trace_file=None) -> float:
+        for leftover in (out, out[:-4] + ".rev"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+        return gitbench.timed_git(["index-pack", "-o", out, pack], root, settings,
+                                  trace_file=trace_file)
+    return run
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    counts = range(1, min(bench.cores, MAX_COUNT) + 1)
+    if len(counts) < 2:
+        bench.notes.append(f"{KEY}: one CPU to use, so there is no thread count to choose")
+        return None
+    pack = _pack_for(bench)
+    if pack is None:
+        return None
+    run = index_pack(pack, bench.ws.root)
+    run({})                                               # warm the pack into the cache
+    # One quick pass over the counts picks the candidate; the A/B against Git's own
+    # choice is what decides.
+    times = {n: min(run({KEY: str(n)}) for _ in range(2)) for n in counts}
+    best = str(min(times, key=times.get))
+    cand = {KEY: best}
+    c = bench.ab("clone", {}, cand, lambda: run({}), lambda: run(cand))
+    return Trial(KEY, (c,), {"pack_bytes": os.path.getsize(pack),
+                             "seconds_by_count": {str(n): round(t, 4) for n, t in times.items()}})
+
+
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    threads = t.main.candidate[KEY]
+    mib = t.facts.get("pack_bytes", 0) / 2 ** 20
+    return advice.weighed(key, t, weights, threads,
+                          {"clone": f"indexing a {mib:.1f} MiB pack (git index-pack, what clone "
+                                    "and fetch spend their CPU on)"},
+                          {"seconds_by_count": t.facts.get("seconds_by_count")})

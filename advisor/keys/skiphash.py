@@ -1,0 +1,58 @@
+"""index.skipHash (2.40+): write the index without its SHA-1 trailer (zeros instead).
+
+Every command that writes the index (add, commit, a status that refreshed entries)
+hashes the whole file; skipping it is what `feature.manyFiles` does since 2.40. Real
+git decides: `git update-index --force-write-index` on an index copy with the key
+against without. That the git in use honours the key is read from what it wrote
+(a zero trailer), not from its version. Such an index is unreadable to tools built on
+libgit2 and is reported corrupt by `git fsck` before 2.40: the reason says so.
+"""
+from typing import Optional
+
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.gitbench import IndexShape
+from git_tune.advisor.measure.record import Calibration, Trial
+
+KEY = "index.skipHash"
+TRAILER = 20          # SHA-1: the repositories git-tune tunes (SHA-256 ones end in 32)
+COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read such an "
+          "index, and git before 2.40 reports it corrupt")
+
+
+def zero_trailer(index_file: str) -> bool:
+    with open(index_file, "rb") as f:
+        f.seek(-TRAILER, 2)
+        return f.read() == bytes(TRAILER)
+
+
+def index_shape(key, value: str) -> IndexShape:
+    return IndexShape(settings=((KEY, value),)) if value in ("true", "false") else IndexShape()
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    ws, wt = bench.ws, bench.worktree
+    on = ws.index_copy("skiphash-on", index_shape(key, "true"))
+    if bench.git_facts.skip_hash is False or not zero_trailer(on):
+        bench.notes.append(f"{KEY}: git {bench.git_facts.version} wrote a hashed index with it "
+                           "set, so it does not honour the key")
+        return None
+    off, cand = {KEY: "false"}, {KEY: "true"}
+    w_off = gitbench.index_write(wt, ws.index_copy("skiphash-off", index_shape(key, "false")))
+    w_on = gitbench.index_write(wt, on)
+    return Trial(KEY, (bench.ab("write", off, cand, lambda: w_off(off), lambda: w_on(cand)),),
+                 {"entries": len(bench.names)})
+
+
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    return advice.weighed(key, t, weights, "true",
+                          {"write": "writing the index (git update-index --force-write-index)"},
+                          {"entries": t.facts.get("entries")}, suffix=COMPAT)
+
+
+def verify_workloads(key):
+    return ("write",)
