@@ -144,7 +144,9 @@ def test_hostile_provenance_stays_in_comments():
     {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
      "settings": {"checkout.workers": "4"}, "measurements": {"checkout.workers": {"speedup": "fast"}}},
     {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
-     "settings": {"pack.threads": "2"}},
+     "settings": {"feature.manyFiles": "true"}},
+    {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
+     "settings": {"core.fsmonitor": "true"}},
     {"schema": profiles.SCHEMA, "class": dict({f: "x" for f in profiles.CLASS_FIELDS}, git=">=2.39.0"),
      "settings": {}, "provenance": {"hosts": float("nan")}},
 ], ids=lambda s: json.dumps(s)[:40])
@@ -167,13 +169,24 @@ def test_values_python_accepts_but_git_does_not_are_refused_or_canonical(home):
 
 
 def test_keys_git_tune_never_writes_are_refused(home, small_repo, tmp_path):
-    for kv in ("feature.manyFiles=true", "pack.threads=2"):
-        res = invoke("set", kv)
-        no_traceback(res, 2)
-        assert "never writes" in res.output
+    res = invoke("set", "feature.manyFiles=true")
+    no_traceback(res, 2)
+    assert "never writes" in res.output
     path = tmp_path / "p.json"
     path.write_text(json.dumps(profile_for(small_repo, {"feature.manyFiles": "true"})))
     no_traceback(invoke("apply", path, "--repo", small_repo), 2)
+
+
+def test_a_profile_cannot_carry_a_per_repository_key(home, small_repo, tmp_path):
+    """core.fsmonitor starts a daemon in every repository that reads it: a fleet profile
+    carrying it is refused, and nothing is written."""
+    before = snapshot(home)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile_for(small_repo, {"core.fsmonitor": "true"})))
+    res = invoke("apply", path, "--repo", small_repo, "--force")
+    no_traceback(res, 2)
+    assert "belongs to one repository" in res.output
+    assert snapshot(home) == before
 
 
 def parsing_command(key, repo, tmp_path):
@@ -189,6 +202,8 @@ def parsing_command(key, repo, tmp_path):
         return ["update-index", "--force-write-index"], {}
     if key == "index.threads":
         return ["ls-files"], {}
+    if key == "pack.threads":                           # pack-objects, started by repack
+        return ["repack", "-a", "-d", "-q"], {}
     return ["status", "--porcelain"], {}
 
 

@@ -82,8 +82,11 @@ def host_class(report) -> Dict[str, str]:
 
 def export(report, record, rec) -> dict:
     """A profile from a probe report, a calibration record and its recommendation."""
-    measurements = {k.key: asdict(k.gain) for k in rec.keys if k.status == "set" and k.gain}
-    return {"schema": SCHEMA, "class": host_class(report), "settings": rec.settings(),
+    # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
+    fleet = {k: v for k, v in rec.settings().items() if not catalogue.lookup(k).per_repository}
+    measurements = {k.key: asdict(k.gain) for k in rec.keys
+                    if k.status == "set" and k.gain and k.key in fleet}
+    return {"schema": SCHEMA, "class": host_class(report), "settings": fleet,
             "measurements": measurements, "workload": rec.workload,
             "provenance": {"fingerprint": record.fingerprint, "created": time.time(),
                            "calibrated": record.created, "git_tune_version": __version__,
@@ -161,6 +164,9 @@ def parse(data, source: str) -> dict:
         for k, v in _object(data.get("settings"), "settings").items():
             key = catalogue.lookup(k)
             key.require_writable()
+            if key.per_repository:
+                raise MalformedProfile(f"{key.name} belongs to one repository (it starts a "
+                                       "daemon there): a fleet profile cannot carry it")
             settings[key.name] = key.validate(v)
         measurements = {catalogue.lookup(k).name: _measurement(m, f"measurements.{k}")
                         for k, m in _object(data.get("measurements", {}), "measurements").items()}
