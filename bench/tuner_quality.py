@@ -10,8 +10,8 @@ x checkout.thresholdForParallelism x core.preloadIndex, each cell timed with
 real git. index.threads is left out: below 20,000 entries git writes no
 offset table, so it changes nothing here (see bench/index_pool.py). The
 three best cells are then timed again, interleaved with Git's defaults,
-Scalar's settings and git-tune's recommendation, and "grid best" is the
-fastest of them in those rounds.
+Scalar's settings (2.39's and 2.55's lists, bench/scalar.toml) and git-tune's
+recommendation, and "grid best" is the fastest of them in those rounds.
 
 Targets (autotuner issue): the recommendation within 5% of the grid's best,
 never slower than Git's defaults beyond noise, and calibrate + recommend
@@ -34,8 +34,24 @@ from git_tune.advisor.decide.recommend import recommend
 from git_tune.models import stats
 
 WEIGHTS = {"status": 0.4, "checkout": 0.4, "index": 0.2}
-SCALAR = {"core.preloadIndex": "true", "core.untrackedCache": "true", "index.threads": "true",
-          "index.version": "4"}
+
+
+def scalar_lists() -> dict:
+    """Scalar's recommended settings per release (bench/scalar.toml), with what needs
+    support added only where the git in use has it."""
+    import tomllib
+    from git_tune.probes import gitinfo
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "scalar.toml"), "rb") as f:
+        lists = tomllib.load(f)
+    supported = {"fsmonitor_daemon": gitinfo.fsmonitor_daemon(os.getcwd())[0] is True}
+    out = {}
+    for release, entry in lists.items():
+        settings = dict(entry["settings"])
+        for feature, extra in entry.get("where_supported", {}).items():
+            if supported.get(feature):
+                settings.update(extra)
+        out[f"scalar {release}"] = settings
+    return out
 
 
 class Mix:
@@ -89,7 +105,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     grid_cost = time.monotonic() - t0
     top = sorted(grid.values(), key=lambda cv: cv[1])[:3]
     # The contenders, interleaved so drift hits them alike.
-    contenders = {"git defaults": {}, "scalar": SCALAR, "git-tune": tuned}
+    scalars = scalar_lists()
+    contenders = {"git defaults": {}, **scalars, "git-tune": tuned}
     for i, (cfg, _) in enumerate(top):
         contenders[f"grid #{i + 1}"] = cfg
     times = {k: [] for k in contenders}
@@ -101,12 +118,14 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
         for k, cfg in contenders.items():
             times[k].append(mix.run(cfg))
         rounds += 1
+    # Scalar's core.fsmonitor=true starts a daemon with a git that has one: never leave it.
+    timed(["git", "fsmonitor--daemon", "stop"], repo, {}, check=False)
     med = {k: median(v) for k, v in times.items()}
     best = min((k for k in contenders if k.startswith("grid #")), key=med.get)
     vs_default = stats.compare(times["git defaults"], times["git-tune"])
     vs_best = stats.compare(times[best], times["git-tune"])
     row = (kind + (" cold" if cold else ""), f"{med['git defaults'] * 1e3:.0f} ms",
-           f"{med['scalar'] * 1e3:.0f} ms", f"{med['git-tune'] * 1e3:.0f} ms",
+           *(f"{med[k] * 1e3:.0f} ms" for k in scalars), f"{med['git-tune'] * 1e3:.0f} ms",
            f"{med[best] * 1e3:.0f} ms", f"{vs_best.ratio:.3f} [{vs_best.low:.3f}-{vs_best.high:.3f}]",
            f"{vs_default.verdict} ({vs_default.ratio:.3f})",
            f"{tune_cost:.0f} s / {grid_cost:.0f} s = {tune_cost / grid_cost:.0%}", label(tuned),
@@ -129,7 +148,9 @@ def kept_results(rerun) -> dict:
             old = json.load(f)
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in old["data"].items() if k not in rerun and "row" in v}
+    # Rows from before the 2.55 Scalar column have one column fewer: run them again.
+    return {k: v for k, v in old["data"].items()
+            if k not in rerun and "row" in v and "scalar 2.55" in v.get("times", {})}
 
 
 def main():
@@ -158,13 +179,15 @@ def main():
             notes.append(f"{name}: {e}")
     rows = [data[n]["row"] for n in BEDS if n in data]
     report("tuner_quality", f"Real git, weighted mix on {files} files: git-tune against an exhaustive grid",
-           ("bed", "git defaults", "scalar", "git-tune", "grid best", "git-tune / grid best [95%]",
+           ("bed", "git defaults", *scalar_lists(), "git-tune", "grid best",
+            "git-tune / grid best [95%]",
             "git-tune vs defaults", "calibrate+recommend / grid", "git-tune wrote", "grid best is"),
            rows, data, args.tiny,
            notes + [f"grid: {sum(1 for _ in grid_configs(args.tiny))} cells (checkout.workers x "
                     "checkout.thresholdForParallelism x core.preloadIndex), each the median of "
                     f"{repeat} real-git mixes; then the 3 best cells, Git's defaults, Scalar's "
-                    f"settings and git-tune's, interleaved, {final} to 30 rounds (more while a "
+                    "settings (each release's list, bench/scalar.toml; core.fsmonitor only "
+                    f"with a git that has the daemon) and git-tune's, interleaved, {final} to 30 rounds (more while a "
                     "round takes under 1 s)",
                     "rows come from one run per bed; `--beds NAME` re-runs a bed and keeps the "
                     "others' stored rows (each row's time is in the JSON)",
