@@ -148,9 +148,15 @@ def kept_results(rerun) -> dict:
             old = json.load(f)
     except (OSError, ValueError):
         return {}
-    # Rows from before the 2.55 Scalar column have one column fewer: run them again.
-    return {k: v for k, v in old["data"].items()
-            if k not in rerun and "row" in v and "scalar 2.55" in v.get("times", {})}
+    return {k: v for k, v in old["data"].items() if k not in rerun and "row" in v}
+
+
+def row_of(bed: dict) -> list:
+    """A stored row; one from before the 2.55 Scalar column gets "-" there (not run)."""
+    row = list(bed["row"])
+    if "scalar 2.55" not in bed.get("times", {}):
+        row.insert(3, "-")
+    return row
 
 
 def main():
@@ -177,7 +183,7 @@ def main():
                 print(row, flush=True)
         except BedUnavailable as e:
             notes.append(f"{name}: {e}")
-    rows = [data[n]["row"] for n in BEDS if n in data]
+    rows = [row_of(data[n]) for n in BEDS if n in data]
     report("tuner_quality", f"Real git, weighted mix on {files} files: git-tune against an exhaustive grid",
            ("bed", "git defaults", *scalar_lists(), "git-tune", "grid best",
             "git-tune / grid best [95%]",

@@ -116,3 +116,19 @@ def any_git(request, monkeypatch):
     binary = request.param if request.param != SYSTEM_GIT else subprocess.run(
         ["sh", "-c", "command -v git"], stdout=subprocess.PIPE, text=True).stdout.strip()
     return binary
+
+
+@pytest.fixture
+def latfs_bed():
+    """The latency FUSE bed with NFS-like attribute caching (skips where it cannot mount);
+    the test writes under <mount>/../backing and reads through the mount."""
+    from testbeds import BedUnavailable, latfs
+    try:
+        cm = latfs()
+        mnt = cm.__enter__()
+    except BedUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        yield mnt
+    finally:
+        cm.__exit__(None, None, None)

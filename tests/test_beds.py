@@ -130,26 +130,18 @@ def test_generated_repository_is_real_and_deterministic(tmp_path):
     assert max(sizes) <= 256 * 1024
 
 
-def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypatch):
+def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypatch, latfs_bed):
     # latfs with NFS-like attribute caching: the probe classes it network, and
     # every preload measurement follows a warming pass (see sweep_preload).
     from git_tune.advisor.measure import calibrate
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
-    try:
-        cm = latfs()
-        mnt = cm.__enter__()
-    except BedUnavailable as e:
-        pytest.skip(str(e))
-    try:
-        backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
-        repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
-        record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo")),
-                                     Options(budget=3), store=False)
-        assert record.storage.storage_class == "network"
-        assert any(n.startswith("preload sweep hot") for n in record.notes), record.notes
-        assert record.sweeps["checkout"].dims[0].high == 32
-        first = record.sweeps["preload"].evaluations[0].point
-        assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}
-    finally:
-        cm.__exit__(None, None, None)
-    assert not mounted(mnt)
+    mnt = latfs_bed
+    backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
+    repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
+    record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo")),
+                                 Options(budget=3), store=False)
+    assert record.storage.storage_class == "network"
+    assert any(n.startswith("preload sweep hot") for n in record.notes), record.notes
+    assert record.sweeps["checkout"].dims[0].high == 32
+    first = record.sweeps["preload"].evaluations[0].point
+    assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}

@@ -126,28 +126,19 @@ def test_newer_keys_are_measured_and_no_daemon_is_left(big_repo):
 
 
 @needs_daemon
-def test_fsmonitor_is_refused_on_network_storage(tmp_path, monkeypatch):
-    from testbeds import BedUnavailable, latfs
+def test_fsmonitor_is_refused_on_network_storage(tmp_path, monkeypatch, latfs_bed):
     from git_tune.advisor.decide.recommend import recommend
     from git_tune.advisor.measure import calibrate
     from git_tune.advisor.measure.record import Options
     on_path(monkeypatch, DAEMON_GITS[-1])
-    try:
-        cm = latfs()
-        mnt = cm.__enter__()
-    except BedUnavailable as e:
-        pytest.skip(str(e))
-    try:
-        backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
-        repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
-        record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo")),
-                                     Options(budget=3), store=False)
-        advice = {a.key: a for a in recommend(record, "mixed").keys}["core.fsmonitor"]
-        assert advice.value is None
-        assert "incompatible" in advice.reason or "remote" in advice.reason, advice.reason
-        assert not fsmonitor.all_running()
-    finally:
-        cm.__exit__(None, None, None)
+    backing = os.path.join(os.path.dirname(latfs_bed), "backing", "repo")
+    repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
+    record = calibrate.calibrate(calibrate.probe_repository(os.path.join(latfs_bed, "repo")),
+                                 Options(budget=3), store=False)
+    advice = {a.key: a for a in recommend(record, "mixed").keys}["core.fsmonitor"]
+    assert advice.value is None
+    assert "incompatible" in advice.reason or "remote" in advice.reason, advice.reason
+    assert not fsmonitor.all_running()
 
 
 @needs_daemon

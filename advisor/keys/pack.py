@@ -12,13 +12,18 @@ import os
 from typing import Optional
 
 from git_tune import git
+from git_tune.errors import GitError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Trial
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
+# Last: packing a repository without packs reads every object, and a client spends
+# little of its day in index-pack.
+TRIAL_RANK = 2
+PACK_SHARE = 0.25  # of the budget left, at most, to make the pack to time
 
 
 def _pack_for(bench: Bench) -> Optional[str]:
@@ -30,8 +35,14 @@ def _pack_for(bench: Bench) -> Optional[str]:
         return max(packs, key=os.path.getsize)
     # Every object reachable from any ref: what a clone of the repository receives.
     base = os.path.join(bench.ws.root, "clone")
-    proc = git.run(["pack-objects", "--all", "--revs", "-q", base], cwd=bench.worktree,
-                   input="", env=gitbench.config_env({}))
+    limit = bench.budget.left() * PACK_SHARE
+    if limit < 1:
+        raise OutOfBudget(None)
+    try:
+        proc = git.run(["pack-objects", "--all", "--revs", "-q", base], cwd=bench.worktree,
+                       input="", env=gitbench.config_env({}), timeout=limit)
+    except GitError:       # did not finish in its share: the budget, not git, ended it
+        raise OutOfBudget(None) from None
     made = glob.glob(base + "-*.pack")
     if proc.returncode or not made:
         bench.notes.append(f"{KEY}: no pack to time (git pack-objects: "
@@ -61,10 +72,11 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if pack is None:
         return None
     run = index_pack(pack, bench.ws.root)
-    run({})                                               # warm the pack into the cache
-    # One quick pass over the counts picks the candidate; the A/B against Git's own
-    # choice is what decides.
-    times = {n: min(run({KEY: str(n)}) for _ in range(2)) for n in counts}
+    once = run({})                                        # warms the pack into the cache
+    # One quick pass over the counts picks the candidate (two runs each where a quarter
+    # of the budget left holds them); the A/B against Git's own choice is what decides.
+    passes = 2 if 2 * len(counts) * once < bench.budget.left() / 4 else 1
+    times = {n: min(run({KEY: str(n)}) for _ in range(passes)) for n in counts}
     best = str(min(times, key=times.get))
     cand = {KEY: best}
     c = bench.ab("clone", {}, cand, lambda: run({}), lambda: run(cand))

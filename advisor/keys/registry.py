@@ -16,6 +16,9 @@ A key module may provide, for the keys it owns (all optional):
     on_disk(key, value, repo)     (facts, to-dos) `show` reports beyond the config
     upgrade_v1(validation)        the key's record.Trial from a schema-1 record
     after_revert(key, value)      end what the reverted value started; sentences saying what
+    TRIAL_RANK                    when its trials run, lower first (default 1): where the
+                                  budget cannot reach every trial, the cheap ones with the
+                                  most at stake go first; ties keep catalogue order
 
 A key without a module (or without decide) is reported and left at Git's default.
 Adding a key is one toml entry and, to measure it, one module here.
@@ -100,6 +103,11 @@ def _entries() -> Tuple[Entry, ...]:
 def entries() -> Tuple[Entry, ...]:
     """Every catalogue key, in catalogue order, with its module."""
     return _entries()
+
+
+def trial_order() -> Tuple[Entry, ...]:
+    """Every entry in the order its trial runs (TRIAL_RANK, then catalogue order)."""
+    return tuple(sorted(_entries(), key=lambda e: getattr(e.module, "TRIAL_RANK", 1)))
 
 
 def entry(name: str) -> Entry:

@@ -60,7 +60,7 @@ def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
 
 
 def _measure(bench: Bench, understood) -> None:
-    """Every family's sweep, then every key's trial, in catalogue order. A key whose
+    """Every family's sweep, then every key's trial (registry.trial_order). A key whose
     candidate is what lets git run here at all (Git's default failed, the candidate
     worked) is required by every later trial, so theirs are not the same failure."""
     for family, sweep in registry.sweepers():
@@ -72,7 +72,7 @@ def _measure(bench: Bench, understood) -> None:
         if result is not None:
             bench.sweeps[family] = result
         bench.budget.tick(family)
-    for entry in registry.entries():
+    for entry in registry.trial_order():
         if entry.key.name not in understood:
             continue
         try:
