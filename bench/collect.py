@@ -9,7 +9,8 @@ import time
 from common import RESULTS, ROOT
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
-         "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "calibrate_speed", "binary"]
+         "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
+         "fsmonitor_daemon", "calibrate_speed", "binary"]
 
 HEAD = """# Benchmarks
 
