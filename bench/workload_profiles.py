@@ -13,6 +13,7 @@ cache, an index version) never reaches another. The workloads are the commands a
     checkout    400 files removed, then git checkout -f (a branch switch's write)
     clone       git clone of the repository, then the next git status -uno in it
     index       git ls-files
+    write       git update-index --force-write-index (what add, commit pay for the index)
 
 Per profile, its objective is the weighted geometric mean over its own workloads
 (models/workloads.toml) of the time ratio against Git's defaults; the claim checked is
@@ -72,6 +73,7 @@ class Workloads:
             "untracked": (["status", "--porcelain"], {}),
             "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
             "index": (["ls-files"], {}),
+            "write": (["update-index", "--force-write-index"], {}),
         }[name]
         return timed(["git", *cmd], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
