@@ -84,28 +84,24 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
 def _split_per_repository(settings, scope, git_dir: str):
     """(values for the scope, per-repository blocks). A key that belongs to one
     repository (it starts a daemon there) goes, in a scope wider than the repository,
-    into this repository's own block; the other repositories' blocks stay as they are."""
+    into this repository's own block; the other repositories' blocks stay as they are.
+    `git_dir` is as the blocks name it (configwrite.read_per_repo: no trailing slash)."""
     if scope.name == "local":
         return settings, None
     mine = {k: v for k, v in settings.items() if catalogue.lookup(k).per_repository}
     blocks = configwrite.read_per_repo(scope.include_file)
-    block = {k: v for k, v in blocks.pop(git_dir.rstrip("/"), {}).items()
+    block = {k: v for k, v in blocks.pop(git_dir, {}).items()
              if not catalogue.lookup(k).per_repository}
     block.update(mine)
     if block:
-        blocks[git_dir.rstrip("/")] = block
+        blocks[git_dir] = block
     return {k: v for k, v in settings.items() if k not in mine}, blocks
 
 
-def _written_here(plan, git_dir: str) -> dict:
-    """Every value the plan gives this repository: the scope's and its own block's."""
-    return {**plan.settings, **plan.per_repo.get(git_dir.rstrip("/"), {})}
-
-
-def _verify(plan, git_dir: str, repo: str, opts: AutoOptions, say: Say) -> dict:
-    """Real git before and after, on the workloads that show the keys written."""
-    after = _written_here(plan, git_dir)
-    current = {**plan.current, **plan.current_per_repo.get(git_dir.rstrip("/"), {})}
+def _verify(plan, after: dict, git_dir: str, repo: str, opts: AutoOptions, say: Say) -> dict:
+    """Real git before and after, on the workloads that show the keys written (`after`:
+    the scope's values and this repository's block)."""
+    current = {**plan.current, **plan.current_per_repo.get(git_dir, {})}
     before = {k: current.get(k, verify_mod.defaults_for([k])[k]) for k in after}
     touched = registry.verify_workloads(after)
     say("verifying with real git")
@@ -130,8 +126,10 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         record = cal.calibrate(report, opts.calibration(), progress, store=not opts.dry_run)
     rec = recommend(record, opts.workload)
     prov = provenance(record, rec)
-    settings, per_repo = _split_per_repository(rec.settings(), scope, layout.git_dir)
+    git_dir = layout.git_dir.rstrip("/")
+    settings, per_repo = _split_per_repository(rec.settings(), scope, git_dir)
     plan = configwrite.plan(scope, settings, prov, opts.override, cwd=repo, per_repo=per_repo)
+    written = {**plan.settings, **plan.per_repo.get(git_dir, {})}   # what this repository gets
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}
@@ -143,13 +141,13 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     if opts.dry_run:
         out["message"] = "dry run: nothing was written"
         return out
-    if not confirm(f"write {len(_written_here(plan, layout.git_dir))} values to {scope.include_file}?"):
+    if not confirm(f"write {len(written)} values to {scope.include_file}?"):
         out["message"] = "not written: declined"
         return out
     result = configwrite.apply(plan, prov, cwd=repo)
     out["written"] = asdict(result)
     out["index"] = _rewrite_indexes(plan, repo, confirm)
-    if opts.verify and _written_here(plan, layout.git_dir):
-        out["verify"] = _verify(plan, layout.git_dir, repo, opts, say)
+    if opts.verify and written:
+        out["verify"] = _verify(plan, written, git_dir, repo, opts, say)
     out["message"] = result.message
     return out

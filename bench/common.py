@@ -148,7 +148,7 @@ def config_env(settings: Dict[str, str]) -> dict:
 
 def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = False,
           trace: Optional[str] = None, setup: Optional[Callable[[], None]] = None,
-          extra_env: Optional[Dict[str, str]] = None, check: bool = True) -> float:
+          extra_env: Optional[Dict[str, str]] = None) -> float:
     """One timed real-git run; caches dropped first when cold (root)."""
     if setup:
         setup()
@@ -159,7 +159,7 @@ def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = F
         env["GIT_TRACE2_EVENT"] = trace
         env["GIT_TRACE2_EVENT_NESTING"] = "10"
     t0 = time.perf_counter()
-    subprocess.run(list(cmd), cwd=cwd, env=env, check=check, stdout=subprocess.DEVNULL,
+    subprocess.run(list(cmd), cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0
 

@@ -20,6 +20,7 @@ import time
 from common import (BedUnavailable, ab, bed_latency, median, parser, repo_on, report, storage,
                     timed)
 
+from git_tune import fsmonitor
 from git_tune.models import stats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,17 +38,16 @@ def built_git() -> str:
     return proc.stdout.strip()
 
 
-def daemon(git: str, repo: str, action: str) -> subprocess.CompletedProcess:
-    return subprocess.run([git, "fsmonitor--daemon", action], cwd=repo, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+def use(git: str) -> None:
+    """Every `git` this benchmark and git_tune.fsmonitor start is this one."""
+    os.environ["PATH"] = os.path.dirname(git) + os.pathsep + os.environ["PATH"]
 
 
-def side_by_side(git: str, repo: str, scratch: str, repeat: int):
+def side_by_side(repo: str, scratch: str, repeat: int):
     """(rows, data): each workload without and with the warm daemon, or why there is none."""
-    started = daemon(git, repo, "start")
-    if started.returncode:
-        return [("-", "-", "-", "git refuses the daemon: " + started.stdout.strip())], {
-            "refused": started.stdout.strip()}
+    refused = fsmonitor.start(repo)
+    if refused:
+        return [("-", "-", "-", "git refuses the daemon: " + refused)], {"refused": refused}
     rows, data = [], {}
     try:
         for name, args in WORKLOADS.items():
@@ -58,7 +58,7 @@ def side_by_side(git: str, repo: str, scratch: str, repeat: int):
 
             def run(side):
                 settings = {"core.fsmonitor": "true" if side == "on" else "false"}
-                return timed([git, *args], repo, settings,
+                return timed(["git", *args], repo, settings,
                              extra_env={"GIT_INDEX_FILE": index[side]})
             off, on = ab(lambda: run("off"), lambda: run("on"), repeat)
             est = stats.compare(off, on)
@@ -66,7 +66,7 @@ def side_by_side(git: str, repo: str, scratch: str, repeat: int):
                          f"{1 / est.ratio:.2f}x ({est.verdict})"))
             data[name] = {"off": off, "on": on}
     finally:
-        daemon(git, repo, "stop")
+        fsmonitor.stop(repo)
     return rows, data
 
 
@@ -88,12 +88,10 @@ def run_bed(kind: str, git: str, files: int, repeat: int, budget: float, tiny: b
         repo = repo_on(kind, mnt, files)
         scratch = os.path.join(mnt, "scratch")
         os.makedirs(scratch, exist_ok=True)
-        rows, data = side_by_side(git, repo, scratch, repeat)
+        rows, data = side_by_side(repo, scratch, repeat)
         decision, wall = recommended(git, repo, budget)
-        left = subprocess.run([git, "fsmonitor--daemon", "status"], cwd=repo,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if left.returncode == 0:
-            daemon(git, repo, "stop")
+        if fsmonitor.running(repo):
+            fsmonitor.stop(repo)
             decision += " [a daemon was left running: a bug]"
         data["recommendation"] = decision
         return [(kind, f"{files:,}", *r) for r in rows], data, \
@@ -111,6 +109,7 @@ def main():
     rows, data, notes = [], {}, []
     try:
         git = built_git()
+        use(git)
     except BedUnavailable as e:
         git, notes = None, [str(e)]
     for kind in (args.beds if git else []):

@@ -28,6 +28,7 @@ import time
 from common import (RESULTS, BedUnavailable, bed_latency, median, parser, remove, repo_on, report,
                     storage, timed, tracked)
 
+from git_tune import fsmonitor
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.decide.recommend import recommend
@@ -119,7 +120,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
             times[k].append(mix.run(cfg))
         rounds += 1
     # Scalar's core.fsmonitor=true starts a daemon with a git that has one: never leave it.
-    timed(["git", "fsmonitor--daemon", "stop"], repo, {}, check=False)
+    fsmonitor.stop(repo)
     med = {k: median(v) for k, v in times.items()}
     best = min((k for k in contenders if k.startswith("grid #")), key=med.get)
     vs_default = stats.compare(times["git defaults"], times["git-tune"])

@@ -133,6 +133,16 @@ def fsmonitor_daemon(repo: Optional[str]) -> Tuple[Optional[bool], str]:
     return True, text or "available"
 
 
+HASH_BYTES = 20     # the SHA-1 trailer; a SHA-256 index ends in 32, the last 20 of them too
+
+
+def zero_trailer(index_file: str) -> bool:
+    """Whether the index ends in zeros instead of its hash (written with index.skipHash)."""
+    with open(index_file, "rb") as f:
+        f.seek(-HASH_BYTES, os.SEEK_END)
+        return f.read() == bytes(HASH_BYTES)
+
+
 def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
     """Whether this git honours index.skipHash, from what it writes: an index in a
     throw-away repository, whose trailer is zeros when the hash was skipped."""
@@ -145,10 +155,7 @@ def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
     index = os.path.join(repo, ".git", "index")
     if proc.returncode or not os.path.exists(index):
         return None, f"not tested: {git.first_lines(proc.stderr) or 'no index written'}"
-    with open(index, "rb") as f:
-        data = f.read()
-    # The trailer is the hash's length: 20 bytes (SHA-1) in a repository git init made.
-    if data[-20:] == bytes(20):
+    if zero_trailer(index):
         return True, "honoured (an index written with it ends in a zero trailer)"
     return False, "ignored (an index written with it still ends in its hash)"
 

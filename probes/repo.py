@@ -41,6 +41,11 @@ class RepoFacts:
     notes: Tuple[str, ...]
 
 
+def pack_files(layout: RepoLayout) -> List[str]:
+    """The repository's pack files (shared by all its worktrees)."""
+    return glob.glob(os.path.join(layout.common_dir, "objects", "pack", "*.pack"))
+
+
 def locate(path: str) -> Optional[RepoLayout]:
     """The repository containing path, or None outside any repository.
 
@@ -142,7 +147,7 @@ def repo_facts(layout: RepoLayout) -> RepoFacts:
             notes.append(f"the index could not be read: {e.message}")
     elif not layout.bare:
         notes.append("no index file yet")
-    packs = glob.glob(os.path.join(layout.common_dir, "objects", "pack", "*.pack"))
+    packs = pack_files(layout)
     sparse = run_git(["config", "--bool", "core.sparseCheckout"], cwd=layout.git_dir).stdout.strip() == "true"
     submodules = 0
     if layout.worktree and os.path.exists(os.path.join(layout.worktree, ".gitmodules")):

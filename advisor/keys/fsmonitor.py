@@ -39,11 +39,24 @@ def _refused(key, reason: str, **facts) -> Trial:
     return Trial(key.name, (), {"refused": reason, **facts})
 
 
+def _fresh_clones(profile: str) -> Optional[str]:
+    """Why a profile whose work starts cold (fresh CI clones) never gets the daemon."""
+    if not workloads.cold(profile):
+        return None
+    # A fresh clone has no daemon: its first command starts one, which then outlives the
+    # job on a shared runner.
+    return (f"the {profile} profile's clones are fresh, and each would start a daemon that "
+            "outlives it")
+
+
 def directories(names) -> int:
     return len({os.path.dirname(n) for n in names} | {""})
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
+    fresh = _fresh_clones(bench.options.workload)
+    if fresh:          # not measured: the decision could only be "not set"
+        return _refused(key, fresh)
     if bench.git_facts.fsmonitor_daemon is not True:
         return _refused(key, f"git {bench.git_facts.version} has no fsmonitor daemon here "
                              f"({bench.git_facts.fsmonitor_detail}); `true` would only add a "
@@ -86,11 +99,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
         return advice.unmeasured(key)
     if not t.comparisons:
         return advice.not_set(key, "not set: " + t.facts["refused"], dict(t.facts))
-    if workloads.cold(cal.options.workload):
-        # A fresh clone has no daemon: its first command starts one, which then outlives
-        # the job on a shared runner.
-        return advice.not_set(key, f"not set: the {cal.options.workload} profile's clones are "
-                                   "fresh, and each would start a daemon that outlives it")
+    fresh = _fresh_clones(cal.options.workload)
+    if fresh:
+        return advice.not_set(key, "not set: " + fresh)
     return advice.weighed(key, t, weights, "true", {w: text for w, (text, _) in WORKLOADS.items()},
                           {"directories": t.facts.get("directories"),
                            "max_user_watches": t.facts.get("max_user_watches")},

@@ -17,6 +17,7 @@ from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.probes import repo as repo_probe
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
@@ -28,9 +29,7 @@ PACK_SHARE = 0.25  # of the budget left, at most, to make the pack to time
 
 def _pack_for(bench: Bench) -> Optional[str]:
     """The largest pack the repository has, or the whole history packed into scratch."""
-    common = git.run(["rev-parse", "--git-common-dir"], cwd=bench.worktree).stdout.strip()
-    common = os.path.join(bench.worktree, common)
-    packs = glob.glob(os.path.join(common, "objects", "pack", "*.pack"))
+    packs = repo_probe.pack_files(bench.ws.layout)
     if packs:
         return max(packs, key=os.path.getsize)
     # Every object reachable from any ref: what a clone of the repository receives.

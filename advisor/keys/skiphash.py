@@ -14,17 +14,11 @@ from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.probes import gitinfo
 
 KEY = "index.skipHash"
-TRAILER = 20          # SHA-1: the repositories git-tune tunes (SHA-256 ones end in 32)
 COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read such an "
           "index, and git before 2.40 reports it corrupt")
-
-
-def zero_trailer(index_file: str) -> bool:
-    with open(index_file, "rb") as f:
-        f.seek(-TRAILER, 2)
-        return f.read() == bytes(TRAILER)
 
 
 def index_shape(key, value: str) -> IndexShape:
@@ -33,10 +27,14 @@ def index_shape(key, value: str) -> IndexShape:
 
 def trial(key, bench: Bench) -> Optional[Trial]:
     ws, wt = bench.ws, bench.worktree
+    ignored = (f"{KEY}: git {bench.git_facts.version} wrote a hashed index with it set, so "
+               "it does not honour the key")
+    if bench.git_facts.skip_hash is False:     # the probe saw it: no copy to make
+        bench.notes.append(ignored)
+        return None
     on = ws.index_copy("skiphash-on", index_shape(key, "true"))
-    if bench.git_facts.skip_hash is False or not zero_trailer(on):
-        bench.notes.append(f"{KEY}: git {bench.git_facts.version} wrote a hashed index with it "
-                           "set, so it does not honour the key")
+    if not gitinfo.zero_trailer(on):           # the probe could not tell (no scratch)
+        bench.notes.append(ignored)
         return None
     off, cand = {KEY: "false"}, {KEY: "true"}
     w_off = gitbench.index_write(wt, ws.index_copy("skiphash-off", index_shape(key, "false")))
