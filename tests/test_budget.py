@@ -147,3 +147,15 @@ def test_a_candidate_that_fails_here_is_never_set():
 def test_git_failing_on_both_sides_is_a_failure_not_a_decision():
     with pytest.raises(MeasurementFailed):
         bench(60).ab("status", {}, {KEY.name: "true"}, failing(), failing())
+
+
+def test_git_default_that_fails_only_sometimes_still_fails():
+    """Under a pid limit Git's preload threads exceed only when enough of them overlap,
+    so git status works now and then (5 of 40 under pids.max=6 here): a default that
+    worked in its warm-up and failed later is a failing default, not "not decided"."""
+    c = bench(60).ab("status", {}, {"core.preloadIndex": "false"}, failing(after=2),
+                     sleeper(0.001))
+    assert c.fails == "default" and c.estimate is None
+    assert "fails only sometimes" in c.error and "threaded lstat" in c.error
+    a = advice.validated(catalogue.lookup("core.preloadIndex"), c, "false", "git status")
+    assert (a.status, a.value) == (advice.SET, "false")

@@ -66,6 +66,26 @@ def sample_files(worktree: str, names: List[str], n: int) -> Tuple[List[str], Li
     return paths, sizes
 
 
+class _SideFailed(MeasurementFailed):
+    """Git failed on one side of a comparison after its warm-up had worked."""
+
+    def __init__(self, side: str, error: str):
+        super().__init__(error)
+        self.side, self.error = side, error
+
+
+def _side(run: Callable[[], float], side: str) -> Callable[[], float]:
+    """The run, with a failure named by its side (the deadline is not a failure)."""
+    def tagged() -> float:
+        try:
+            return run()
+        except gitbench.DeadlineReached:
+            raise
+        except MeasurementFailed as e:
+            raise _SideFailed(side, str(e)) from None
+    return tagged
+
+
 @dataclass
 class Bench:
     """Shared by every sweep and trial of one calibration (trials are added as they end,
@@ -138,6 +158,21 @@ class Bench:
         pair = time.monotonic() - t0
         if pair * self.runs > self.budget.left():
             raise OutOfBudget(pair * self.runs - self.budget.left())
+        try:
+            return self._timed(workload, default, candidate, _side(run_default, FAILS_DEFAULT),
+                               _side(run_candidate, FAILS_CANDIDATE), files, extensions, pair)
+        except _SideFailed as e:
+            # It worked in its warm-up and failed later (a pid limit that threads exceed
+            # only when enough of them overlap): failing sometimes is failing.
+            error = f"{e.error} (worked in its warm-up: it fails only sometimes)"
+            return self._one_side_fails(
+                workload, default, candidate, run_default, run_candidate,
+                error if e.side == FAILS_DEFAULT else None,
+                error if e.side == FAILS_CANDIDATE else None, files)
+
+    def _timed(self, workload, default, candidate, run_default, run_candidate, files,
+               extensions, pair) -> Comparison:
+        """The interleaved runs after a warm-up pair that worked on both sides."""
         ta: List[float] = []
         tb: List[float] = []
         stopped = self._pairs(run_default, run_candidate, ta, tb, self.runs)
