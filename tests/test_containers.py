@@ -37,8 +37,12 @@ def test_pid_limit_that_breaks_preload_is_detected_and_fixed(repo_5k, isolated_g
         pytest.skip(why)
     # git and its 9 preload threads need 10 tasks; git-tune and one git at a time fit in 6.
     with cgroups.group(pids_max=6) as g:
-        before = run_in(g, ["git", "status", "-uno"], cwd=repo_5k)
-        assert before.returncode != 0 and "threaded lstat" in before.stderr, before.stderr
+        # Threads that finish before the last starts do not count together, so git status
+        # works now and then under this limit (5 of 40 runs here): it breaks, but not on
+        # every run, and git-tune has to see that too.
+        tries = [run_in(g, ["git", "status", "-uno"], cwd=repo_5k) for _ in range(10)]
+        broken = [t for t in tries if t.returncode != 0]
+        assert broken and all("threaded lstat" in t.stderr for t in broken), tries
 
         probe = run_in(g, GIT_TUNE + ["probe", "--repo", str(repo_5k), "--json"])
         assert probe.returncode == 0, probe.stderr
