@@ -67,7 +67,13 @@ def ms(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 10 else f"{s:.2f} s"
 
 
-def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: Sequence[str] = ()) -> None:
+def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: Sequence[str] = (),
+           beds: Sequence[str] = ()) -> None:
+    """Print and store a result. With `beds` (the first column of every row, the first
+    word of every note, the keys of `data`), a run over some beds replaces only their
+    rows in the stored result and keeps the other beds' from the last run."""
+    if beds:
+        rows, data, notes = _merged(name, tiny, beds, rows, data, notes)
     md = f"### {title}\n\n{table(headers, rows)}\n"
     if notes:
         md += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
@@ -79,6 +85,25 @@ def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: 
                    "data": data, "notes": list(notes)}, f, indent=1, default=str)
     with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.md"), "w") as f:
         f.write(md)
+
+
+def _merged(name: str, tiny: bool, beds: Sequence[str], rows, data: dict, notes: Sequence[str]):
+    path = os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json")
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return rows, data, notes
+    def bed_of(note: str) -> Optional[str]:
+        head = note.split(":", 1)[0]
+        return head if ":" in note and " " not in head else None
+
+    kept = lambda bed: bed is not None and bed not in beds
+    rows = [r for r in old.get("rows", []) if kept(r[0])] + [list(map(str, r)) for r in rows]
+    data = {**{b: d for b, d in old.get("data", {}).items() if kept(b)}, **data}
+    # Notes of the kept beds, then this run's (its general notes replace the old ones).
+    notes = [n for n in old.get("notes", []) if kept(bed_of(n))] + list(notes)
+    return rows, data, notes
 
 
 BEDS = ("tmpfs", "disk", "latfs-nfs", "hdd")
