@@ -112,7 +112,7 @@ def _verify(plan, after: dict, git_dir: str, repo: str, opts: AutoOptions, say: 
 
 def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
          progress=None, say: Say = lambda m: None) -> dict:
-    report = cal.probe_repository(repo)
+    report = cal.probe_repository(repo, opts.budget)
     layout = report.layout
     if not layout or not layout.worktree:
         raise UsageError("git-tune auto needs a repository with a working tree "

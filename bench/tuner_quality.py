@@ -95,7 +95,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     repo = repo_on(kind, mnt, files, changed=50)
     mix = Mix(repo, min(400, files // 5), cold)
     t0 = time.monotonic()
-    record = cal.calibrate(cal.probe_repository(repo), Options(budget=budget, cold=cold),
+    record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget, cold=cold),
                            store=False)
     tuned = recommend(record).settings()
     tune_cost = time.monotonic() - t0

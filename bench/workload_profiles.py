@@ -119,7 +119,7 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
     chosen, notes = {}, []
     for profile in PROFILES:
         t0 = time.monotonic()
-        record = cal.calibrate(cal.probe_repository(repo),
+        record = cal.calibrate(cal.probe_repository(repo, budget),
                                Options(budget=budget, workload=profile), store=False)
         chosen[profile] = recommend(record, profile).settings()
         notes.append(f"{kind}: {profile} calibrated in {time.monotonic() - t0:.0f} s "

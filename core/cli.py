@@ -207,7 +207,7 @@ def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
     from git_tune.advisor.measure.calibrate import probe_repository
     from git_tune.views import calibration_view
-    record = _run_calibration(probe_repository(repo),
+    record = _run_calibration(probe_repository(repo, budget),
                               _options(budget, strategy, seed, cold, runs, workload)).to_json()
     if plot_file:
         from git_tune import plot
@@ -252,7 +252,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         from git_tune.views import multi_view
         emit(data, as_json, multi_view)
         return
-    report = probe_repository(repos[0] if repos else None)
+    report = probe_repository(repos[0] if repos else None, budget)
     record = None if recalibrate else load_fresh(report, workload)
     if record is None:
         record = _run_calibration(report, _options(budget, strategy, seed, cold, runs, workload))
@@ -429,7 +429,7 @@ def profile_export(repo, workload, budget, output, as_json):
     from git_tune.advisor.measure.calibrate import calibrate as run, load_fresh, probe_repository
     from git_tune.advisor.measure.record import Options
     from git_tune.advisor.decide.recommend import recommend as advise
-    report = probe_repository(repo)
+    report = probe_repository(repo, budget)
     record = load_fresh(report, workload) or run(report, Options(budget=budget, workload=workload))
     data = profiles.export(report, record, advise(record, workload))
     if output:

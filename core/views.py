@@ -53,7 +53,7 @@ def probe_view(r: dict) -> str:
         else:
             out.append(f"Repository  {where}: no readable index")
         out.append(f"            untracked ~{rep['untracked_estimate']}; {rep['packs']} packs "
-                   f"({size(rep['pack_bytes'])}), {rep['loose_objects']} loose objects; "
+                   f"({size(rep['pack_bytes'])}), ~{rep['loose_objects']} loose objects; "
                    f"commit-graph {'yes' if rep['commit_graph'] else 'no'}"
                    f"{'; sparse' if rep['sparse_checkout'] else ''}"
                    f"{'; %d submodules' % rep['submodules'] if rep['submodules'] else ''}"

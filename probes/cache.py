@@ -60,21 +60,53 @@ def data_residency(index_file: str, common_dir: str) -> DataResidency:
                          residency(object_files(common_dir)))
 
 
+PILOT_FILES = 25
+# Opening a file for mincore() costs about three metadata operations (lookup, open,
+# release on FUSE and NFS), on top of the lstat.
+COST_IN_LSTATS = 4
+
+
+def _metadata_p50(worktree: str, sample: Sequence[str], allowance: Optional[float]):
+    """lstat latency of the tracked sample, before anything opens those files (an open
+    caches their metadata), and how many of the sample the allowance affords."""
+    pilot = engine.preload(sample[:PILOT_FILES], base=worktree, threads=1,
+                           record_latency=True)
+    n = len(sample)
+    if allowance is not None:
+        per = pilot.wall / max(1, pilot.entries) * COST_IN_LSTATS
+        n = max(PILOT_FILES, min(n, int(allowance / max(per, 1e-9))))
+    if n <= PILOT_FILES:
+        return pilot.latency.p50, PILOT_FILES
+    r = engine.preload(sample[PILOT_FILES:n], base=worktree, threads=1, record_latency=True)
+    return r.latency.p50, n
+
+
+def _spread_prefixes(sample: Sequence[str]) -> List[str]:
+    """The (evenly spread) sample reordered so that every PILOT_FILES-long run of it
+    is spread over the whole tree too: a prefix of any length is a fair sample."""
+    step = -(-len(sample) // PILOT_FILES)
+    return [p for k in range(step) for p in sample[k::step]]
+
+
 def cache_facts(data: DataResidency, worktree: Optional[str], sample: Sequence[str],
-                hot_lstat_p50: Optional[float]) -> CacheFacts:
+                hot_lstat_p50: Optional[float], allowance: Optional[float] = None) -> CacheFacts:
+    """With `allowance`, the sample is cut to what about that many seconds afford."""
     notes = []
-    files = residency([os.path.join(worktree, p) for p in sample]) if worktree else residency([])
-    pages = data.index.pages + data.packs.pages + files.pages
-    resident = data.index.resident_pages + data.packs.resident_pages + files.resident_pages
-    fraction = resident / pages if pages else None
     meta_p50 = ratio = None
     if worktree and sample:
-        r = engine.preload(list(sample), base=worktree, threads=1, record_latency=True)
-        meta_p50 = r.latency.p50
+        sample = _spread_prefixes(sample)
+        meta_p50, n = _metadata_p50(worktree, sample, allowance)
+        if n < len(sample):
+            sample = sample[:n]
+            notes.append(f"{n} tracked files sampled to keep within the time allowed")
         if hot_lstat_p50:
             ratio = round(meta_p50 / hot_lstat_p50, 2)
         else:
             notes.append("no hot lstat figure from this file system to compare with")
+    files = residency([os.path.join(worktree, p) for p in sample]) if worktree else residency([])
+    pages = data.index.pages + data.packs.pages + files.pages
+    resident = data.index.resident_pages + data.packs.resident_pages + files.resident_pages
+    fraction = resident / pages if pages else None
     return CacheFacts("mincore", data.index, data.packs, files,
                       round(fraction, 4) if fraction is not None else None,
                       meta_p50, hot_lstat_p50, ratio,

@@ -16,6 +16,8 @@ from git_tune.probes import cache, gitinfo, host, mounts, repo, storage
 from git_tune.probes.scratch import scratch_dir
 
 SCHEMA_VERSION = 1
+# How an allowance is shared: the storage latencies, the cache sample, the untracked walk.
+STORAGE_SHARE, CACHE_SHARE, REPOSITORY_SHARE = 0.4, 0.3, 0.3
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _targets(path: str, layout) -> Dict[str, str]:
 
 
 def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, sample,
-                     thorough: bool, root: str, clock: _Clock):
+                     thorough: bool, root: str, clock: _Clock, allowance: Optional[float]):
     """Each file system's report (measured once when the worktree and git dir share it),
     and git's facts, with scratch directories on those file systems."""
     mount_table = mounts.read_mounts(root)
@@ -102,15 +104,20 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
                     continue
                 files = sample if (role == "worktree" and sample) else []
                 storage_reports[role] = storage.probe_storage(
-                    target, scratches[role], files, thorough, root, mount_table)
+                    target, scratches[role], files, thorough, root, mount_table,
+                    None if allowance is None else allowance * STORAGE_SHARE / len(scratches))
         with clock.section("git"):
             git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
                                           scratches.get("worktree"), thorough)
     return storage_reports, git_facts
 
 
-def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -> ProbeReport:
-    """Probe the host and the repository at path (default: the current directory's, if any)."""
+def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
+          allowance: Optional[float] = None) -> ProbeReport:
+    """Probe the host and the repository at path (default: the current directory's, if any).
+
+    With `allowance` (seconds; calibrate gives a share of its budget), the timed parts
+    size their samples to it: on slow storage the probe measures less, not for longer."""
     explicit = path is not None
     path = os.path.abspath(path or os.getcwd())
     if explicit and not os.path.exists(path):
@@ -145,7 +152,7 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -
     if len(targets) == 2:
         same_fs = _dev(targets["worktree"]) == _dev(targets["git_dir"])
     storage_reports, git_facts = _storage_and_git(targets, same_fs, layout, sample, thorough,
-                                                  root, clock)
+                                                  root, clock, allowance)
     if same_fs is False:
         notes.append("the working tree and the git directory are on different file systems")
 
@@ -154,8 +161,10 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/") -
         hot = storage_reports.get("worktree", storage_reports["git_dir"]).latency.get("lstat_hit")
         with clock.section("cache"):
             cache_facts = cache.cache_facts(data, layout.worktree, sample or [],
-                                            hot["p50"] if hot else None)
+                                            hot["p50"] if hot else None,
+                                            None if allowance is None else allowance * CACHE_SHARE)
         with clock.section("repository"):
-            repo_facts = repo.repo_facts(layout)
+            repo_facts = repo.repo_facts(
+                layout, None if allowance is None else allowance * REPOSITORY_SHARE)
     return ProbeReport(SCHEMA_VERSION, __version__, path, host_facts, repo_facts,
                        storage_reports, same_fs, cache_facts, git_facts, clock.timings, notes)

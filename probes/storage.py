@@ -1,4 +1,5 @@
 """Storage under a path: its file system, mount, devices, measured latencies and class."""
+import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -18,6 +19,7 @@ FS_MAGIC = {
 
 QUICK = dict(samples=200, fsync_samples=5, cold_samples=8)
 THOROUGH = dict(samples=2000, fsync_samples=20, cold_samples=32)
+PILOT = dict(samples=16, fsync_samples=1, cold_samples=1)
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,28 @@ def _measure_read_only(sample_files: Sequence[str], base: str) -> Dict[str, dict
     return {"lstat_hit": asdict(hit.latency), "lstat_miss": asdict(miss.latency)}
 
 
+def _sized(scratch: str, allowance: float) -> dict:
+    """QUICK's sample counts, fewer where a pilot run shows they would take longer than
+    `allowance` seconds (1 ms a metadata operation makes QUICK take 2 s), never fewer
+    than the pilot's."""
+    t0 = time.perf_counter()
+    engine.latency(scratch, **PILOT)
+    per = (time.perf_counter() - t0) / PILOT["samples"]    # the pool's files included
+    left = max(0.0, allowance - per * PILOT["samples"])
+    scale = min(1.0, left / (per * QUICK["samples"])) if per > 0 else 1.0
+    return {k: max(PILOT[k], int(v * scale)) for k, v in QUICK.items()}
+
+
 def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str] = (),
                   thorough: bool = False, root: str = "/",
-                  mount_table: Optional[List[mounts.Mount]] = None) -> StorageReport:
+                  mount_table: Optional[List[mounts.Mount]] = None,
+                  allowance: Optional[float] = None) -> StorageReport:
     """Describe and measure the storage holding `path`.
 
     Latencies come from the engine in `scratch`, a directory on the same
     file system (see scratch.scratch_dir); without one (a read-only file
     system) only lookups of `sample_files` (relative to path) are timed.
+    With `allowance`, a quick probe sizes its samples to about that many seconds.
     """
     notes: List[str] = []
     info = engine.fs_info(path)
@@ -82,6 +98,8 @@ def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str]
     params = THOROUGH if thorough else QUICK
     if scratch:
         try:
+            if allowance is not None and not thorough:
+                params = _sized(scratch, allowance)
             latency = _latency_dicts(engine.latency(scratch, **params))
             measured = "scratch"
         except EngineError as e:

@@ -138,8 +138,8 @@ def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypat
     mnt = latfs_bed
     backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
     repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
-    record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo")),
-                                 Options(budget=3), store=False)
+    record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo"), 6),
+                                 Options(budget=6), store=False)
     assert record.storage.storage_class == "network"
     assert any(n.startswith("preload sweep hot") for n in record.notes), record.notes
     assert record.sweeps["checkout"].dims[0].high == 32

@@ -4,9 +4,18 @@ Scripted workloads (sleeps of known length) stand in for git here: what is
 tested is the scheduler's decisions, not any timing of git. Not timed tests:
 every bound has a 10x margin between the two sides.
 """
+import os
 import time
+from dataclasses import asdict
+from types import SimpleNamespace
 
 import pytest
+
+from git_tune import repogen
+from git_tune.advisor.keys import preload
+from git_tune.advisor.measure.bench import MIN_SAMPLE, sample_files
+from git_tune.advisor.measure.record import Trial
+from git_tune.probes import report, storage
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
@@ -159,3 +168,72 @@ def test_git_default_that_fails_only_sometimes_still_fails():
     assert "fails only sometimes" in c.error and "threaded lstat" in c.error
     a = advice.validated(catalogue.lookup("core.preloadIndex"), c, "false", "git status")
     assert (a.status, a.value) == (advice.SET, "false")
+
+
+# --- what the budget is spent on (issue #11): the probe, the samples, hopeless trials ---
+
+def _bench_with_preload(pid_limit=None, **facts):
+    """What preload's trial reads of a calibration in progress: its sweep's facts."""
+    f = preload.Facts(**dict(dict(entries=3000, git_threads=6, git_default=None,
+                                  single_thread=None), **facts))
+    return SimpleNamespace(sweeps={"preload": SimpleNamespace(facts=asdict(f))},
+                           pid_limit=pid_limit)
+
+
+def test_preload_off_is_not_tried_where_the_engine_shows_it_hopeless():
+    # One thread 4x slower than Git's six on a part: no real git is spent on "off".
+    why = preload._hopeless(_bench_with_preload(part_files=300, part_git_default=0.1,
+                                                part_single_thread=0.4))
+    assert why and "4.0x" in why and "real git was not run" in why
+    # The whole-tree figures win over the part's when both exist.
+    assert preload._hopeless(_bench_with_preload(git_default=0.1, single_thread=0.12,
+                                                 part_files=300, part_git_default=0.1,
+                                                 part_single_thread=0.4)) is None
+    # Close: real git decides.
+    assert preload._hopeless(_bench_with_preload(part_files=300, part_git_default=0.1,
+                                                 part_single_thread=0.12)) is None
+    # Below 1,000 entries Git starts no threads: on and off are the same work.
+    assert "no preload threads" in preload._hopeless(
+        _bench_with_preload(entries=999, git_threads=1))
+    # Under a pid limit Git's threads may fail where the engine's did not: real git decides.
+    assert preload._hopeless(_bench_with_preload(pid_limit=6, part_files=300,
+                                                 part_git_default=0.1,
+                                                 part_single_thread=0.4)) is None
+
+
+def test_a_trial_not_run_keeps_the_default_and_says_why():
+    t = Trial.not_run("core.preloadIndex", "because")
+    assert t.why_not_run == "because" and not t.comparisons
+    cal = type("Cal", (), {"trials": {"core.preloadIndex": t}, "sweeps": {}})()
+    a = preload.decide(catalogue.lookup("core.preloadIndex"), cal, {"status": 1.0})
+    assert a.status == advice.NOT_SET and a.value is None and "because" in a.reason
+
+
+def test_a_timed_sample_keeps_index_order_and_a_spread_minimum(tmp_path):
+    names = [f"d{i // 10:03d}/f{i % 10}" for i in range(1000)]
+    for n in names:
+        (tmp_path / n).parent.mkdir(exist_ok=True)
+        (tmp_path / n).write_bytes(b"x" * (len(n) % 7))
+    paths, sizes = sample_files(str(tmp_path), names, 500, seconds=0.0)
+    # No time at all still gives MIN_SAMPLE files, from all over the tree, in index order.
+    assert len(paths) == MIN_SAMPLE and paths == sorted(paths)
+    assert paths[0] < "d010" and paths[-1] > "d090"
+    assert sizes == [len(p) % 7 for p in paths]
+    everything, _ = sample_files(str(tmp_path), names, 500)
+    assert len(everything) == 500 and everything == sorted(everything)
+
+
+def test_the_probe_sizes_its_samples_to_its_allowance(latfs_bed):
+    # On the NFS-like bed (1 ms a metadata operation) the quick probe's 200 samples of
+    # each operation take seconds; a small allowance makes it take fewer, never none.
+    backing = os.path.join(os.path.dirname(latfs_bed), "backing", "repo")
+    repogen.generate(backing, repogen.RepoShape.for_files(1500), limit=1500)
+    repo = os.path.join(latfs_bed, "repo")
+    small = report.probe(repo, allowance=0.5)
+    lat = small.primary_storage().latency
+    assert storage.PILOT["samples"] <= lat["lstat_hit"]["count"] < storage.QUICK["samples"]
+    assert any("sampled to keep within the time allowed" in n for n in small.cache.notes)
+    assert small.cache.tracked_sample.files < 500
+    full = report.probe(repo)
+    assert full.primary_storage().latency["lstat_hit"]["count"] == storage.QUICK["samples"]
+    assert full.repository.loose_objects == small.repository.loose_objects

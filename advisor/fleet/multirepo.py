@@ -60,7 +60,7 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
         layout = repo_probe.locate(os.path.abspath(r))
         if layout is None or not layout.worktree:
             raise UsageError(f"'{r}' is not a repository with a working tree")
-        report = cal.probe_repository(layout.worktree)
+        report = cal.probe_repository(layout.worktree, options.budget)
         record = (cal.load_fresh(report, options.workload)
                   or cal.calibrate(report, options, progress))
         rec = recommend(record, workload)

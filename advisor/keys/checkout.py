@@ -13,19 +13,23 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine
+from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench, search
 from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
-from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
+from git_tune.advisor.measure.sweep import MeasurementFailed, engine_measure, run as run_sweep
 from git_tune.models import catalogue, costmodel, stats
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 CLONE = "clone"            # the workload: the whole tree written, then the next status
 SWEEP_SHARE = 0.15
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
-CHECKOUT_FILES = 400       # files real git restores per timed checkout
+SAMPLE_SHARE = 0.2         # of the sweep's share, at most, for reading the sample's sizes
+CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
+PILOT_FILES = 50           # the restore that prices a file before the batch is sized
+BATCH_SHARE = 0.4          # of the budget left, for the workers' A/B
 TINY_FILES = 20            # the batch that prices one worker process
 THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold
 THRESHOLD_CHANGE = 0.3     # and the threshold must differ from Git's by 30% to be worth a key
@@ -67,11 +71,19 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = [Dim(WORKERS, 1, top, default=1)]
     share = opts.budget * SWEEP_SHARE
     end = time.monotonic() + share
-    paths, sizes = bench.sample(SAMPLE_FILES)
+    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share * SAMPLE_SHARE)
     paths, sizes = checkout_batch(target, paths, sizes, share)
 
+    done = []
+
     def write(point):
-        return engine.checkout(target, paths, sizes, workers=point[WORKERS], threshold=0).wall
+        # The first point (Git's own) may take what the budget has left (the share at
+        # least); no later one may run past the share.
+        limit = max(0.01, end - time.monotonic()) if done else \
+            max(share, bench.budget.end - time.monotonic())
+        done.append(point)
+        return engine.checkout(target, paths, sizes, workers=point[WORKERS], threshold=0,
+                               limits=engine.Limits(timeout=limit)).wall
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(write),
                   max(0.0, end - time.monotonic()))
@@ -84,8 +96,13 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         for w in sorted({1, r.best[WORKERS]}):
             if time.monotonic() >= end:
                 break
-            samples.append((w, k, engine.checkout(target, paths[:k], sizes[:k], workers=w,
-                                                  threshold=0).wall))
+            try:
+                samples.append((w, k, write({WORKERS: w}) if k == len(paths) else
+                                engine.checkout(target, paths[:k], sizes[:k], workers=w,
+                                                threshold=0, limits=engine.Limits(
+                                                    timeout=max(0.01, end - time.monotonic()))).wall))
+            except EngineError:
+                break       # the share ended during it
     facts = Facts(len(paths), sum(sizes))
     if len({s[0] for s in samples}) >= 2 and len(samples) >= 3:
         model = costmodel.fit(samples, max_parallelism=top, seed=opts.seed)
@@ -98,6 +115,32 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
     """n tracked files spread evenly, restored into the scratch clone."""
     paths = bench.names[:: max(1, len(bench.names) // n)][:n]
     return kind(bench.ws.clone(), paths, bench.ws.root)
+
+
+def _batch_files(bench: Bench) -> int:
+    """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
+    left. Two sequential restores (PILOT_FILES and a tenth of it) price git's fixed cost
+    and a file. On slow storage a smaller batch is what the budget can decide; parallel
+    checkout gains less on a smaller batch (a worker's start is spread over fewer
+    files), so the part errs towards keeping Git's default, never the other way."""
+    n = min(len(bench.names), CHECKOUT_FILES)
+    small, large = (_workload(bench, min(n, k)) for k in (PILOT_FILES // 10, PILOT_FILES))
+    try:
+        with gitbench.deadline(bench.budget.left()):
+            # Below Git's threshold: sequential. The first warms the clone.
+            t_small, t_large = small.run({}), large.run({})
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
+    except MeasurementFailed:
+        return n                    # the A/B itself sees and reports the failure
+    k_small, k_large = len(small.paths), len(large.paths)
+    per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
+    fixed = max(0.0, t_large - per_file * k_large)
+    # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
+    # cost what sequential does (its workers' start is not in the pilot).
+    per_side = bench.budget.left() * BATCH_SHARE / (2 * (bench.runs + 1))
+    fits = int((per_side - fixed) / per_file)
+    return max(k_large, min(n, fits))
 
 
 def _candidate(workers: int) -> Dict[str, str]:
@@ -118,7 +161,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
                            "below its default threshold, so checkout.workers was not timed")
         return None
-    work = _workload(bench, min(len(bench.names), CHECKOUT_FILES))
+    work = _workload(bench, _batch_files(bench))
     cand = _candidate(max(2, s.best[WORKERS]))
     c = bench.ab("checkout", {}, cand, lambda: work.run({}), lambda: work.run(cand),
                  files=len(work.paths))

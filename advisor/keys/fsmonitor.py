@@ -34,11 +34,6 @@ WORKLOADS = {"status": ("git status -uno with the daemon warm", False),
              "untracked": ("git status with the daemon warm", True)}
 
 
-def _refused(key, reason: str, **facts) -> Trial:
-    """A trial git-tune did not run, and why (the decision quotes it)."""
-    return Trial(key.name, (), {"refused": reason, **facts})
-
-
 def _fresh_clones(profile: str) -> Optional[str]:
     """Why a profile whose work starts cold (fresh CI clones) never gets the daemon."""
     if not workloads.cold(profile):
@@ -56,14 +51,14 @@ def directories(names) -> int:
 def trial(key, bench: Bench) -> Optional[Trial]:
     fresh = _fresh_clones(bench.options.workload)
     if fresh:          # not measured: the decision could only be "not set"
-        return _refused(key, fresh)
+        return Trial.not_run(key.name, fresh)
     if bench.git_facts.fsmonitor_daemon is not True:
-        return _refused(key, f"git {bench.git_facts.version} has no fsmonitor daemon here "
+        return Trial.not_run(key.name, f"git {bench.git_facts.version} has no fsmonitor daemon here "
                              f"({bench.git_facts.fsmonitor_detail}); `true` would only add a "
                              "query to every command")
     dirs, limit = directories(bench.names), daemon.max_user_watches()
     if limit is not None and dirs > limit * WATCH_SHARE:
-        return _refused(key, f"the daemon needs one inotify watch per directory ({dirs:,}) and "
+        return Trial.not_run(key.name, f"the daemon needs one inotify watch per directory ({dirs:,}) and "
                              f"fs.inotify.max_user_watches is {limit:,}", directories=dirs,
                         max_user_watches=limit)
     wt = bench.worktree
@@ -73,7 +68,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if not was_running:
         refused = daemon.start(wt, gitbench.config_env({}))
         if refused:
-            return _refused(key, f"git refuses the daemon here: {refused}")
+            return Trial.not_run(key.name, f"git refuses the daemon here: {refused}")
     try:
         comparisons = []
         for workload, (_, untracked) in WORKLOADS.items():
@@ -97,8 +92,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    if not t.comparisons:
-        return advice.not_set(key, "not set: " + t.facts["refused"], dict(t.facts))
+    if t.why_not_run:
+        return advice.not_set(key, "not set: " + t.why_not_run, dict(t.facts))
     fresh = _fresh_clones(cal.options.workload)
     if fresh:
         return advice.not_set(key, "not set: " + fresh)

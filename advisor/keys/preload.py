@@ -13,7 +13,7 @@ from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
-from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.bench import CLEARLY_SLOWER, Bench
 from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
@@ -21,6 +21,7 @@ from git_tune.advisor.measure.search import Dim
 KEY = "core.preloadIndex"
 SWEEP_SHARE = 0.08
 MAX_PRELOAD_PATHS = 200000
+PART_FILES = 300       # the part one thread and Git's count are compared on first
 THREADS, SPLIT = "engine.preload.threads", "engine.preload.split"
 
 
@@ -36,6 +37,19 @@ class Facts:
     git_threads: int
     git_default: Optional[float]     # seconds, the engine at Git's own thread count
     single_thread: Optional[float]   # None: the sweep's share of the budget had run out
+    # The same two on an evenly spread part, measured first so that the comparison
+    # exists however slow a whole pass is (None: older records, or the part failed).
+    part_files: Optional[int] = None
+    part_git_default: Optional[float] = None
+    part_single_thread: Optional[float] = None
+
+    def off_slower(self) -> Optional[float]:
+        """How many times longer one thread (preload off) took than Git's threads."""
+        if self.single_thread and self.git_default:
+            return self.single_thread / self.git_default
+        if self.part_single_thread and self.part_git_default:
+            return self.part_single_thread / self.part_git_default
+        return None
 
 
 def sweep(bench: Bench) -> Optional[Sweep]:
@@ -55,33 +69,50 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             Dim(SPLIT, categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
                 default=engine.SPLIT_SLICES)]
     cold_note = None
+    done = []
 
-    def lstat_once(point):
-        return engine.preload(listing, base=bench.worktree, threads=point[THREADS],
-                              split=point[SPLIT], io_streams=1, batch=500).wall
+    def lstat_once(point, paths):
+        # No pass after the first may run past the share (one single-threaded pass of a
+        # large tree on NFS takes longer than all of it): the engine stops it, and the
+        # point fails. The first (the part, or Git's own point) may take what the
+        # budget has left, or the share when less is left.
+        limit = max(0.01, end - time.monotonic()) if done else \
+            max(share, bench.budget.end - time.monotonic())
+        done.append(point)
+        return engine.preload(paths, base=bench.worktree, threads=point[THREADS],
+                              split=point[SPLIT], io_streams=1, batch=500,
+                              limits=engine.Limits(timeout=limit)).wall
 
-    def lstat_all(point):
+    def lstat_all(point, paths=listing):
         nonlocal cold_note
         if opts.cold:
             cold_note = coldcache.make_cold([])
         elif network:
-            lstat_once(point)
-        return lstat_once(point)
+            lstat_once(point, paths)
+        return lstat_once(point, paths)
 
     share = opts.budget * SWEEP_SHARE
     end = time.monotonic() + share
-    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all), share,
-                  max_evals=60)
+    part = _part(bench, listing, lstat_once) if not opts.cold else (None, None, None)
+    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all),
+                  max(0.0, end - time.monotonic()), max_evals=60)
     if cold_note:
         bench.notes.append(f"preload sweep cold: {cold_note}")
     elif network:
         bench.notes.append("preload sweep hot: on network storage each measured pass followed "
                            "an unmeasured one (attribute cache); --cold measures cold")
-    groups = r.by_point()
+    at = _reference_points(bench, r.by_point(), lstat_all, end)
+    facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"],
+                  *part)
+    return Sweep.of(r, dims, asdict(facts))
+
+
+def _reference_points(bench: Bench, groups, lstat_all, end: float) -> dict:
+    """Git's thread count and one thread on the whole tree, where the search did not
+    measure them: once each, in the share's time only (one pass of a large tree on NFS
+    can take longer than the whole share)."""
     at = {}
-    for label, threads in (("git_default", git_threads(len(names))), ("single_thread", 1)):
-        # Reference points the search did not measure: once each, in the share's time only
-        # (one pass of a large tree on NFS can take longer than the whole share).
+    for label, threads in (("git_default", git_threads(len(bench.names))), ("single_thread", 1)):
         key = tuple(sorted({THREADS: threads, SPLIT: engine.SPLIT_SLICES}.items()))
         if key not in groups and time.monotonic() < end:
             try:
@@ -89,13 +120,61 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             except EngineError as e:    # threads a pid limit refuses: the point stays unmeasured
                 bench.notes.append(f"preload sweep: {threads} threads failed: {e.message}")
         at[label] = sorted(groups[key])[len(groups[key]) // 2] if key in groups else None
-    facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"])
-    return Sweep.of(r, dims, asdict(facts))
+    return at
+
+
+def _part(bench: Bench, listing, lstat_once) -> tuple:
+    """One thread against Git's count on two disjoint parts of PART_FILES spread over the
+    tree, each lstat-ed once as git meets it (no pass before: on NFS and FUSE a second
+    pass is served from the attribute cache, which made one thread look 20x faster than
+    six on the NFS-like bed while git status with preload off was 3x slower). Git's
+    count runs first, so the directories it looked up favour one thread; and each of
+    Git's threads gets fewer entries than on the whole tree, so its start costs weigh
+    more: the ratio errs towards one thread, never towards a wrong "off is hopeless".
+    Returns (files, Git's count, one thread) in seconds."""
+    step = max(1, len(listing) // (2 * PART_FILES))
+    parts = {git_threads(len(bench.names)): listing[::step][0:2 * PART_FILES:2],
+             1: listing[::step][1:2 * PART_FILES:2]}
+    if min(parts) == max(parts) or not parts[1]:
+        return None, None, None
+    times = {}
+    try:
+        for n, paths in parts.items():
+            times[n] = lstat_once({THREADS: n, SPLIT: engine.SPLIT_SLICES}, paths)
+    except EngineError as e:
+        bench.notes.append(f"preload sweep: a part failed: {e.message}")
+        return None, None, None
+    return len(parts[1]), times[max(parts)], times[1]
+
+
+def _hopeless(bench: Bench) -> Optional[str]:
+    """Why turning preload off cannot make status faster here, from the sweep: Git starts
+    no threads for this index, or the engine's lstat pass at one thread (what status does
+    with preload off) is clearly slower than at Git's thread count. Everything else status
+    does is the same work on both sides, so real git is not spent on it (on the NFS-like
+    bed one status with preload off took longer than a 20 s budget)."""
+    s = bench.sweeps.get("preload")
+    if s is None or bench.pid_limit is not None:
+        return None    # under a pid limit Git's threads may fail where the engine's did not
+    f = Facts(**s.facts)
+    if f.git_threads < 2:
+        return (f"Git starts no preload threads for {f.entries} entries (preload-index.c "
+                "needs 1,000): on and off are the same work")
+    slower = f.off_slower()
+    if slower is None or slower < CLEARLY_SLOWER:
+        return None
+    files = f.entries if f.single_thread and f.git_default else f.part_files
+    return (f"the engine's lstat of {files} files took {slower:.1f}x longer on one thread "
+            f"(preload off) than on Git's {f.git_threads}: off cannot be faster, so real git "
+            "was not run")
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
     """status -uno, preload on against off; from a cold cache where the profile starts cold
     (preload's threads overlap the lstat misses: 1.33x on a cold disk, nothing hot)."""
+    hopeless = _hopeless(bench)
+    if hopeless:
+        return Trial.not_run(KEY, hopeless)
     index = bench.ws.index_copy("plain")
     st = gitbench.status(bench.worktree, index, untracked=False)
     on, off = {KEY: "true"}, {KEY: "false"}
@@ -116,6 +195,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
+    if t.why_not_run:
+        return advice.not_set(key, "not set: " + t.why_not_run)
     s = cal.sweeps.get("preload")
     ev = {k: None for k in ("best", "best_value", "git_default", "single_thread", "git_threads")}
     if s:

@@ -45,17 +45,35 @@ class Budget:
     def left(self) -> float:
         return max(0.0, self.total - self.used())
 
+    @property
+    def end(self) -> float:
+        """When the budget ends, on time.monotonic()'s clock."""
+        return self.start + self.total
+
     def tick(self, phase: str) -> None:
         if self.progress:
             self.progress(phase, min(1.0, self.used() / self.total))
 
 
-def sample_files(worktree: str, names: List[str], n: int) -> Tuple[List[str], List[int]]:
+MIN_SAMPLE = 100
+
+
+def sample_files(worktree: str, names: List[str], n: int,
+                 seconds: Optional[float] = None) -> Tuple[List[str], List[int]]:
     """n of the tracked names spread evenly over the tree, regular files only, with their
-    real sizes."""
+    real sizes. With `seconds`, the lstat-ing stops when they are up (at 1 ms a lookup,
+    2,000 files take 2 s), after MIN_SAMPLE at least; the names are taken in an order
+    whose every prefix is spread over the tree too."""
     step = max(1, len(names) // n)
+    spread = names[::step][:n]
+    stride = max(1, len(spread) // MIN_SAMPLE)
+    position = {p: i for i, p in enumerate(spread)}
+    spread = [p for k in range(stride) for p in spread[k::stride]]
+    end = None if seconds is None else time.monotonic() + seconds
     paths, sizes = [], []
-    for p in names[::step][:n]:
+    for p in spread:
+        if end is not None and len(paths) >= MIN_SAMPLE and time.monotonic() > end:
+            break
         try:
             st = os.lstat(os.path.join(worktree, p))
         except OSError:
@@ -63,7 +81,9 @@ def sample_files(worktree: str, names: List[str], n: int) -> Tuple[List[str], Li
         if stat.S_ISREG(st.st_mode):
             paths.append(p)
             sizes.append(st.st_size)
-    return paths, sizes
+    # Back in index order, the order git writes them in.
+    pairs = sorted(zip(paths, sizes), key=lambda ps: position[ps[0]])
+    return [p for p, _ in pairs], [n for _, n in pairs]
 
 
 class _SideFailed(MeasurementFailed):
@@ -103,6 +123,7 @@ class Bench:
     trials: Dict[str, Trial] = field(default_factory=dict)
     unfinished: Dict[str, Optional[float]] = field(default_factory=dict)  # key -> s short
     required: Dict[str, str] = field(default_factory=dict)  # what git needs to run here
+    pid_limit: Optional[int] = None   # the cgroup's pids.max: threads git starts may fail
 
     @property
     def worktree(self) -> str:
@@ -121,8 +142,8 @@ class Bench:
         """Whether the workload profile weighs this workload (so it is measured)."""
         return workload in workloads.counted(self.options.workload)
 
-    def sample(self, n: int) -> Tuple[List[str], List[int]]:
-        return sample_files(self.worktree, self.names, n)
+    def sample(self, n: int, seconds: Optional[float] = None) -> Tuple[List[str], List[int]]:
+        return sample_files(self.worktree, self.names, n, seconds)
 
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],

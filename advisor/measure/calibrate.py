@@ -27,14 +27,16 @@ from git_tune.probes.report import ProbeReport, probe
 from git_tune.probes.scratch import scratch_dir
 
 RESULT_MAX_AGE = 7 * 86400
+PROBE_SHARE = 0.1
 
 
-def probe_repository(repo: Optional[str]) -> ProbeReport:
+def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> ProbeReport:
     """The one probe of a command: git must run, and git's own refusal of the repository
-    (safe.directory, a broken config) is the error, in git's words."""
+    (safe.directory, a broken config) is the error, in git's words. With the calibration
+    budget, the probe's timed parts take about PROBE_SHARE of it (it counts against it)."""
     gitinfo.require_git()
     repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    return probe(repo)
+    return probe(repo, allowance=budget * PROBE_SHARE if budget and budget > 0 else None)
 
 
 def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
@@ -76,8 +78,13 @@ def _measure(bench: Bench, understood) -> None:
         if entry.key.name not in understood:
             continue
         try:
-            with gitbench.required(bench.required):
+            # Every git run of the trial, its scratch clones and index copies too, ends
+            # with the budget.
+            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()):
                 trial = entry.trial(bench)
+        except gitbench.DeadlineReached:
+            bench.unfinished[entry.key.name] = None
+            continue
         except OutOfBudget as e:
             # Git's default stands; the recommendation names the budget that would decide.
             bench.unfinished[entry.key.name] = (None if e.seconds_short is None
@@ -128,7 +135,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                              "the working tree (read-only?): nothing can be calibrated")
         bench = Bench(gitbench.Workspace(layout, scratch), names,
                       report.host.effective_cores, storage.storage_class, report.git,
-                      opts, budget)
+                      opts, budget, pid_limit=report.host.cgroup.pids_max)
         _measure(bench, report.git.keys_understood)
     if bench.unfinished:
         bench.notes.append("the budget ended before real git could decide "

@@ -188,9 +188,13 @@ class Workspace:
             return self._clone
         dest = os.path.join(self.root, "clone")
         env = config_env({})
-        run_git(["clone", "-q", "--shared", "--no-checkout", self.layout.worktree or self.layout.git_dir,
-              dest], self.root, env, hooks=False)
-        run_git(["read-tree", "HEAD"], dest, env, hooks=False)
+        try:
+            run_git(["clone", "-q", "--shared", "--no-checkout",
+                     self.layout.worktree or self.layout.git_dir, dest], self.root, env, hooks=False)
+            run_git(["read-tree", "HEAD"], dest, env, hooks=False)
+        except MeasurementFailed:
+            shutil.rmtree(dest, ignore_errors=True)   # stopped half way: the next try starts clean
+            raise
         self._clone = dest
         return dest
 

@@ -101,6 +101,9 @@ class Comparison:
     error: str = ""
 
 
+NOT_RUN = "refused"       # the facts entry of a trial real git was not run for
+
+
 @dataclass(frozen=True)
 class Trial:
     """Everything real git showed about one key. The first comparison is the one its
@@ -113,6 +116,17 @@ class Trial:
     @property
     def main(self) -> Comparison:
         return self.comparisons[0]
+
+    @classmethod
+    def not_run(cls, key: str, reason: str, **facts) -> "Trial":
+        """Real git was not run for the key, and why: its decision keeps Git's default
+        and quotes the reason (git refuses the candidate, the engine's prediction
+        makes it hopeless)."""
+        return cls(key, (), {NOT_RUN: reason, **facts})
+
+    @property
+    def why_not_run(self) -> Optional[str]:
+        return None if self.comparisons else self.facts.get(NOT_RUN)
 
 
 @dataclass(frozen=True)
