@@ -98,7 +98,8 @@ def _merged(name: str, tiny: bool, beds: Sequence[str], rows, data: dict, notes:
         head = note.split(":", 1)[0]
         return head if ":" in note and " " not in head else None
 
-    kept = lambda bed: bed is not None and bed not in beds
+    known = set(old.get("data", {}))     # the beds of the last run
+    kept = lambda bed: bed in known and bed not in beds
     rows = [r for r in old.get("rows", []) if kept(r[0])] + [list(map(str, r)) for r in rows]
     data = {**{b: d for b, d in old.get("data", {}).items() if kept(b)}, **data}
     # Notes of the kept beds, then this run's (its general notes replace the old ones).
