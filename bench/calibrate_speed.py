@@ -12,10 +12,9 @@ Git's default, how many seconds more would have decided the first of them.
 
 A run over some beds keeps the other beds' rows of the last run in bench/results.
 """
-import os
 import time
 
-from common import BEDS, BedUnavailable, bed_latency, median, parser, repo_on, report, storage
+from common import BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
 
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options

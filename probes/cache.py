@@ -12,6 +12,7 @@ from typing import List, Optional, Sequence
 
 from git_tune import engine
 from git_tune.models import storage as storage_model
+from git_tune.probes.repo import spread_order
 
 
 @dataclass(frozen=True)
@@ -81,20 +82,13 @@ def _metadata_p50(worktree: str, sample: Sequence[str], allowance: Optional[floa
     return r.latency.p50, n
 
 
-def _spread_prefixes(sample: Sequence[str]) -> List[str]:
-    """The (evenly spread) sample reordered so that every PILOT_FILES-long run of it
-    is spread over the whole tree too: a prefix of any length is a fair sample."""
-    step = -(-len(sample) // PILOT_FILES)
-    return [p for k in range(step) for p in sample[k::step]]
-
-
 def cache_facts(data: DataResidency, worktree: Optional[str], sample: Sequence[str],
                 hot_lstat_p50: Optional[float], allowance: Optional[float] = None) -> CacheFacts:
     """With `allowance`, the sample is cut to what about that many seconds afford."""
     notes = []
     meta_p50 = ratio = None
     if worktree and sample:
-        sample = _spread_prefixes(sample)
+        sample = spread_order(sample, PILOT_FILES)
         meta_p50, n = _metadata_p50(worktree, sample, allowance)
         if n < len(sample):
             sample = sample[:n]

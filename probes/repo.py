@@ -2,7 +2,7 @@
 import glob
 import os
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from git_tune import engine, git
 from git_tune.errors import EngineError, GitError, UsageError
@@ -84,6 +84,13 @@ def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     names = [p for p in proc.stdout.split("\0") if p]
     step = max(1, len(names) // n)
     return names[::step][:n]
+
+
+def spread_order(paths: Sequence[str], run: int) -> List[str]:
+    """Evenly spread paths reordered so that every `run`-long stretch of them is spread
+    over the whole tree too: a prefix of any length (from `run` on) is a fair sample."""
+    stride = max(1, -(-len(paths) // run))
+    return [p for k in range(stride) for p in paths[k::stride]]
 
 
 UNTRACKED_WALK_MAX = 20.0   # seconds, when no allowance says less

@@ -45,6 +45,10 @@ class ProbeReport:
         return self.repository.layout if self.repository else None
 
 
+def _part(allowance: Optional[float], share: float) -> Optional[float]:
+    return None if allowance is None else allowance * share
+
+
 def _dev(path: str):
     st = os.stat(path)
     return st.st_dev
@@ -105,7 +109,7 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
                 files = sample if (role == "worktree" and sample) else []
                 storage_reports[role] = storage.probe_storage(
                     target, scratches[role], files, thorough, root, mount_table,
-                    None if allowance is None else allowance * STORAGE_SHARE / len(scratches))
+                    _part(allowance, STORAGE_SHARE / len(scratches)))
         with clock.section("git"):
             git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
                                           scratches.get("worktree"), thorough)
@@ -162,9 +166,8 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
         with clock.section("cache"):
             cache_facts = cache.cache_facts(data, layout.worktree, sample or [],
                                             hot["p50"] if hot else None,
-                                            None if allowance is None else allowance * CACHE_SHARE)
+                                            _part(allowance, CACHE_SHARE))
         with clock.section("repository"):
-            repo_facts = repo.repo_facts(
-                layout, None if allowance is None else allowance * REPOSITORY_SHARE)
+            repo_facts = repo.repo_facts(layout, _part(allowance, REPOSITORY_SHARE))
     return ProbeReport(SCHEMA_VERSION, __version__, path, host_facts, repo_facts,
                        storage_reports, same_fs, cache_facts, git_facts, clock.timings, notes)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from git_tune import repogen
-from git_tune.advisor.keys import preload
+from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure.bench import MIN_SAMPLE, sample_files
 from git_tune.advisor.measure.record import Trial
 from git_tune.probes import report, storage
@@ -205,8 +205,11 @@ def test_a_trial_not_run_keeps_the_default_and_says_why():
     t = Trial.not_run("core.preloadIndex", "because")
     assert t.why_not_run == "because" and not t.comparisons
     cal = type("Cal", (), {"trials": {"core.preloadIndex": t}, "sweeps": {}})()
-    a = preload.decide(catalogue.lookup("core.preloadIndex"), cal, {"status": 1.0})
-    assert a.status == advice.NOT_SET and a.value is None and "because" in a.reason
+    # Whatever the key's module: the registry keeps Git's default and quotes why.
+    for key in ("core.preloadIndex", "core.fsmonitor"):
+        cal.trials = {key: Trial.not_run(key, "because")}
+        a = registry.entry(key).decide(cal, {"status": 1.0})
+        assert a.status == advice.NOT_SET and a.value is None and "because" in a.reason
 
 
 def test_a_timed_sample_keeps_index_order_and_a_spread_minimum(tmp_path):

@@ -8,7 +8,6 @@ where parallel starts to win (threshold).
 """
 import os
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -19,7 +18,8 @@ from git_tune.advisor.measure import gitbench, search
 from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
-from git_tune.advisor.measure.sweep import MeasurementFailed, engine_measure, run as run_sweep
+from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, engine_measure,
+                                            run as run_sweep)
 from git_tune.models import catalogue, costmodel, stats
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
@@ -69,24 +69,16 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     os.mkdir(target)
     top = max_workers(bench)
     dims = [Dim(WORKERS, 1, top, default=1)]
-    share = opts.budget * SWEEP_SHARE
-    end = time.monotonic() + share
-    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share * SAMPLE_SHARE)
-    paths, sizes = checkout_batch(target, paths, sizes, share)
+    share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
+    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * SAMPLE_SHARE)
+    paths, sizes = checkout_batch(target, paths, sizes, share.seconds)
 
-    done = []
-
-    def write(point):
-        # The first point (Git's own) may take what the budget has left (the share at
-        # least); no later one may run past the share.
-        limit = max(0.01, end - time.monotonic()) if done else \
-            max(share, bench.budget.end - time.monotonic())
-        done.append(point)
-        return engine.checkout(target, paths, sizes, workers=point[WORKERS], threshold=0,
-                               limits=engine.Limits(timeout=limit)).wall
+    def write(point, k=len(paths)):
+        return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
+                               threshold=0, limits=share.limits()).wall
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(write),
-                  max(0.0, end - time.monotonic()))
+                  share.left())
     samples = [(dict(k)[WORKERS], len(paths), statistics.median(v))
                for k, v in r.by_point().items()]
     # Smaller batches at 1 and the best worker count pin down serial cost and overhead,
@@ -94,13 +86,10 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     for frac in (0.125, 0.5):
         k = max(1, int(len(paths) * frac))
         for w in sorted({1, r.best[WORKERS]}):
-            if time.monotonic() >= end:
+            if not share.left():
                 break
             try:
-                samples.append((w, k, write({WORKERS: w}) if k == len(paths) else
-                                engine.checkout(target, paths[:k], sizes[:k], workers=w,
-                                                threshold=0, limits=engine.Limits(
-                                                    timeout=max(0.01, end - time.monotonic()))).wall))
+                samples.append((w, k, write({WORKERS: w}, k)))
             except EngineError:
                 break       # the share ended during it
     facts = Facts(len(paths), sum(sizes))

@@ -92,8 +92,6 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    if t.why_not_run:
-        return advice.not_set(key, "not set: " + t.why_not_run, dict(t.facts))
     fresh = _fresh_clones(cal.options.workload)
     if fresh:
         return advice.not_set(key, "not set: " + fresh)

@@ -5,7 +5,6 @@ Git has no key for the thread count (preload-index.c starts entries/500, at
 most 20), so that is a finding. Real git decides the key itself: status
 -uno with preload on (Git's default) against off.
 """
-import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
@@ -14,7 +13,7 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
 from git_tune.advisor.measure.bench import CLEARLY_SLOWER, Bench
-from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
+from git_tune.advisor.measure.sweep import Share, engine_measure, run as run_sweep
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
 
@@ -69,19 +68,12 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             Dim(SPLIT, categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
                 default=engine.SPLIT_SLICES)]
     cold_note = None
-    done = []
+    share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
 
     def lstat_once(point, paths):
-        # No pass after the first may run past the share (one single-threaded pass of a
-        # large tree on NFS takes longer than all of it): the engine stops it, and the
-        # point fails. The first (the part, or Git's own point) may take what the
-        # budget has left, or the share when less is left.
-        limit = max(0.01, end - time.monotonic()) if done else \
-            max(share, bench.budget.end - time.monotonic())
-        done.append(point)
         return engine.preload(paths, base=bench.worktree, threads=point[THREADS],
                               split=point[SPLIT], io_streams=1, batch=500,
-                              limits=engine.Limits(timeout=limit)).wall
+                              limits=share.limits()).wall
 
     def lstat_all(point, paths=listing):
         nonlocal cold_note
@@ -91,30 +83,28 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             lstat_once(point, paths)
         return lstat_once(point, paths)
 
-    share = opts.budget * SWEEP_SHARE
-    end = time.monotonic() + share
     part = _part(bench, listing, lstat_once) if not opts.cold else (None, None, None)
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all),
-                  max(0.0, end - time.monotonic()), max_evals=60)
+                  share.left(), max_evals=60)
     if cold_note:
         bench.notes.append(f"preload sweep cold: {cold_note}")
     elif network:
         bench.notes.append("preload sweep hot: on network storage each measured pass followed "
                            "an unmeasured one (attribute cache); --cold measures cold")
-    at = _reference_points(bench, r.by_point(), lstat_all, end)
+    at = _reference_points(bench, r.by_point(), lstat_all, share)
     facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"],
                   *part)
     return Sweep.of(r, dims, asdict(facts))
 
 
-def _reference_points(bench: Bench, groups, lstat_all, end: float) -> dict:
+def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
     """Git's thread count and one thread on the whole tree, where the search did not
     measure them: once each, in the share's time only (one pass of a large tree on NFS
     can take longer than the whole share)."""
     at = {}
     for label, threads in (("git_default", git_threads(len(bench.names))), ("single_thread", 1)):
         key = tuple(sorted({THREADS: threads, SPLIT: engine.SPLIT_SLICES}.items()))
-        if key not in groups and time.monotonic() < end:
+        if key not in groups and share.left():
             try:
                 groups[key] = [lstat_all(dict(key))]
             except EngineError as e:    # threads a pid limit refuses: the point stays unmeasured
@@ -195,8 +185,6 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    if t.why_not_run:
-        return advice.not_set(key, "not set: " + t.why_not_run)
     s = cal.sweeps.get("preload")
     ev = {k: None for k in ("best", "best_value", "git_default", "single_thread", "git_threads")}
     if s:

@@ -56,7 +56,12 @@ class Entry:
         return fn(self.key, bench) if fn else None
 
     def decide(self, cal, weights: Dict[str, float]):
+        """The module's decision; a trial real git was not run for (Trial.not_run) keeps
+        Git's default with its reason, whatever the module."""
         from git_tune.advisor.decide import advice
+        trial = cal.trials.get(self.key.name)
+        if trial is not None and trial.why_not_run:
+            return advice.not_set(self.key, "not set: " + trial.why_not_run, dict(trial.facts))
         fn = self._get("decide")
         return fn(self.key, cal, weights) if fn else advice.unmeasured(self.key)
 

@@ -13,6 +13,7 @@ from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Com
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats, workloads
 from git_tune.probes.gitinfo import GitFacts
+from git_tune.probes.repo import spread_order
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
 # A candidate whose every run is this much slower than every run of Git's default,
@@ -66,9 +67,8 @@ def sample_files(worktree: str, names: List[str], n: int,
     whose every prefix is spread over the tree too."""
     step = max(1, len(names) // n)
     spread = names[::step][:n]
-    stride = max(1, len(spread) // MIN_SAMPLE)
     position = {p: i for i, p in enumerate(spread)}
-    spread = [p for k in range(stride) for p in spread[k::stride]]
+    spread = spread_order(spread, MIN_SAMPLE)
     end = None if seconds is None else time.monotonic() + seconds
     paths, sizes = [], []
     for p in spread:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
+from git_tune import engine
 from git_tune.advisor.measure.search import Point, Strategy
 from git_tune.errors import EngineError, GitError
 
@@ -58,6 +59,30 @@ def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
         return None, float("inf"), 0
     key = min(groups, key=lambda k: (statistics.median(groups[k]), k))
     return key, statistics.median(groups[key]), len(groups[key])
+
+
+class Share:
+    """A sweep's share of the budget, and the time limit of each engine call in it.
+
+    The first call (Git's own point, or a comparison measured before the search) may
+    take what the budget has left, or the share when less is left: a sweep always has
+    it. No later call may run past the share (one single-threaded pass of a large tree
+    on NFS takes longer than all of it): the engine stops it, and the point fails."""
+
+    def __init__(self, seconds: float, budget_end: float):
+        self.seconds, self.budget_end = seconds, budget_end
+        self.end = time.monotonic() + seconds
+        self._first = True
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def limits(self) -> engine.Limits:
+        now = time.monotonic()
+        limit = max(self.seconds, self.budget_end - now) if self._first else \
+            max(0.01, self.end - now)
+        self._first = False
+        return engine.Limits(timeout=limit)
 
 
 def engine_measure(fn: Callable[[Point], float]) -> Callable[[Point], float]:
