@@ -18,7 +18,7 @@ from git_tune.advisor.keys import checkout
 from git_tune.advisor.measure.record import Calibration, Options, Trial, comparison
 from git_tune.cli import cli
 from git_tune.errors import UsageError
-from git_tune.models import catalogue
+from git_tune.models import catalogue, stats
 from git_tune.probes.gitinfo import git_version
 from git_tune.probes.scratch import PREFIX
 from tests.conftest import git_out, sigint_default
@@ -97,13 +97,44 @@ def test_threshold_stays_within_the_measured_batches():
     assert 89 < t <= 189, (t, why)
     assert "189 files 1.50x" in why
     # Raising it above Git's 100 is backed by the batch of 100+ files parallel lost.
-    _threshold_gain = checkout._threshold_gain
+    _threshold_evidence = checkout._threshold_evidence
     pts = list(pts)
-    assert _threshold_gain(pts, 150, 100) is None          # no timed batch in [100, 150)
-    g = _threshold_gain(pts + [point(120, 0.040, 0.050)], 150, 100)
-    assert g.speedup == pytest.approx(1.25) and g.workload == "checkout-small-batches"
-    g = _threshold_gain(pts, 30, 100)                      # 89 files now go parallel
-    assert g.speedup == pytest.approx(0.030 / 0.031)
+    assert _threshold_evidence(pts, 150, 100) is None          # no timed batch in [100, 150)
+    g = _threshold_evidence(pts + [point(120, 0.040, 0.050)], 150, 100)
+    assert g.speedup == pytest.approx(1.25) and g.verdict == stats.FASTER
+    g = _threshold_evidence(pts, 30, 100)                      # 89 files now go parallel
+    assert g.speedup == pytest.approx(0.030 / 0.031) and g.verdict == stats.SLOWER
+
+
+def _recorded_with_threshold_trial(points):
+    with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
+                           "disk-v1.json")) as f:
+        recorded = Calibration.from_json(json.load(f)["calibration"])
+    trial = Trial("checkout.thresholdForParallelism", tuple(points),
+                  {"workers": 4, "per_worker": 0.0})
+    return Calibration(**{**recorded.__dict__, "trials": {
+        **recorded.trials, "checkout.thresholdForParallelism": trial}})
+
+
+def test_a_threshold_is_written_only_when_its_own_batch_is_faster():
+    """#11: `auto` wrote a threshold whose own gain was 1.00x (0.96-1.04), and `verify`
+    could not confirm it. Parallel wins on the medians at 20 files in both cases below;
+    only where that batch is faster beyond noise is the value written."""
+    def point(n, seq, par):
+        return comparison("checkout", {}, {"checkout.workers": "4"}, seq, par, files=n)
+    big = point(400, [0.200] * 5, [0.120] * 5)
+    noisy = point(20, [0.019, 0.030, 0.021, 0.031, 0.022], [0.020, 0.018, 0.026, 0.019, 0.021])
+    clear = point(20, [0.030, 0.031, 0.029, 0.030, 0.032], [0.020, 0.021, 0.019, 0.020, 0.022])
+    key = catalogue.lookup("checkout.thresholdForParallelism")
+    for batch, status in ((noisy, "not set"), (clear, "set")):
+        by_key = {k.key: k for k in recommend(_recorded_with_threshold_trial([batch, big])).keys}
+        assert by_key["checkout.workers"].status == "set"
+        got = by_key[key.name]
+        assert got.status == status, got.reason
+        if status == "set":
+            assert got.value == "20" and got.gain.low > 1
+        else:
+            assert got.value is None and "no change" in got.reason
 
 
 def test_recommended_values_are_accepted_by_git(calibrated, tmp_path):

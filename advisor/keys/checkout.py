@@ -108,8 +108,8 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
 
 def _batch_files(bench: Bench) -> int:
     """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
-    left. Two sequential restores (PILOT_FILES and a tenth of it) price git's fixed cost
-    and a file. On slow storage a smaller batch is what the budget can decide; parallel
+    left. Two sequential restores, each with its next status (PILOT_FILES and a tenth of
+    it), price git's fixed cost and a file. On slow storage a smaller batch is what the budget can decide; parallel
     checkout gains less on a smaller batch (a worker's start is spread over fewer
     files), so the part errs towards keeping Git's default, never the other way."""
     n = min(len(bench.names), CHECKOUT_FILES)
@@ -154,9 +154,11 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     cand = _candidate(max(2, s.best[WORKERS]))
     c = bench.ab("checkout", {}, cand, lambda: work.run({}), lambda: work.run(cand),
                  files=len(work.paths))
+    # Records from before the batch was timed with its next status lack this fact.
+    facts = {"next_status": True}
     if c.fails or not bench.counts(CLONE):
-        return Trial(WORKERS, (c,))
-    return Trial(WORKERS, (c,) + _tree_write(bench, cand, c))
+        return Trial(WORKERS, (c,), facts)
+    return Trial(WORKERS, (c,) + _tree_write(bench, cand, c), facts)
 
 
 def _tree_write(bench: Bench, cand: Dict[str, str], batch: Comparison) -> Tuple[Comparison, ...]:
@@ -253,7 +255,9 @@ def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
     ev = {"best": s.best if s else None,
           "curve": s.facts.get("model_samples") if s else None,
           "model": s.facts.get("model") if s else None}
-    what = {c.workload: (f"checkout of {c.files} files with {w} workers" if c.workload != CLONE
+    then = ", then git status of them" if t.facts.get("next_status") else ""
+    what = {c.workload: (f"checkout of {c.files} files with {w} workers{then}"
+                         if c.workload != CLONE
                          else f"writing {c.files} files then git status, {w} workers")
             for c in t.comparisons}
     return advice.weighed(key, t, weights, w, what, ev)
@@ -270,10 +274,16 @@ def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if abs(t - default) <= THRESHOLD_CHANGE * default:
         return advice.not_set(key, f"not set: {why}, close to Git's {default}", ev)
     trial = cal.trials.get(THRESHOLD)
-    gain = _threshold_gain(trial.comparisons if trial else (), t, default)
-    if gain is None:
+    est = _threshold_evidence(trial.comparisons if trial else (), t, default)
+    if est is None:
         return advice.not_set(key, f"not set: {why}, but no batch between it and Git's "
                                    f"{default} was timed with real git", ev)
+    gain = advice.Gain.of(THRESHOLD_WORKLOAD, est)
+    if est.verdict != stats.FASTER:
+        # The crossing may be real, but the batch it changes is not measurably faster:
+        # writing the value would promise a gain `verify` cannot confirm.
+        return advice.not_set(key, f"not set: {why}, but the batch it changes was "
+                                   f"{gain.text()} ({est.verdict})", ev)
     return advice.KeyAdvice(key.name, advice.SET, str(t), key.default, gain, why, ev)
 
 
@@ -326,7 +336,7 @@ def _threshold_from_model(cal: Calibration, workers: int,
                  f"parallelism {m['parallelism']})", ev
 
 
-def _threshold_gain(points, threshold: int, default: int) -> Optional[advice.Gain]:
+def _threshold_evidence(points, threshold: int, default: int) -> Optional[stats.RatioEstimate]:
     """Real git at the batch size the new threshold changes most plainly: the smallest
     timed batch below Git's default that now goes parallel, or the largest at or above
     it that now stays sequential. None when no timed batch lies in between (the value
@@ -343,7 +353,7 @@ def _threshold_gain(points, threshold: int, default: int) -> Optional[advice.Gai
         if not inside:
             return None
         est = stats.compare(inside[-1].times_candidate, inside[-1].times_default)
-    return advice.Gain.of(THRESHOLD_WORKLOAD, est)
+    return est
 
 
 def findings(cal: Calibration) -> List[str]:

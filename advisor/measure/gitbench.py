@@ -21,6 +21,8 @@ from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.probes.repo import RepoLayout
 
 Settings = Dict[str, str]
+# At most this much of a command line goes to the batch checkout's next status's paths.
+PATHSPEC_ARG_BYTES = 64 * 1024
 
 
 _required: contextvars.ContextVar[Settings] = contextvars.ContextVar("required", default={})
@@ -200,7 +202,12 @@ class Workspace:
 
 
 class CheckoutWorkload:
-    """Restore K missing files with `git checkout -- <paths>` (seed 001's threshold study)."""
+    """Restore K missing files with `git checkout -- <paths>` (seed 001's threshold study),
+    then the next `git status -uno` of those paths, timed together: files written within
+    the index's last second are racily clean, so that status re-reads their contents, and
+    workers that finish sooner can leave it more to re-read (issue #11: 590 entries, 6.3 s
+    on NFS). The rest of the tree costs the next status the same on both sides of an A/B,
+    so its pathspec is the batch (status refreshes only what its pathspec names)."""
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str):
         self.clone = clone
@@ -216,21 +223,27 @@ class CheckoutWorkload:
             except FileNotFoundError:
                 pass
 
+    def _next_status(self) -> List[str]:
+        # `git status` has no --pathspec-from-file; a batch too long for one command
+        # line is followed by the whole status (the same on both sides, only diluted).
+        if sum(len(p) + 1 for p in self.paths) > PATHSPEC_ARG_BYTES:
+            return ["status", "--porcelain", "-uno"]
+        return ["status", "--porcelain", "-uno", "--", *self.paths]
+
     def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
         self._remove()
-        return timed_git(["checkout", f"--pathspec-from-file={self.list_file}",
-                          "--pathspec-file-nul"], self.clone, settings, trace_file=trace_file)
+        write = timed_git(["checkout", f"--pathspec-from-file={self.list_file}",
+                           "--pathspec-file-nul"], self.clone, settings, trace_file=trace_file)
+        return write + timed_git(self._next_status(), self.clone, settings,
+                                 {"GIT_LITERAL_PATHSPECS": "1"})
 
 
 class TreeWrite(CheckoutWorkload):
     """What a clone or a CI checkout lives with: the files written in one burst, then the
-    next `git status -uno`, timed together. Files written within the index's last second
-    are racily clean, so that status re-reads their contents: parallel workers that
-    finish sooner can leave it more to re-read (issue #11: 590 entries, 6.3 s on NFS)."""
+    next whole `git status -uno`."""
 
-    def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
-        write = super().run(settings, trace_file)
-        return write + timed_git(["status", "--porcelain", "-uno"], self.clone, settings)
+    def _next_status(self) -> List[str]:
+        return ["status", "--porcelain", "-uno"]
 
 
 def status(worktree: str, index_file: str, untracked: bool):
