@@ -23,6 +23,7 @@ from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudg
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats
+from tests.conftest import git_out
 
 KEY = catalogue.lookup("core.untrackedCache")
 
@@ -240,3 +241,25 @@ def test_the_probe_sizes_its_samples_to_its_allowance(latfs_bed):
     full = report.probe(repo)
     assert full.primary_storage().latency["lstat_hit"]["count"] == storage.QUICK["samples"]
     assert full.repository.loose_objects == small.repository.loose_objects
+
+
+def test_a_batch_checkout_is_timed_with_the_next_status_of_its_files(tmp_path):
+    """The batch A/B times `git checkout` and the next `git status` of the batch (what
+    the burst of writes costs next). Paths too long for one command line fall back to
+    the whole status, so no repository shape ends in E2BIG."""
+    from git_tune.advisor.measure import gitbench
+    repo = tmp_path / "repo"
+    deep = "d" * 200
+    repo.mkdir()
+    git_out(repo, "init", "-q")
+    for i in range(400):
+        (repo / f"{deep}{i:03d}").write_text(f"{i}\n")
+    git_out(repo, "add", "-A")
+    git_out(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    names = git_out(repo, "ls-files", "-z").split("\0")[:-1]
+    for paths in (names[:10], names):          # 10 paths: a pathspec; 400: 80 KB of them
+        work = gitbench.CheckoutWorkload(str(repo), paths, str(tmp_path))
+        assert work.run({}) > 0
+        assert all((repo / p).exists() for p in paths)
+        assert git_out(repo, "status", "--porcelain") == ""
+        assert ("--" in work._next_status()) == (paths is not names)
