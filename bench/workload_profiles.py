@@ -162,8 +162,12 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
     for p in PROFILES:
         other = next(q for q in PROFILES if q != p)
         mine, theirs = objective(times, p, owns[p]), objective(times, other, owns[p])
+        runs = min(len(times[c, n]) for c in configs for n in owns[p])
         if chosen[p] == chosen[other]:
             verdict = "same choice"
+        elif runs < stats.MIN_RUNS:
+            # With fewer runs no verdict but "no change" is possible: "yes" would be vacuous.
+            verdict = f"undecided ({runs} runs, {stats.MIN_RUNS} needed)"
         else:
             # At least as fast: on none of its own workloads is the profile's choice
             # slower than the other's beyond noise (the guard the tuner itself applies).
