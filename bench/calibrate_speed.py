@@ -12,9 +12,11 @@ Git's default, how many seconds more would have decided the first of them.
 
 A run over some beds keeps the other beds' rows of the last run in bench/results.
 """
+import json
+import os
 import time
 
-from common import BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
+from common import RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
 
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
@@ -33,6 +35,24 @@ def timed_calibration(repo: str, budget: float):
                      >= stats.MIN_RUNS)
     kept = sorted(k for k, t in record.trials.items() if t.why_not_run)
     return wall, decided, kept, dict(record.unfinished)
+
+
+def _with_other_sizes(rows, data, sizes):
+    """A run over some sizes keeps the stored cells of the other sizes on its beds (the
+    100,000-file cells take long enough to be run on their own)."""
+    try:
+        with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return rows, data
+    kept = lambda files: int(files) not in sizes
+    rows = [r for r in old.get("rows", []) if r[0] in data and kept(r[1])] + list(rows)
+    for bed in data:
+        data[bed] = {**{cell: v for cell, v in old.get("data", {}).get(bed, {}).items()
+                        if kept(cell.split("|")[0])}, **data[bed]}
+    order = list(data)
+    rows.sort(key=lambda r: (order.index(r[0]), int(r[1]), float(str(r[2]).split()[0])))
+    return rows, data
 
 
 def main():
@@ -65,6 +85,8 @@ def main():
                                       if short else str(len(unfinished)))))
         except BedUnavailable as e:
             notes.append(f"{kind}: {e}")
+    if args.sizes and not args.tiny:
+        rows, data = _with_other_sizes(rows, data, sizes)
     worst = {b: max(float(r[4].split()[0]) for r in rows if r[0] == b)
              for b in beds if any(r[0] == b for r in rows)}
     report("calibrate_speed", "Whole calibration (probe included) against its --budget: "
