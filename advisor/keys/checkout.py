@@ -27,6 +27,9 @@ CLONE = "clone"            # the workload: the whole tree written, then the next
 SWEEP_SHARE = 0.15
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
 SAMPLE_SHARE = 0.2         # of the sweep's share, at most, for reading the sample's sizes
+ENGINE_PILOT = 20          # files the engine writes first, to price one
+WARM_FILES = 200           # the engine's warm-up write, where it is cheap
+MIN_ENGINE_BATCH = 40      # files per engine measurement, at least
 CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
 PILOT_FILES = 50           # the restore that prices a file before the batch is sized
 BATCH_SHARE = 0.4          # of the budget left, for the workers' A/B
@@ -46,12 +49,21 @@ class Facts:
     model_samples: Optional[list] = None  # (workers, files, seconds)
 
 
-def checkout_batch(target: str, paths, sizes, budget: float) -> Tuple[list, list]:
-    """A warm-up (allocator, journal, dentry caches) that also sizes the batch so
-    about ten single-worker measurements fit the budget on slow storage too."""
-    probe_n = min(len(paths), 200)
-    t = engine.checkout(target, paths[:probe_n], sizes[:probe_n], workers=1, threshold=0).wall
-    keep = max(100, min(len(paths), int(budget / 10 / max(t / probe_n, 1e-6))))
+def checkout_batch(target: str, paths, sizes, budget: float,
+                   limits: engine.Limits = engine.NO_LIMITS) -> Tuple[list, list]:
+    """Size the batch so about ten single-worker measurements fit the budget, from a
+    small pilot write; where a warm-up (allocator, journal, dentry caches) of WARM_FILES
+    costs under a tenth of the budget, it follows. On an NFS-like bed with a deep tree a
+    file costs 15 ms: the 200-file warm-up alone took twice a 10 s budget's share."""
+    pilot = min(len(paths), ENGINE_PILOT)
+    t = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
+                        limits=limits).wall
+    per_file = max(t / max(1, pilot), 1e-6)
+    warm = min(len(paths), WARM_FILES)
+    if per_file * warm <= budget / 10:
+        engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
+                        limits=limits)
+    keep = max(min(len(paths), MIN_ENGINE_BATCH), min(len(paths), int(budget / 10 / per_file)))
     return paths[:keep], sizes[:keep]
 
 
@@ -71,7 +83,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = [Dim(WORKERS, 1, top, default=1)]
     share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
     paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * SAMPLE_SHARE)
-    paths, sizes = checkout_batch(target, paths, sizes, share.seconds)
+    paths, sizes = checkout_batch(target, paths, sizes, share.seconds,
+                                  engine.Limits(timeout=max(0.01, share.left())))
 
     def write(point, k=len(paths)):
         return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],

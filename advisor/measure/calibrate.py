@@ -66,6 +66,10 @@ def _measure(bench: Bench, understood) -> None:
     candidate is what lets git run here at all (Git's default failed, the candidate
     worked) is required by every later trial, so theirs are not the same failure."""
     for family, sweep in registry.sweepers():
+        if not bench.budget.left():
+            # No trial can start either: a sweep now would only overrun the budget.
+            bench.notes.append(f"{family} sweep not run: the budget had ended")
+            continue
         try:
             result = sweep(bench)
         except (EngineError, MeasurementFailed) as e:
