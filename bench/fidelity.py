@@ -33,12 +33,11 @@ from common import (BEDS, BedUnavailable, bed_latency, drop_caches, git, median,
                     remove, repo_on, report, storage, timed, tracked)
 
 from git_tune import engine
+from git_tune.advisor.keys import preload
 from git_tune.advisor.measure.gitbench import trace_phases
 
 WORKERS = (1, 2, 4, 8, 16, 32)
 INDEX_THREADS = (1, 2, 4)
-PRELOAD_COST = 500          # preload-index.c: THREADS_COST
-PRELOAD_MAX = 20            # preload-index.c: MAX_PARALLEL
 STATUS = ["git", "status", "-uno", "--porcelain"]
 
 
@@ -89,7 +88,7 @@ def checkout_family(repo: str, mnt: str, names, batch_files: int, repeat: int):
 
 
 def preload_family(repo: str, names, repeat: int, cold: bool):
-    threads = min(PRELOAD_MAX, len(names) // PRELOAD_COST)
+    threads = preload.git_threads(len(names))
     if threads < 2:
         return None
     eng = rounds((1, threads), lambda t: engine.preload(names, base=repo, threads=t).wall,

@@ -63,7 +63,7 @@ def checkout_batch(target: str, paths, sizes, budget: float,
     if per_file * warm <= budget / 10:
         engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
                         limits=limits)
-    keep = max(min(len(paths), MIN_ENGINE_BATCH), min(len(paths), int(budget / 10 / per_file)))
+    keep = min(len(paths), max(MIN_ENGINE_BATCH, int(budget / 10 / per_file)))
     return paths[:keep], sizes[:keep]
 
 
@@ -83,8 +83,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = [Dim(WORKERS, 1, top, default=1)]
     share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
     paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * SAMPLE_SHARE)
-    paths, sizes = checkout_batch(target, paths, sizes, share.seconds,
-                                  engine.Limits(timeout=max(0.01, share.left())))
+    paths, sizes = checkout_batch(target, paths, sizes, share.seconds, share.bounded())
 
     def write(point, k=len(paths)):
         return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
@@ -122,9 +121,10 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
 def _batch_files(bench: Bench) -> int:
     """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
     left. Two sequential restores, each with its next status (PILOT_FILES and a tenth of
-    it), price git's fixed cost and a file. On slow storage a smaller batch is what the budget can decide; parallel
-    checkout gains less on a smaller batch (a worker's start is spread over fewer
-    files), so the part errs towards keeping Git's default, never the other way."""
+    it), price git's fixed cost and a file. On slow storage a smaller batch is what the
+    budget can decide; parallel checkout gains less on a smaller batch (a worker's start
+    is spread over fewer files), so the part errs towards keeping Git's default, never
+    the other way."""
     n = min(len(bench.names), CHECKOUT_FILES)
     small, large = (_workload(bench, min(n, k)) for k in (PILOT_FILES // 10, PILOT_FILES))
     try:

@@ -53,14 +53,14 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if fresh:          # not measured: the decision could only be "not set"
         return Trial.not_run(key.name, fresh)
     if bench.git_facts.fsmonitor_daemon is not True:
-        return Trial.not_run(key.name, f"git {bench.git_facts.version} has no fsmonitor daemon here "
-                             f"({bench.git_facts.fsmonitor_detail}); `true` would only add a "
-                             "query to every command")
+        return Trial.not_run(key.name, f"git {bench.git_facts.version} has no fsmonitor "
+                             f"daemon here ({bench.git_facts.fsmonitor_detail}); `true` would "
+                             "only add a query to every command")
     dirs, limit = directories(bench.names), daemon.max_user_watches()
     if limit is not None and dirs > limit * WATCH_SHARE:
-        return Trial.not_run(key.name, f"the daemon needs one inotify watch per directory ({dirs:,}) and "
-                             f"fs.inotify.max_user_watches is {limit:,}", directories=dirs,
-                        max_user_watches=limit)
+        return Trial.not_run(key.name, f"the daemon needs one inotify watch per directory "
+                             f"({dirs:,}) and fs.inotify.max_user_watches is {limit:,}",
+                             directories=dirs, max_user_watches=limit)
     wt = bench.worktree
     was_running = daemon.running(wt)
     state = daemon.state_dir(bench.ws.layout.git_dir)

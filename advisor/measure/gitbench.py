@@ -23,6 +23,7 @@ from git_tune.probes.repo import RepoLayout
 Settings = Dict[str, str]
 # At most this much of a command line goes to the batch checkout's next status's paths.
 PATHSPEC_ARG_BYTES = 64 * 1024
+WHOLE_STATUS = ("status", "--porcelain", "-uno")
 
 
 _required: contextvars.ContextVar[Settings] = contextvars.ContextVar("required", default={})
@@ -227,8 +228,8 @@ class CheckoutWorkload:
         # `git status` has no --pathspec-from-file; a batch too long for one command
         # line is followed by the whole status (the same on both sides, only diluted).
         if sum(len(p) + 1 for p in self.paths) > PATHSPEC_ARG_BYTES:
-            return ["status", "--porcelain", "-uno"]
-        return ["status", "--porcelain", "-uno", "--", *self.paths]
+            return list(WHOLE_STATUS)
+        return [*WHOLE_STATUS, "--", *self.paths]
 
     def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
         self._remove()
@@ -243,7 +244,7 @@ class TreeWrite(CheckoutWorkload):
     next whole `git status -uno`."""
 
     def _next_status(self) -> List[str]:
-        return ["status", "--porcelain", "-uno"]
+        return list(WHOLE_STATUS)
 
 
 def status(worktree: str, index_file: str, untracked: bool):

@@ -78,11 +78,15 @@ class Share:
         return max(0.0, self.end - time.monotonic())
 
     def limits(self) -> engine.Limits:
-        now = time.monotonic()
-        limit = max(self.seconds, self.budget_end - now) if self._first else \
-            max(0.01, self.end - now)
+        if not self._first:
+            return self.bounded()
         self._first = False
-        return engine.Limits(timeout=limit)
+        return engine.Limits(timeout=max(self.seconds, self.budget_end - time.monotonic()))
+
+    def bounded(self) -> engine.Limits:
+        """A call that ends with the share, and leaves the first call's allowance to the
+        point it is meant for (a pilot before the search)."""
+        return engine.Limits(timeout=max(0.01, self.left()))
 
 
 def engine_measure(fn: Callable[[Point], float]) -> Callable[[Point], float]:
