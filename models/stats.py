@@ -13,6 +13,12 @@ FASTER, NO_CHANGE, SLOWER = "faster", "no change", "slower"
 # A ratio interval must clear 1 by this much before we call it a change.
 MIN_EFFECT = 0.02
 MIN_RUNS = 5
+# Every run of one side this much slower than every run of the other: a difference no
+# noise of a few percent explains. After CLEAR_RUNS runs a side that is a verdict of its
+# own (3 against 3 in this order by chance alone: 1 in 20, and 1.5x apart besides), so a
+# large gain is not paid for with MIN_RUNS runs of a 10-second checkout.
+CLEARLY = 1.5
+CLEAR_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,24 @@ def drop_outliers(values: Sequence[float], k: float = 5.0) -> np.ndarray:
     return v[np.abs(v - med) <= k * mad]
 
 
+def clearly_apart(slow: Sequence[float], fast: Sequence[float], runs: int = CLEAR_RUNS) -> bool:
+    """At least `runs` runs a side, and every run of `slow` CLEARLY times as long as every
+    run of `fast`."""
+    return (len(slow) >= runs and len(fast) >= runs
+            and min(slow) > max(fast) * CLEARLY)
+
+
+def conclusive(old: Sequence[float], new: Sequence[float]) -> bool:
+    """Enough runs for a verdict: MIN_RUNS a side, or CLEAR_RUNS clearly apart."""
+    return ((len(old) >= MIN_RUNS and len(new) >= MIN_RUNS)
+            or clearly_apart(old, new) or clearly_apart(new, old))
+
+
 def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
             resamples: int = 4000, min_effect: float = MIN_EFFECT) -> RatioEstimate:
-    """Median ratio new/old with a bootstrap interval; at least MIN_RUNS runs a side
-    are needed for any verdict but "no change" (counted before outliers go)."""
-    enough = len(old) >= MIN_RUNS and len(new) >= MIN_RUNS
+    """Median ratio new/old with a bootstrap interval; any verdict but "no change" needs
+    conclusive() runs (counted before outliers go)."""
+    enough = conclusive(old, new)
     a, b = drop_outliers(old), drop_outliers(new)
     if len(a) == 0 or len(b) == 0:
         raise ValueError("no measurements to compare")
@@ -60,7 +79,7 @@ def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
     low, high = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
     ratio = float(np.median(b) / np.median(a))
     if not enough:
-        verdict = NO_CHANGE  # 3 against 3 can never reach significance
+        verdict = NO_CHANGE  # 3 against 3, overlapping, can never reach significance
     elif high < 1 - min_effect:
         verdict = FASTER
     elif low > 1 + min_effect:

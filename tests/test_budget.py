@@ -19,7 +19,7 @@ from git_tune.probes import report, storage
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
-                                            STOPPED_BUDGET, STOPPED_SLOWER)
+                                            STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER)
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats
@@ -56,6 +56,36 @@ def test_a_clearly_slower_candidate_stops_after_the_minimum_runs():
     assert a.status == advice.NOT_SET and "clearly slower" in a.reason
 
 
+def test_a_large_gain_is_decided_after_the_clear_runs():
+    default, candidate = sleeper(0.1), sleeper(0.005)
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, default, candidate)
+    assert c.stopped == STOPPED_FASTER
+    assert len(c.times_default) == len(c.times_candidate) == stats.CLEAR_RUNS
+    assert c.estimate.verdict == stats.FASTER
+    a = advice.validated(KEY, c, "true", "git status")
+    assert a.status == advice.SET and "clearly apart" in a.reason
+
+
+def test_a_modest_gain_still_needs_the_minimum_runs():
+    # 1.25x: every run apart, but not by stats.CLEARLY.
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.04))
+    assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
+    assert stats.compare([1.0, 1.0, 1.0], [0.8, 0.8, 0.8]).verdict == stats.NO_CHANGE
+    assert stats.compare([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]).verdict == stats.FASTER
+    assert stats.compare([1.0, 0.3, 1.0], [0.5, 0.5, 0.5]).verdict == stats.NO_CHANGE
+
+
+def test_a_large_gain_fits_a_budget_the_minimum_runs_would_not():
+    # Warm-up pair 0.305 s; 3 more pairs fit in what is left, MIN_RUNS pairs would not.
+    b = bench(1.5)
+    c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.3), sleeper(0.005))
+    assert c.stopped == STOPPED_FASTER and c.estimate.verdict == stats.FASTER
+    assert b.budget.used() < 1.5
+    # Without a large gain in the warm-up, the same budget refuses the trial.
+    with pytest.raises(OutOfBudget):
+        bench(1.5).ab("status", {}, {KEY.name: "true"}, sleeper(0.3), sleeper(0.25))
+
+
 def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget():
     b = bench(0.2)
     with pytest.raises(OutOfBudget) as e:
@@ -66,9 +96,10 @@ def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget():
 
 def test_a_faster_candidate_cut_short_by_the_budget_is_never_set():
     # The warm-up pair is quick, so the minimum seems to fit; then git slows down and
-    # the budget ends after a few runs, with the candidate 10x faster so far.
+    # the budget ends after a few runs, with the candidate 1.25x faster so far (not
+    # stats.CLEARLY, which would decide in fewer runs).
     b = bench(0.6)
-    c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.005, 0.2), sleeper(0.001, 0.02))
+    c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.005, 0.2), sleeper(0.004, 0.16))
     assert c.stopped == STOPPED_BUDGET
     assert len(c.times_candidate) < stats.MIN_RUNS
     assert c.estimate.verdict == stats.NO_CHANGE
@@ -77,7 +108,7 @@ def test_a_faster_candidate_cut_short_by_the_budget_is_never_set():
 
 
 def test_with_time_enough_a_faster_candidate_is_set():
-    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.005))
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.035))
     assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
     assert advice.validated(KEY, c, "true", "git status").status == advice.SET
 

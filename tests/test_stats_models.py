@@ -17,9 +17,14 @@ def test_real_gain_is_faster_and_equal_is_no_change():
     assert stats.compare(base, same).verdict == stats.NO_CHANGE
 
 
-def test_three_runs_never_reach_significance():
+def test_three_runs_reach_significance_only_clearly_apart():
+    # 2x apart in every run: a verdict; 1.25x, or one run overlapping: none yet.
     est = stats.compare([1.0, 1.01, 0.99], [0.5, 0.51, 0.49])
-    assert est.verdict == stats.NO_CHANGE and est.ratio == pytest.approx(0.5, rel=0.05)
+    assert est.verdict == stats.FASTER and est.ratio == pytest.approx(0.5, rel=0.05)
+    assert stats.compare([0.5, 0.51, 0.49], [1.0, 1.01, 0.99]).verdict == stats.SLOWER
+    assert stats.compare([1.0, 1.01, 0.99], [0.8, 0.81, 0.79]).verdict == stats.NO_CHANGE
+    assert stats.compare([1.0, 1.01, 0.6], [0.5, 0.51, 0.49]).verdict == stats.NO_CHANGE
+    assert stats.compare([1.0, 1.01], [0.5, 0.51]).verdict == stats.NO_CHANGE
 
 
 def test_best_of_twenty_equal_configurations_is_not_a_gain():

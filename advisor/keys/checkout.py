@@ -354,8 +354,8 @@ def _threshold_evidence(points, threshold: int, default: int) -> Optional[stats.
     timed batch below Git's default that now goes parallel, or the largest at or above
     it that now stays sequential. None when no timed batch lies in between (the value
     would then rest on interpolation alone)."""
-    points = [c for c in points if min(len(c.times_default), len(c.times_candidate))
-              >= stats.MIN_RUNS]     # a batch cut short is no evidence for a change
+    # A batch cut short is no evidence for a change.
+    points = [c for c in points if stats.conclusive(c.times_default, c.times_candidate)]
     if threshold < default:
         inside = [c for c in points if threshold <= c.files < default]
         if not inside:

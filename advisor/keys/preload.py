@@ -12,10 +12,11 @@ from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
-from git_tune.advisor.measure.bench import CLEARLY_SLOWER, Bench
+from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.sweep import Share, engine_measure, run as run_sweep
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
+from git_tune.models import stats
 
 KEY = "core.preloadIndex"
 SWEEP_SHARE = 0.08
@@ -151,7 +152,7 @@ def _hopeless(bench: Bench) -> Optional[str]:
         return (f"Git starts no preload threads for {f.entries} entries (preload-index.c "
                 "needs 1,000): on and off are the same work")
     slower = f.off_slower()
-    if slower is None or slower < CLEARLY_SLOWER:
+    if slower is None or slower < stats.CLEARLY:
         return None
     files = f.entries if f.single_thread and f.git_default else f.part_files
     return (f"the engine's lstat of {files} files took {slower:.1f}x longer on one thread "

@@ -16,11 +16,12 @@ from git_tune.probes.gitinfo import GitFacts
 from git_tune.probes.repo import spread_order
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
-# A candidate whose every run is this much slower than every run of Git's default,
+# A candidate whose every run is stats.CLEARLY slower than every run of Git's default,
 # after EARLY_RUNS pairs, is dropped: no number of further runs would make it faster.
+# One clearly faster after stats.CLEAR_RUNS pairs has its verdict: a large gain is
+# certain before MIN_RUNS.
 EARLY_RUNS = 2
-CLEARLY_SLOWER = 1.5
-STOPPED_SLOWER, STOPPED_BUDGET = "clearly slower", "budget"
+STOPPED_SLOWER, STOPPED_FASTER, STOPPED_BUDGET = "clearly slower", "clearly faster", "budget"
 
 
 class OutOfBudget(Exception):
@@ -166,6 +167,7 @@ class Bench:
         try:
             with gitbench.deadline(left):
                 error_default = gitbench.attempt(run_default)
+                t1 = time.monotonic()
                 error_candidate = gitbench.attempt(run_candidate)
         except gitbench.DeadlineReached:
             # One warm-up pair took longer than all that was left: at least that, per pair.
@@ -176,9 +178,13 @@ class Bench:
         if error_default or error_candidate:
             return self._one_side_fails(workload, default, candidate, run_default, run_candidate,
                                         error_default, error_candidate, files)
-        pair = time.monotonic() - t0
-        if pair * self.runs > self.budget.left():
-            raise OutOfBudget(pair * self.runs - self.budget.left())
+        t2 = time.monotonic()
+        pair = t2 - t0
+        # A warm-up that already shows a large gain may be decided in CLEAR_RUNS pairs:
+        # those must fit. Whether they do decide is the runs' business, not the warm-up's.
+        minimum = stats.CLEAR_RUNS if t1 - t0 > (t2 - t1) * stats.CLEARLY else self.runs
+        if pair * minimum > self.budget.left():
+            raise OutOfBudget(pair * minimum - self.budget.left())
         try:
             return self._timed(workload, default, candidate, _side(run_default, FAILS_DEFAULT),
                                _side(run_candidate, FAILS_CANDIDATE), files, extensions, pair)
@@ -247,8 +253,10 @@ class Bench:
                 return STOPPED_BUDGET
             ta.append(t_a)
             tb.append(t_b)
-            if clearly and len(tb) >= EARLY_RUNS and min(tb) > max(ta) * CLEARLY_SLOWER:
+            if clearly and stats.clearly_apart(tb, ta, EARLY_RUNS):
                 return STOPPED_SLOWER
+            if stats.clearly_apart(ta, tb):
+                return STOPPED_FASTER
             if i + 1 < runs and self.budget.left() <= 0:
                 return STOPPED_BUDGET
         return ""

@@ -96,7 +96,8 @@ class Comparison:
     times_candidate: Tuple[float, ...]
     estimate: Optional[RatioEstimate]
     files: Optional[int] = None
-    stopped: str = ""        # why runs ended before the minimum: "clearly slower", "budget"
+    stopped: str = ""        # why runs ended before the minimum: "clearly slower" or
+    #                          "clearly faster" (bench.py), "budget"
     fails: str = ""          # "" | "default" | "candidate"
     error: str = ""
 
