@@ -72,15 +72,27 @@ class Mix:
         self.cold = cold
         self.names = tracked(repo)
         self.pick = random.Random(1).sample(self.names, min(k, len(self.names)))
+        self.written = time.monotonic()
 
     def _write(self, paths, settings) -> float:
         """The paths removed, `git checkout -f` writes them, then the next status (never
         from a dropped cache: it follows the checkout)."""
         c = timed(["git", "checkout", "-q", "-f"], self.repo, settings, self.cold,
                   setup=lambda: remove(self.repo, paths))
-        return c + timed(NEXT_STATUS, self.repo, settings)
+        t = c + timed(NEXT_STATUS, self.repo, settings)
+        self.written = time.monotonic()
+        return t
+
+    def _settle(self) -> None:
+        """After a write, files and index may share a second: such entries are racily
+        clean, and every status re-reads their contents until one writes the index in a
+        later second. The hot status is timed on a settled tree: wait out the second,
+        then an untimed status writes the index."""
+        time.sleep(max(0.0, self.written + 1.05 - time.monotonic()))
+        timed(NEXT_STATUS, self.repo, {})
 
     def times(self, settings) -> dict:
+        self._settle()
         return {"status": timed(NEXT_STATUS, self.repo, settings, self.cold),
                 "checkout": self._write(self.pick, settings),
                 "clone": self._write(self.names, settings),
@@ -147,11 +159,11 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     for k, cfg in contenders.items():
         timed_as[k] = next(j for j in contenders if contenders[j] == cfg)
     each = {k: [] for k in contenders if timed_as[k] == k}
-    # At least `final` rounds; on fast beds more, up to 30 or about 30 s, because a
-    # 15 ms mix is too noisy to tell 5% in 7 rounds.
+    # At least `final` rounds; then more, up to 30, while the rounds so far took under
+    # FINAL_SECONDS: a mix of milliseconds-long commands is too noisy to tell 5% in 7.
     t0 = time.monotonic()
     rounds = 0
-    while rounds < final or (rounds < 30 and time.monotonic() - t0 < 30 * (rounds / 30)):
+    while rounds < final or (rounds < 30 and time.monotonic() - t0 < FINAL_SECONDS):
         for k in each:
             each[k].append(mix.times(contenders[k]))
         rounds += 1
@@ -183,6 +195,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
 
 
 SLOW_MIX = 10.0      # seconds: a mix this long is timed once per grid cell
+FINAL_SECONDS = 120  # the final rounds go on to 30 while they have taken less
 
 BEDS = {"tmpfs": ("tmpfs", False), "disk": ("disk", False), "disk-cold": ("disk", True),
         "latfs-nfs": ("latfs-nfs", False)}
@@ -236,8 +249,8 @@ def main():
                     f"{repeat or 3} real-git mixes (1 where a mix takes over {SLOW_MIX:g} s); "
                     "then the 3 best cells, Git's defaults, Scalar's settings (each release's "
                     "list, bench/scalar.toml; core.fsmonitor only with a git that has the "
-                    f"daemon) and git-tune's, interleaved, {final} to 30 rounds (more while a "
-                    f"round takes under 1 s; {stats.MIN_RUNS} where a mix takes over "
+                    f"daemon) and git-tune's, interleaved, {final} to 30 rounds (more while the "
+                    f"rounds have taken under {FINAL_SECONDS} s; {stats.MIN_RUNS} where a mix takes over "
                     f"{SLOW_MIX:g} s); contenders with the same settings are timed once",
                     "a mix's figure is the weighted geometric mean of its workloads' times, "
                     "with the `mixed` profile's weights: "
