@@ -294,3 +294,34 @@ def test_a_batch_checkout_is_timed_with_the_next_status_of_its_files(tmp_path):
         assert all((repo / p).exists() for p in paths)
         assert git_out(repo, "status", "--porcelain") == ""
         assert ("--" in work._next_status()) == (paths is not names)
+
+
+def test_the_scratch_clone_starts_from_the_users_index_whatever_its_shape(tmp_path):
+    """The checkout trials' clone gets a copy of the user's index (what is staged
+    included, and its cache-tree, which spares each status a walk of HEAD's trees). A
+    split index, whose shared part stays behind, falls back to HEAD's tree; either way
+    the batch can be written, and the user's repository is left as it was."""
+    from git_tune.advisor.measure import gitbench
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git_out(repo, "init", "-q")
+    (repo / "d").mkdir()
+    for name in ("a", "b", "d/c"):
+        (repo / name).write_text(f"{name} committed\n")
+    git_out(repo, "add", "-A")
+    git_out(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    (repo / "a").write_text("a staged\n")
+    git_out(repo, "add", "a")
+    for split, expected in ((False, "a staged\n"), (True, "a committed\n")):
+        if split:
+            git_out(repo, "update-index", "--split-index")
+        before = git_out(repo, "status", "--porcelain")
+        scratch = tmp_path / f"scratch-{split}"
+        scratch.mkdir()
+        clone = gitbench.Workspace(repo_probe.locate(str(repo)), str(scratch)).clone()
+        work = gitbench.CheckoutWorkload(clone, ["a", "d/c"], str(scratch))
+        assert work.run({}) > 0
+        assert open(os.path.join(clone, "a")).read() == expected
+        assert open(os.path.join(clone, "d", "c")).read() == "d/c committed\n"
+        assert git_out(repo, "status", "--porcelain") == before
