@@ -29,7 +29,6 @@ bench/search_strategies.py.
     python3 bench/tuner_quality.py [--tiny]
 """
 import json
-import math
 import os
 import random
 import time
@@ -107,8 +106,7 @@ class Mix:
 
 def objective(times: dict) -> float:
     """The weighted geometric mean of the workloads' times, in seconds."""
-    return math.exp(sum(w * math.log(times[k]) for k, w in WEIGHTS.items())
-                    / sum(WEIGHTS.values()))
+    return workloads.weighted_geomean((w, times[k]) for k, w in WEIGHTS.items())
 
 
 def grid_configs(tiny: bool):
@@ -155,9 +153,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     contenders = {"git defaults": {}, **scalars, "git-tune": tuned}
     for i, (cfg, _) in enumerate(top):
         contenders[f"grid #{i + 1}"] = cfg
-    timed_as = {}
-    for k, cfg in contenders.items():
-        timed_as[k] = next(j for j in contenders if contenders[j] == cfg)
+    timed_as = {k: next(j for j in contenders if contenders[j] == cfg)
+                for k, cfg in contenders.items()}
     each = {k: [] for k in contenders if timed_as[k] == k}
     # At least `final` rounds; then more, up to 30, while the rounds so far took under
     # FINAL_SECONDS: a mix of milliseconds-long commands is too noisy to tell 5% in 7.
@@ -174,16 +171,15 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     best = min((k for k in contenders if k.startswith("grid #")), key=med.get)
     vs_default = stats.compare(times["git defaults"], times["git-tune"])
     vs_best = stats.compare(times[best], times["git-tune"])
-    tree = {k: median([t["clone"] for t in each[timed_as[k]]]) for k in ("git defaults", "git-tune", best)}
+    by_workload = {w: {k: median([t[w] for t in each[timed_as[k]]])
+                       for k in ("git defaults", "git-tune", best)} for w in MIX}
     row = (kind + (" cold" if cold else ""), f"{med['git defaults'] * 1e3:.0f} ms",
            *(f"{med[k] * 1e3:.0f} ms" for k in scalars), f"{med['git-tune'] * 1e3:.0f} ms",
            f"{med[best] * 1e3:.0f} ms", f"{vs_best.ratio:.3f} [{vs_best.low:.3f}-{vs_best.high:.3f}]",
            f"{vs_default.verdict} ({vs_default.ratio:.3f})",
-           " / ".join(ms(tree[k]) for k in ("git defaults", "git-tune", best)),
+           " / ".join(ms(t) for t in by_workload["clone"].values()),
            f"{tune_cost:.0f} s / {grid_cost:.0f} s = {tune_cost / grid_cost:.0%}", label(tuned),
            label(contenders[best]))
-    by_workload = {w: {k: median([t[w] for t in each[timed_as[k]]])
-                       for k in ("git defaults", "git-tune", best)} for w in MIX}
     data = {"times": times, "workload_times": {k: each[timed_as[k]] for k in contenders},
             "by_workload": by_workload,
             "same_settings": {k: v for k, v in timed_as.items() if k != v},

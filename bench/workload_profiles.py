@@ -25,7 +25,6 @@ workloads (the "own vs other" column).
 
 A run over some beds keeps the other beds' rows of the last run in bench/results.
 """
-import math
 import os
 import shutil
 import time
@@ -107,9 +106,8 @@ def own_workloads(profile: str, cold_possible: bool):
 def objective(times, config: str, own) -> float:
     """Weighted geometric mean, over the profile's own workloads, of the median time
     ratio of `config` against Git's defaults (below 1 is faster)."""
-    total = sum(own.values())
-    return math.exp(sum(x * math.log(median(times[config, w]) / median(times["defaults", w]))
-                        for w, x in own.items()) / total)
+    return workloads.weighted_geomean((x, median(times[config, w]) / median(times["defaults", w]))
+                                      for w, x in own.items())
 
 
 def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: bool):

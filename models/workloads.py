@@ -1,8 +1,9 @@
 """Workload profiles: how much each timed workload matters to a kind of user."""
+import math
 import tomllib
 from functools import lru_cache
 from importlib import resources
-from typing import Dict
+from typing import Dict, Iterable, Tuple
 
 from git_tune.errors import UsageError
 
@@ -27,6 +28,17 @@ def weights(profile: str) -> Dict[str, float]:
 def counted(profile: str) -> Dict[str, float]:
     """The workloads the profile's keys are measured and decided on."""
     return {w: x for w, x in weights(profile).items() if x >= MIN_WEIGHT}
+
+
+def weighted_geomean(weighed: Iterable[Tuple[float, float]]) -> float:
+    """A profile's objective over (weight, value) pairs, values being per-workload times
+    or ratios: their weighted geometric mean, so a seconds-long clone does not drown a
+    millisecond status. 1.0 when nothing weighs."""
+    pairs = list(weighed)
+    total = sum(w for w, _ in pairs)
+    if not total:
+        return 1.0
+    return math.exp(sum(w * math.log(v) for w, v in pairs) / total)
 
 
 def cold(profile: str) -> bool:

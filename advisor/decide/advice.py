@@ -115,8 +115,7 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
         if c.stopped == STOPPED_SLOWER or c.estimate.verdict == stats.SLOWER:
             return dataclasses.replace(a, reason=a.reason + suffix)
     faster = [(c, a) for c, a in verdicts if a.status == SET]
-    total = sum(weights[c.workload] for c in counted)
-    ratio = math.exp(sum(weights[c.workload] * math.log(c.estimate.ratio) for c in counted) / total)
+    ratio = workloads.weighted_geomean((weights[c.workload], c.estimate.ratio) for c in counted)
     each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
                      for c in counted)
     if not faster or ratio >= 1:

@@ -4,7 +4,6 @@ Each key's module decides its value from its own trial (advisor/keys/); a key
 gets a value only when real git, timed interleaved against Git's default, was
 faster beyond noise. Keys the installed git does not read are never offered.
 """
-import math
 from dataclasses import asdict, dataclass
 from typing import Dict, Tuple
 
@@ -66,9 +65,8 @@ def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
     understood = catalogue.understood(catalogue.parse_version(cal.git_version))
     keys = tuple(_decide(e, cal, understood, weights) for e in registry.entries())
     expected = _expected(keys)
-    total = sum(weights.values())
-    weighted = math.exp(sum(w * math.log(expected.get(name, 1.0)) for name, w in weights.items())
-                        / total) if total else 1.0
+    weighted = workloads.weighted_geomean((w, expected.get(name, 1.0))
+                                          for name, w in weights.items())
     return Recommendation(SCHEMA_VERSION, workload, cal.git_version, cal.storage.storage_class,
                           cal.fingerprint, keys, tuple(registry.findings(cal)), expected,
                           weighted, cal.created, cal.notes)
