@@ -19,6 +19,7 @@ import time
 from common import RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
 
 from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.bench import STOPPED_SLOWER
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
 
@@ -30,9 +31,11 @@ def timed_calibration(repo: str, budget: float):
     record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget),
                            store=False)
     wall = time.monotonic() - t0
+    # A key is decided when its main comparison ran its full runs, stopped clearly apart
+    # in 3 pairs (clearly faster), or was dropped clearly slower after its first pairs.
     decided = sorted(k for k, t in record.trials.items() if t.comparisons
-                     and min(len(t.main.times_default), len(t.main.times_candidate))
-                     >= stats.MIN_RUNS)
+                     and (t.main.stopped == STOPPED_SLOWER
+                          or stats.conclusive(t.main.times_default, t.main.times_candidate)))
     kept = sorted(k for k, t in record.trials.items() if t.why_not_run)
     return wall, decided, kept, dict(record.unfinished)
 
@@ -96,7 +99,8 @@ def main():
            rows, data, args.tiny,
            notes + [f"{b}: worst wall / budget {w:.2f}" for b, w in worst.items()]
            + [f"promise: wall / budget <= {PROMISE} in every cell",
-              "decided: the key's trial ran its full runs; left at Git's default: "
+              "decided: the key's trial ran its full runs, or stopped clearly faster or "
+                    "slower; left at Git's default: "
                     "trials the budget did not fit (+N s: what the closest one needed more)"],
            beds=beds)
 

@@ -108,12 +108,16 @@ def test_threshold_stays_within_the_measured_batches():
     assert g.speedup == pytest.approx(0.030 / 0.031) and g.verdict == stats.SLOWER
 
 
-def _recorded_with_threshold_trial(points):
+def _recorded_with_threshold_trial(points, workers=None):
+    """The disk record with these threshold batches, timed at `workers` (by default the
+    recorded workers trial's count, as a calibration times them)."""
     with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
                            "disk-v1.json")) as f:
         recorded = Calibration.from_json(json.load(f)["calibration"])
+    if workers is None:
+        workers = int(recorded.trials["checkout.workers"].main.candidate["checkout.workers"])
     trial = Trial("checkout.thresholdForParallelism", tuple(points),
-                  {"workers": 4, "per_worker": 0.0})
+                  {"workers": workers, "per_worker": 0.0})
     return Calibration(**{**recorded.__dict__, "trials": {
         **recorded.trials, "checkout.thresholdForParallelism": trial}})
 
@@ -137,6 +141,37 @@ def test_a_threshold_is_written_only_when_its_own_batch_is_faster():
             assert got.value == "20" and got.gain.low > 1
         else:
             assert got.value is None and "no change" in got.reason
+
+
+def test_the_worker_count_is_chosen_among_those_real_git_timed():
+    """Real git times the engine's pick and twice it (the engine's threads start cheaper
+    than Git's processes: git's best was twice the pick on tmpfs and the disk). Of the
+    counts faster on their own evidence, the profile's objective picks; a count slower
+    beyond noise anywhere is never written, and the threshold is decided at the count
+    chosen, never on batches timed at another."""
+    def both(w, batch, tree):
+        cand = {"checkout.workers": str(w), "checkout.thresholdForParallelism": "0"}
+        return (comparison("checkout", {}, cand, [0.200, 0.204, 0.198, 0.201, 0.199],
+                           batch, files=400),
+                comparison("clone", {}, cand, [1.00, 1.02, 0.99, 1.01, 1.00], tree,
+                           files=2000))
+    four = both(4, [0.150, 0.152, 0.149, 0.151, 0.150], [0.95, 0.97, 0.94, 0.96, 0.95])
+    eight_wins = both(8, [0.152, 0.153, 0.150, 0.151, 0.152], [0.60, 0.61, 0.59, 0.60, 0.62])
+    eight_loses = both(8, [0.250, 0.252, 0.249, 0.251, 0.250], [0.60, 0.61, 0.59, 0.60, 0.62])
+    points = [comparison("checkout", {}, {"checkout.workers": "4"}, [0.030] * 5, [0.020] * 5,
+                         files=20), four[0]]
+    cal = _recorded_with_threshold_trial(points, workers=4)
+    for eight, value in ((eight_wins, "8"), (eight_loses, "4")):
+        trial = Trial("checkout.workers", four + eight, {"next_status": True})
+        got = {k.key: k for k in recommend(Calibration(**{
+            **cal.__dict__, "trials": {**cal.trials, "checkout.workers": trial}})).keys}
+        workers = got["checkout.workers"]
+        assert (workers.status, workers.value) == ("set", value), workers.reason
+        other = "4" if value == "8" else "8"
+        assert f"against {other} workers" in workers.reason
+        # The batches were timed at 4 workers: they decide the threshold only at 4.
+        timed_at_chosen = value == "4"
+        assert ("20 files" in got["checkout.thresholdForParallelism"].reason) == timed_at_chosen
 
 
 def test_recommended_values_are_accepted_by_git(calibrated, tmp_path):

@@ -6,6 +6,7 @@ storage. Real git decides: a scratch clone restores a batch of missing files
 sequentially against N workers (workers), then at batch sizes bisected towards
 where parallel starts to win (threshold).
 """
+import dataclasses
 import os
 import statistics
 from dataclasses import asdict, dataclass
@@ -15,12 +16,12 @@ from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench, search
-from git_tune.advisor.measure.bench import Bench, OutOfBudget
+from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, engine_measure,
                                             run as run_sweep)
-from git_tune.models import catalogue, costmodel, stats
+from git_tune.models import catalogue, costmodel, stats, workloads
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 CLONE = "clone"            # the workload: the whole tree written, then the next status
@@ -156,6 +157,12 @@ def trial(key, bench: Bench) -> Optional[Trial]:
 
 
 def _trial_workers(bench: Bench) -> Optional[Trial]:
+    """Real git restores a batch, and for profiles that weigh clones writes the tree,
+    sequentially against the engine's pick of workers, then against twice the pick.
+    The engine orders worker counts well where they matter most (latfs) but its
+    threads start cheaper than Git's worker processes: on tmpfs and the disk git's
+    best count was twice the pick (bench/fidelity.py, bench/tuner_quality.py), so
+    real git sees both and the profile's objective chooses (chosen())."""
     s = bench.sweeps.get("checkout")
     if s is None:
         return None
@@ -163,40 +170,106 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
                            "below its default threshold, so checkout.workers was not timed")
         return None
-    work = _workload(bench, _batch_files(bench))
-    cand = _candidate(max(2, s.best[WORKERS]))
-    c = bench.ab("checkout", {}, cand, lambda: work.run({}), lambda: work.run(cand),
-                 files=len(work.paths))
+    batch = _workload(bench, _batch_files(bench))
+    pick = max(2, s.best[WORKERS])
+    counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
+    tree: Optional[gitbench.TreeWrite] = None
+    comparisons: List[Comparison] = []
+    for w in counts:
+        cand = _candidate(w)
+        try:
+            c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
+                         files=len(batch.paths))
+        except OutOfBudget as e:
+            if not comparisons:
+                raise
+            bench.notes.append(f"{WORKERS}={w} not timed: {e}")
+            break
+        comparisons.append(c)
+        if c.fails or c.stopped == STOPPED_SLOWER:
+            break       # more workers fail as well, or cost more still
+        if bench.counts(CLONE):
+            tree = tree or _tree_workload(bench, c)
+            if tree is not None:
+                comparisons.extend(_tree_write(bench, tree, cand))
     # Records from before the batch was timed with its next status lack this fact.
-    facts = {"next_status": True}
-    if c.fails or not bench.counts(CLONE):
-        return Trial(WORKERS, (c,), facts)
-    return Trial(WORKERS, (c,) + _tree_write(bench, cand, c), facts)
+    return Trial(WORKERS, tuple(comparisons), {"next_status": True})
 
 
-def _tree_write(bench: Bench, cand: Dict[str, str], batch: Comparison) -> Tuple[Comparison, ...]:
-    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
-    for profiles that weigh clones. Where the whole tree cannot be timed 2 x runs times
-    in half the budget left, an evenly spread part of it is, sized from the batch."""
+def _tree_workload(bench: Bench, batch: Comparison) -> Optional[gitbench.TreeWrite]:
+    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite).
+    Where the whole tree cannot be timed 2 x runs times in half the budget left, an evenly
+    spread part of it is, sized from the batch; it is skipped only where the part would
+    be no larger than the batch, which has then said all it can."""
     per_file = statistics.median(batch.times_default) / max(1, batch.files or 1)
     # Half the budget left, over warm-up and runs on both sides; the status costs as much
     # again on slow storage, hence the 2.
     fits = int(bench.budget.left() / 2 / (2 * (bench.runs + 1)) / (2 * max(per_file, 1e-6)))
     n = min(len(bench.names), fits)
-    if n < CHECKOUT_FILES * 2:
+    if n <= (batch.files or 0):
         bench.notes.append(f"{WORKERS}: whole-tree write not timed: the budget left fits "
-                           f"{n} files; a larger --budget would time it")
-        return ()
-    work = _workload(bench, n, gitbench.TreeWrite)
-    try:
-        c = bench.ab(CLONE, {}, cand, lambda: work.run({}), lambda: work.run(cand), files=n)
-    except OutOfBudget as e:
-        bench.notes.append(f"{WORKERS}: whole-tree write not timed: {e}")
-        return ()
+                           f"{n} files, no more than the batch; a larger --budget would time it")
+        return None
     if n < len(bench.names):
         bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(bench.names)} files "
                            "(spread evenly) to fit the budget")
-    return (c,)
+    return _workload(bench, n, gitbench.TreeWrite)
+
+
+def _tree_write(bench: Bench, work: gitbench.TreeWrite,
+                cand: Dict[str, str]) -> Tuple[Comparison, ...]:
+    try:
+        return (bench.ab(CLONE, {}, cand, lambda: work.run({}), lambda: work.run(cand),
+                         files=len(work.paths)),)
+    except OutOfBudget as e:
+        bench.notes.append(f"{WORKERS}={cand[WORKERS]}: whole-tree write not timed: {e}")
+        return ()
+
+
+def by_count(trial: Trial) -> Dict[int, Trial]:
+    """The workers trial split by the worker count each comparison timed."""
+    counts: Dict[int, List[Comparison]] = {}
+    for c in trial.comparisons:
+        counts.setdefault(int(c.candidate[WORKERS]), []).append(c)
+    return {w: Trial(WORKERS, tuple(cs), trial.facts) for w, cs in counts.items()}
+
+
+def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyAdvice:
+    s = cal.sweeps.get("checkout")
+    ev = {"best": s.best if s else None,
+          "curve": s.facts.get("model_samples") if s else None,
+          "model": s.facts.get("model") if s else None}
+    then = ", then git status of them" if t.facts.get("next_status") else ""
+    what = {c.workload: (f"checkout of {c.files} files with {w} workers{then}"
+                         if c.workload != CLONE
+                         else f"writing {c.files} files then git status, {w} workers")
+            for c in t.comparisons}
+    return advice.weighed(key, t, weights, str(w), what, ev)
+
+
+def _weighted(t: Trial, weights) -> float:
+    """The weighted time ratio over the comparisons that timed both sides (where git
+    failed on one side, advice.weighed has already decided by that)."""
+    return workloads.weighted_geomean((weights[c.workload], c.estimate.ratio)
+                                      for c in t.comparisons if c.estimate is not None
+                                      and weights.get(c.workload, 0) >= workloads.MIN_WEIGHT)
+
+
+def chosen(key, cal, weights) -> Tuple[int, advice.KeyAdvice]:
+    """The worker count the profile's objective prefers among those real git timed: of
+    the counts set on their own evidence (advice.weighed), the one with the lower weighted
+    time ratio; the fewer workers when none is set. The threshold is trialled and decided
+    at this count."""
+    groups = by_count(advice.trial_of(key, cal))
+    verdicts = [(w, _advice_for(key, w, g, cal, weights), _weighted(g, weights))
+                for w, g in sorted(groups.items())]
+    kept = [v for v in verdicts if v[1].status == advice.SET] or verdicts[:1]
+    w, a, ratio = min(kept, key=lambda v: v[2])
+    others = [f"{o} workers {1 / r:.2f}x" for o, _, r in verdicts if o != w]
+    if others and a.status == advice.SET:
+        a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
+                                          + ", ".join(others) + ")")
+    return w, a
 
 
 def _trial_threshold(bench: Bench) -> Optional[Trial]:
@@ -207,8 +280,8 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     workers = bench.trials.get(WORKERS)
     if workers is None or workers.main.fails:
         return None
-    cand = workers.main.candidate
-    w = int(cand[WORKERS])
+    w = chosen(catalogue.lookup(WORKERS), bench, workloads.weights(bench.options.workload))[0]
+    cand = _candidate(w)
     tiny = _workload(bench, TINY_FILES)
     first = bench.ab("checkout", {}, cand, lambda: tiny.run({}), lambda: tiny.run(cand),
                      files=len(tiny.paths), extensions=0)
@@ -218,7 +291,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
         return None
     per_worker = max(0.0, (statistics.median(first.times_candidate)
                            - statistics.median(first.times_default)) / w)
-    points = [first, workers.main]
+    points = [first, by_count(workers)[w].main]
     for _ in range(2):
         n = _bisect(points)
         if n is None:
@@ -261,32 +334,24 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 
 def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
-    if t is None:
+    if t is None or not t.comparisons:
         return advice.unmeasured(key)
-    w = t.main.candidate[WORKERS]
-    s = cal.sweeps.get("checkout")
-    ev = {"best": s.best if s else None,
-          "curve": s.facts.get("model_samples") if s else None,
-          "model": s.facts.get("model") if s else None}
-    then = ", then git status of them" if t.facts.get("next_status") else ""
-    what = {c.workload: (f"checkout of {c.files} files with {w} workers{then}"
-                         if c.workload != CLONE
-                         else f"writing {c.files} files then git status, {w} workers")
-            for c in t.comparisons}
-    return advice.weighed(key, t, weights, w, what, ev)
+    return chosen(key, cal, weights)[1]
 
 
 def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
-    workers = cal.trials.get(WORKERS)
-    if not workers or _decide_workers(catalogue.lookup(WORKERS), cal, weights).status != advice.SET:
+    if WORKERS not in cal.trials or not cal.trials[WORKERS].comparisons:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")
-    t, why, ev = _threshold(cal, int(workers.main.candidate[WORKERS]))
+    w, workers = chosen(catalogue.lookup(WORKERS), cal, weights)
+    if workers.status != advice.SET:
+        return advice.not_set(key, "not set: parallel checkout is not recommended here")
+    t, why, ev = _threshold(cal, w)
     default = int(key.default)
     if t is None:
         return advice.not_set(key, f"not set: {why}", ev)
     if abs(t - default) <= THRESHOLD_CHANGE * default:
         return advice.not_set(key, f"not set: {why}, close to Git's {default}", ev)
-    trial = cal.trials.get(THRESHOLD)
+    trial = _threshold_trial(cal, w)
     est = _threshold_evidence(trial.comparisons if trial else (), t, default)
     if est is None:
         return advice.not_set(key, f"not set: {why}, but no batch between it and Git's "
@@ -300,13 +365,20 @@ def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
     return advice.KeyAdvice(key.name, advice.SET, str(t), key.default, gain, why, ev)
 
 
+def _threshold_trial(cal: Calibration, workers: int) -> Optional[Trial]:
+    """The batches real git timed at this worker count: a profile other than the one
+    calibrated may choose another count, and those batches say nothing of it."""
+    trial = cal.trials.get(THRESHOLD)
+    return trial if trial and trial.facts.get("workers") == workers else None
+
+
 def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict]:
     """From real git at two batch sizes when both were timed, else from the engine model.
 
     The engine's threads cost less than Git's worker processes, so its break-even
     could sit above a batch real git already ran faster in parallel (a threshold
     of 455 on this disk after 400 files were measured 1.3-1.7x faster)."""
-    trial = cal.trials.get(THRESHOLD)
+    trial = _threshold_trial(cal, workers)
     if trial:
         pts = [(c.files, statistics.median(c.times_default), statistics.median(c.times_candidate))
                for c in trial.comparisons]
