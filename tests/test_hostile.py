@@ -469,6 +469,29 @@ def test_a_write_between_plan_and_apply_is_kept(home):
     assert (home / ".gitconfig").read_text() == USER_CONFIG + "[color]\n\tui = never\n"
 
 
+def test_a_write_during_the_plan_is_kept(home, monkeypatch):
+    """The same race inside plan(): another git-tune writes after the plan has read the
+    config's include.path values and before it takes its basis. The basis is read first,
+    so apply still sees the plan as stale and include.path is never added twice (this
+    added it twice under four concurrent `set` runs)."""
+    scope = scopes.resolve("global")
+    prov = configwrite.Provenance("2.39.5", "manual", "manual")
+    other = configwrite.plan(scope, {"index.threads": "2"}, prov)
+    with_include = configwrite._with_include
+
+    def another_writer_meanwhile(config_file, include_file):
+        monkeypatch.setattr(configwrite, "_with_include", with_include)
+        configwrite.apply(other, prov)
+        return with_include(config_file, include_file)
+    monkeypatch.setattr(configwrite, "_with_include", another_writer_meanwhile)
+    mine = configwrite.plan(scope, {"checkout.workers": "6"}, prov)
+    configwrite.apply(mine, prov)
+    paths = subprocess.run(["git", "config", "--get-all", "include.path"], stdout=subprocess.PIPE,
+                           text=True).stdout.split()
+    assert paths == [str(scope.include_file)]
+    assert git_get("checkout.workers") == "6"
+
+
 # 7. includeIf conditions and paths with quotes, backslashes and glob characters.
 
 def test_per_repository_blocks_match_only_their_repository(home, tmp_path):

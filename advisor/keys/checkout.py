@@ -9,6 +9,7 @@ where parallel starts to win (threshold).
 import dataclasses
 import os
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -35,6 +36,11 @@ CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
 PILOT_FILES = 50           # the restore that prices a file before the batch is sized
 BATCH_SHARE = 0.4          # of the budget left, for the workers' A/B
 TINY_FILES = 20            # the batch that prices one worker process
+# The worker counts' rounds together (batch and tree write at each count), of the budget
+# left when they start: parallel checkout holds the largest gains on slow storage, and the
+# keys after it (index threads, the untracked cache) keep the rest. A second count starts
+# only where one more round like the first fits in it.
+LADDER_SHARE = 0.6
 THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold
 THRESHOLD_CHANGE = 0.3     # and the threshold must differ from Git's by 30% to be worth a key
 # The threshold's gain is on small batches, not the 400-file checkout the workers
@@ -175,7 +181,15 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
     tree: Optional[gitbench.TreeWrite] = None
     comparisons: List[Comparison] = []
-    for w in counts:
+    start, allowance = time.monotonic(), bench.budget.left() * LADDER_SHARE
+    for i, w in enumerate(counts):
+        spent = time.monotonic() - start
+        if i and spent / i * (i + 1) > allowance:
+            bench.notes.append(f"{WORKERS}={w} not timed: {counts[0]} workers took "
+                               f"{spent:.1f} s, and another count would pass the "
+                               f"{LADDER_SHARE:.0%} of the budget left that the worker "
+                               "counts share")
+            break
         cand = _candidate(w)
         try:
             c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
@@ -189,22 +203,23 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         if c.fails or c.stopped == STOPPED_SLOWER:
             break       # more workers fail as well, or cost more still
         if bench.counts(CLONE):
-            tree = tree or _tree_workload(bench, c)
+            tree = tree or _tree_workload(bench, c, len(counts))
             if tree is not None:
                 comparisons.extend(_tree_write(bench, tree, cand))
     # Records from before the batch was timed with its next status lack this fact.
     return Trial(WORKERS, tuple(comparisons), {"next_status": True})
 
 
-def _tree_workload(bench: Bench, batch: Comparison) -> Optional[gitbench.TreeWrite]:
+def _tree_workload(bench: Bench, batch: Comparison, counts: int) -> Optional[gitbench.TreeWrite]:
     """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite).
-    Where the whole tree cannot be timed 2 x runs times in half the budget left, an evenly
-    spread part of it is, sized from the batch; it is skipped only where the part would
-    be no larger than the batch, which has then said all it can."""
+    Where the whole tree cannot be timed 2 x runs times for each worker count in half the
+    budget left, an evenly spread part of it is, sized from the batch; it is skipped only
+    where the part would be no larger than the batch, which has then said all it can."""
     per_file = statistics.median(batch.times_default) / max(1, batch.files or 1)
     # Half the budget left, over warm-up and runs on both sides; the status costs as much
     # again on slow storage, hence the 2.
-    fits = int(bench.budget.left() / 2 / (2 * (bench.runs + 1)) / (2 * max(per_file, 1e-6)))
+    fits = int(bench.budget.left() / 2 / counts / (2 * (bench.runs + 1))
+               / (2 * max(per_file, 1e-6)))
     n = min(len(bench.names), fits)
     if n <= (batch.files or 0):
         bench.notes.append(f"{WORKERS}: whole-tree write not timed: the budget left fits "

@@ -216,6 +216,11 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     file through an includeIf "gitdir:..." block. The plan holds the exact new
     bytes of every file it would touch, and its diff shows exactly those.
     """
+    # The basis is read before anything is derived from these files: another git-tune may
+    # write them meanwhile, and a basis read after would let apply() take a plan made
+    # from the older bytes for a fresh one (include.path added twice).
+    basis = {path: _digest(_read_bytes(path)) for path in (scope.include_file, scope.config_file)
+             if path}
     settings = canonical(settings)
     per_repo = {d.rstrip("/"): canonical(v) for d, v in (per_repo or {}).items() if v}
     current = read_include(scope.include_file)
@@ -242,7 +247,7 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     diff = "".join(_diff(path, now[path], text) for path, text in files.items())
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files,
-                {path: _digest(data) for path, data in now.items()})
+                {path: basis.get(path, _digest(data)) for path, data in now.items()})
 
 
 def _stale(p: Plan) -> bool:
