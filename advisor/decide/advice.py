@@ -98,7 +98,7 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
     weighs (workloads.MIN_WEIGHT or more) decide. One failing or slower beyond noise keeps
     Git's default (the guard); otherwise at least one must be faster beyond noise, and the
     weighted mean log ratio must favour the value. `what` names each workload's command."""
-    counted = [c for c in trial.comparisons if weights.get(c.workload, 0) >= workloads.MIN_WEIGHT]
+    counted = _counted(trial.comparisons, weights)
     if not counted:
         measured = ", ".join(sorted({c.workload for c in trial.comparisons}))
         return not_set(key, f"not set: measured on {measured}, which this workload profile "
@@ -115,7 +115,7 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
         if c.stopped == STOPPED_SLOWER or c.estimate.verdict == stats.SLOWER:
             return dataclasses.replace(a, reason=a.reason + suffix)
     faster = [(c, a) for c, a in verdicts if a.status == SET]
-    ratio = workloads.weighted_geomean((weights[c.workload], c.estimate.ratio) for c in counted)
+    ratio = weighted_ratio(counted, weights)
     each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
                      for c in counted)
     if not faster or ratio >= 1:
@@ -124,6 +124,19 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
     best = max(faster, key=lambda ca: weights[ca[0].workload])[1]
     return dataclasses.replace(best, reason=f"{each}; weighted {1 / ratio:.2f}x faster"
                                             + suffix)
+
+
+def _counted(comparisons, weights: Dict[str, float]) -> list:
+    """The comparisons on workloads the profile weighs (workloads.MIN_WEIGHT or more)."""
+    return [c for c in comparisons if weights.get(c.workload, 0) >= workloads.MIN_WEIGHT]
+
+
+def weighted_ratio(comparisons, weights: Dict[str, float]) -> float:
+    """The profile's weighted geometric mean time ratio over the comparisons it weighs that
+    timed both sides (where git failed on one side, that decides, not a ratio)."""
+    return workloads.weighted_geomean((weights[c.workload], c.estimate.ratio)
+                                      for c in _counted(comparisons, weights)
+                                      if c.estimate is not None)
 
 
 def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict]) -> KeyAdvice:

@@ -262,22 +262,17 @@ def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyA
     return advice.weighed(key, t, weights, str(w), what, ev)
 
 
-def _weighted(t: Trial, weights) -> float:
-    """The weighted time ratio over the comparisons that timed both sides (where git
-    failed on one side, advice.weighed has already decided by that)."""
-    return workloads.weighted_geomean((weights[c.workload], c.estimate.ratio)
-                                      for c in t.comparisons if c.estimate is not None
-                                      and weights.get(c.workload, 0) >= workloads.MIN_WEIGHT)
-
-
-def chosen(key, cal, weights) -> Tuple[int, advice.KeyAdvice]:
+def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     """The worker count the profile's objective prefers among those real git timed: of
     the counts set on their own evidence (advice.weighed), the one with the lower weighted
-    time ratio; the fewer workers when none is set. The threshold is trialled and decided
-    at this count."""
-    groups = by_count(advice.trial_of(key, cal))
-    verdicts = [(w, _advice_for(key, w, g, cal, weights), _weighted(g, weights))
-                for w, g in sorted(groups.items())]
+    time ratio; the fewer workers when none is set; none when real git timed none. The
+    threshold is trialled and decided at this count."""
+    t = advice.trial_of(key, cal)
+    if t is None or not t.comparisons:
+        return None, advice.unmeasured(key)
+    verdicts = [(w, _advice_for(key, w, g, cal, weights),
+                 advice.weighted_ratio(g.comparisons, weights))
+                for w, g in sorted(by_count(t).items())]
     kept = [v for v in verdicts if v[1].status == advice.SET] or verdicts[:1]
     w, a, ratio = min(kept, key=lambda v: v[2])
     others = [f"{o} workers {1 / r:.2f}x" for o, _, r in verdicts if o != w]
@@ -348,15 +343,10 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 
 
 def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
-    t = advice.trial_of(key, cal)
-    if t is None or not t.comparisons:
-        return advice.unmeasured(key)
     return chosen(key, cal, weights)[1]
 
 
 def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
-    if WORKERS not in cal.trials or not cal.trials[WORKERS].comparisons:
-        return advice.not_set(key, "not set: parallel checkout is not recommended here")
     w, workers = chosen(catalogue.lookup(WORKERS), cal, weights)
     if workers.status != advice.SET:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")

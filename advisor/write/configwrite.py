@@ -247,7 +247,8 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     diff = "".join(_diff(path, now[path], text) for path, text in files.items())
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files,
-                {path: basis.get(path, _digest(data)) for path, data in now.items()})
+                {path: basis[path] if path in basis else _digest(data)
+                 for path, data in now.items()})
 
 
 def _stale(p: Plan) -> bool:
