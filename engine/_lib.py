@@ -5,6 +5,7 @@ gt_sizeof() so a stale library fails loudly instead of corrupting memory.
 """
 import ctypes
 import os
+import signal
 import sys
 import threading
 from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint64, c_void_p
@@ -244,14 +245,23 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
     else:
         # An Event, not Thread.join: a join interrupted by Ctrl-C can return
         # early on the next call (CPython gh-90882), before the engine cleaned up.
-        threading.Thread(target=target, name="git-tune-engine", daemon=True).start()
+        worker = threading.Thread(target=target, name="git-tune-engine", daemon=True)
         try:
+            # Thread.start() waits for the thread to run: a Ctrl-C there escaped the
+            # cancel below while the engine went on writing into the scratch directory
+            # being removed. SIGINT is held until start() returns, then raised here.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                worker.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
             while not done.wait(0.02):
                 pass
         except KeyboardInterrupt:
-            handle.gt_ctl_cancel(ctypes.byref(ctl))
-            while not done.wait(0.02):
-                pass
+            if worker.ident is not None:        # started: stop it and wait for its clean-up
+                handle.gt_ctl_cancel(ctypes.byref(ctl))
+                while not done.wait(0.02):
+                    pass
             raise
     _check(outcome["status"], err)
     return result

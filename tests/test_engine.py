@@ -1,5 +1,6 @@
 """The real engine library on real files and real Git index files."""
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -231,6 +232,24 @@ def test_ctrl_c_removes_what_the_kernel_created(tmp_path, ctrl_c):
         engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100)
     timer.join()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_at_any_moment_of_a_call_leaves_no_engine_running(tmp_path, ctrl_c):
+    """A Ctrl-C while the helper thread was being started escaped the cancel, and the
+    engine went on writing into a scratch directory git-tune was removing (an empty
+    `checkout` directory was left behind). Many short calls, interrupted at random
+    moments: when KeyboardInterrupt surfaces, the engine has stopped and cleaned up."""
+    rng = random.Random(7)
+    paths, sizes = [f"d/f{i}" for i in range(4)], [10] * 4
+    for _ in range(40):
+        fired = {}
+        timer = _interrupt_after(rng.uniform(0.0, 0.02), fired)
+        with pytest.raises(KeyboardInterrupt):
+            while True:
+                engine.checkout(str(tmp_path), paths, sizes, workers=1, threshold=0)
+        timer.join()
+        assert not [t for t in threading.enumerate() if t.name == "git-tune-engine"]
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_index_describes_the_tree(small_repo, tmp_path):
