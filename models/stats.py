@@ -78,13 +78,37 @@ def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
     ratios = mb / ma
     low, high = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
     ratio = float(np.median(b) / np.median(a))
-    if not enough:
-        verdict = NO_CHANGE  # 3 against 3, overlapping, can never reach significance
-    elif high < 1 - min_effect:
-        verdict = FASTER
-    elif low > 1 + min_effect:
-        verdict = SLOWER
-    else:
-        verdict = NO_CHANGE
     return RatioEstimate(len(a), len(b), float(np.median(a)), float(np.median(b)), ratio,
-                         low, high, verdict)
+                         low, high, _verdict(enough, low, high, min_effect))
+
+
+def _verdict(enough: bool, low: float, high: float, min_effect: float) -> str:
+    """A change only on enough runs (3 against 3, overlapping, can never reach
+    significance) and an interval clear of 1 by min_effect."""
+    if not enough:
+        return NO_CHANGE
+    if high < 1 - min_effect:
+        return FASTER
+    if low > 1 + min_effect:
+        return SLOWER
+    return NO_CHANGE
+
+
+def compare_paired(old: Sequence[float], new: Sequence[float], seed: int = 0,
+                   resamples: int = 4000, min_effect: float = MIN_EFFECT) -> RatioEstimate:
+    """Like compare(), for runs taken in pairs (old[i] beside new[i], one round each):
+    the median of the rounds' ratios with a bootstrap interval over rounds. Drift that
+    slows a whole round (a neighbour's burst, a cache filling) cancels within the pair,
+    so the interval is as wide as the two configurations really differ, not as wide as
+    the machine wanders."""
+    if len(old) != len(new):
+        raise ValueError("paired runs need as many old runs as new")
+    logs = drop_outliers(np.log(np.asarray(new, dtype=float) / np.asarray(old, dtype=float)))
+    if len(logs) == 0:
+        raise ValueError("no measurements to compare")
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(logs, size=(resamples, len(logs)), replace=True), axis=1)
+    low, high = (float(x) for x in np.exp(np.percentile(boot, [2.5, 97.5])))
+    ratio = float(np.exp(np.median(logs)))
+    return RatioEstimate(len(logs), len(logs), float(np.median(old)), float(np.median(new)),
+                         ratio, low, high, _verdict(len(old) >= MIN_RUNS, low, high, min_effect))

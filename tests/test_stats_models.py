@@ -38,6 +38,24 @@ def test_best_of_twenty_equal_configurations_is_not_a_gain():
     assert stats.compare(default, again).verdict == stats.NO_CHANGE
 
 
+def test_paired_rounds_see_through_drift_that_hides_a_gain_unpaired():
+    """A 4% gain under rounds that wander 30%: unpaired medians cannot tell it, the
+    rounds' ratios can; equal configurations under the same drift stay no change."""
+    rng = random.Random(2)
+    drift = [rng.uniform(0.7, 1.3) for _ in range(12)]
+    base = [d * (1 + rng.gauss(0, 0.005)) for d in drift]
+    better = [d * 0.96 * (1 + rng.gauss(0, 0.005)) for d in drift]
+    same = [d * (1 + rng.gauss(0, 0.005)) for d in drift]
+    assert stats.compare(base, better).verdict == stats.NO_CHANGE
+    paired = stats.compare_paired(base, better)
+    assert paired.verdict == stats.FASTER and paired.ratio == pytest.approx(0.96, abs=0.01)
+    assert paired.high - paired.low < 0.02
+    assert stats.compare_paired(base, same).verdict == stats.NO_CHANGE
+    assert stats.compare_paired(base[:4], better[:4]).verdict == stats.NO_CHANGE  # too few
+    with pytest.raises(ValueError):
+        stats.compare_paired(base, better[:-1])
+
+
 def test_outliers_are_dropped():
     assert list(stats.drop_outliers([1, 1.01, 0.99, 1.02, 9.0, 1.0])) == [1, 1.01, 0.99, 1.02, 1.0]
 
