@@ -17,7 +17,6 @@ from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.keys import checkout
 from git_tune.advisor.measure.record import Calibration, Options, Trial, comparison
 from git_tune.cli import cli
-from git_tune.errors import UsageError
 from git_tune.models import catalogue, stats
 from git_tune.probes.gitinfo import git_version
 from git_tune.probes.scratch import PREFIX
@@ -167,10 +166,15 @@ def test_the_worker_count_is_chosen_among_those_real_git_timed():
     cal = _recorded_with_threshold_trial(points, workers=4)
     for eight, value in ((eight_wins, "8"), (eight_loses, "4")):
         trial = Trial("checkout.workers", four + eight, {"next_status": True})
-        got = {k.key: k for k in recommend(Calibration(**{
-            **cal.__dict__, "trials": {**cal.trials, "checkout.workers": trial}})).keys}
+        rec = recommend(Calibration(**{
+            **cal.__dict__, "trials": {**cal.trials, "checkout.workers": trial}}))
+        got = {k.key: k for k in rec.keys}
         workers = got["checkout.workers"]
         assert (workers.status, workers.value) == ("set", value), workers.reason
+        # Each workload is expected to gain what real git measured on it at that count.
+        batch, tree = (four if value == "4" else eight)
+        for c in (batch, tree):
+            assert rec.expected[c.workload] == pytest.approx(c.estimate.speedup)
         other = "4" if value == "8" else "8"
         assert f"against {other} workers" in workers.reason
         # The batches were timed at 4 workers: they decide the threshold only at 4.

@@ -6,7 +6,7 @@ when real git, timed interleaved against Git's default, was faster beyond noise.
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from git_tune.advisor.measure.bench import STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER
 from git_tune.advisor.measure.record import FAILS_DEFAULT, Comparison, Trial
@@ -43,6 +43,13 @@ class KeyAdvice:
     reason: str
     evidence: Dict[str, Any] = field(default_factory=dict)
     needs_index_rewrite: bool = False
+    # Where real git timed the value on several weighed workloads (a checkout batch and
+    # a whole-tree write), the gain on each; `gain` is the one the reason leads with.
+    gains: Tuple[Gain, ...] = ()
+
+    def measured(self) -> Tuple[Gain, ...]:
+        """The gain on every workload real git timed this value on."""
+        return self.gains or ((self.gain,) if self.gain else ())
 
 
 def not_set(key: Key, reason: str, evidence: Optional[dict] = None) -> KeyAdvice:
@@ -122,8 +129,9 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
         return not_set(key, f"not set: {each}; not faster beyond noise where it weighs "
                             f"{1 / ratio:.2f}x" + suffix, evidence)
     best = max(faster, key=lambda ca: weights[ca[0].workload])[1]
+    gains = tuple(Gain.of(c.workload, c.estimate) for c in counted if c.estimate is not None)
     return dataclasses.replace(best, reason=f"{each}; weighted {1 / ratio:.2f}x faster"
-                                            + suffix)
+                                            + suffix, gains=gains)
 
 
 def _counted(comparisons, weights: Dict[str, float]) -> list:
