@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from common import bed_latency, BEDS, BedUnavailable, ab, drop_caches, median, parser, repo_on, report, storage, timed
+from common import bed_latency, BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
 
 WORKERS = {"tmpfs": 8, "disk": 8, "latfs-nfs": 32, "hdd": 8}
 

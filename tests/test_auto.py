@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from git_tune.cli import cli
 from testbeds.mount import available, bed
-from tests.conftest import git_out
 
 GIT_TUNE = [sys.executable, "-m", "git_tune"]
 

@@ -1,7 +1,5 @@
 """Fleet profiles: export, apply with --check, class matching, merging many hosts."""
-import copy
 import json
-import os
 import subprocess
 
 import pytest

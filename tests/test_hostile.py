@@ -20,7 +20,6 @@ from git_tune import repogen
 from git_tune.cli import cli
 from git_tune.errors import EngineError
 from git_tune.models import catalogue
-from git_tune.probes import gitinfo
 from git_tune.probes.scratch import PREFIX
 from git_tune.probes.report import probe
 from tests.conftest import git_version_of
