@@ -160,8 +160,12 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     # FINAL_SECONDS: a mix of milliseconds-long commands is too noisy to tell 5% in 7.
     t0 = time.monotonic()
     rounds = 0
+    # Each round starts one contender later, so none always follows the same other's
+    # whole-tree write (page cache, writeback) or always comes first.
+    order = list(each)
     while rounds < final or (rounds < 30 and time.monotonic() - t0 < FINAL_SECONDS):
-        for k in each:
+        turn = order[rounds % len(order):] + order[:rounds % len(order)]
+        for k in turn:
             each[k].append(mix.times(contenders[k]))
         rounds += 1
     times = {k: [objective(t) for t in each[timed_as[k]]] for k in contenders}
@@ -248,7 +252,8 @@ def main():
                     f"{repeat or 3} real-git mixes (1 where a mix takes over {SLOW_MIX:g} s); "
                     "then the 3 best cells, Git's defaults, Scalar's settings (each release's "
                     "list, bench/scalar.toml; core.fsmonitor only with a git that has the "
-                    f"daemon) and git-tune's, interleaved, {final} to 30 rounds (more while the "
+                    f"daemon) and git-tune's, interleaved (each round starting one contender later), "
+                    f"{final} to 30 rounds (more while the "
                     f"rounds have taken under {FINAL_SECONDS} s; {stats.MIN_RUNS} where a mix takes over "
                     f"{SLOW_MIX:g} s); contenders with the same settings are timed once",
                     "a mix's figure is the weighted geometric mean of its workloads' times, "
