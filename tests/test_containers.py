@@ -126,3 +126,22 @@ def test_ci_recipe_in_a_cpu_quota(small_repo, isolated_git, tmp_path):
         assert clone.returncode == 0, clone.stderr
     for key, value in data["settings"].items():
         assert value not in catalogue.lookup(key).online_cpus
+
+
+def test_an_engine_call_runs_where_no_thread_can_start(tmp_path):
+    """Under a pid limit the git runs around git-tune have reached, Python cannot start the
+    helper thread an engine call runs in ("can't start new thread", a traceback from
+    `auto` before): the call runs on the main thread instead, and its result is the same."""
+    why = cgroups.unavailable(pids=True)
+    if why:
+        pytest.skip(why)
+    script = ("import threading, sys; from git_tune import engine\n"
+              "try:\n    threading.Thread(target=lambda: None).start()\n"
+              "    sys.exit('a thread started: the limit is not reached')\n"
+              "except RuntimeError:\n    pass\n"
+              f"r = engine.checkout({str(tmp_path)!r}, ['d/f0', 'd/f1'], [10, 10], workers=1, "
+              "threshold=0)\nprint(r.files)")
+    with cgroups.group(pids_max=1) as g:
+        out = run_in(g, [sys.executable, "-c", script])
+    assert out.returncode == 0 and out.stdout.split() == ["2"], out.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -125,10 +125,11 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
     return kind(bench.ws.clone(), paths, bench.ws.root)
 
 
-def _batch_files(bench: Bench) -> int:
+def _batch_files(bench: Bench) -> Tuple[int, Optional[float]]:
     """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
-    left. Two sequential restores, each with its next status (PILOT_FILES and a tenth of
-    it), price git's fixed cost and a file. On slow storage a smaller batch is what the
+    left; and where the batch is the larger pilot's own files, that pilot's time (a run of
+    Git's default on the batch already). Two sequential restores, each with its next
+    status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow storage a smaller batch is what the
     budget can decide; parallel checkout gains less on a smaller batch (a worker's start
     is spread over fewer files), so the part errs towards keeping Git's default, never
     the other way."""
@@ -141,7 +142,7 @@ def _batch_files(bench: Bench) -> int:
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
     except MeasurementFailed:
-        return n                    # the A/B itself sees and reports the failure
+        return n, None              # the A/B itself sees and reports the failure
     k_small, k_large = len(small.paths), len(large.paths)
     per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
     fixed = max(0.0, t_large - per_file * k_large)
@@ -149,7 +150,8 @@ def _batch_files(bench: Bench) -> int:
     # cost what sequential does (its workers' start is not in the pilot).
     per_side = bench.budget.left() * BATCH_SHARE / (2 * (bench.runs + 1))
     fits = int((per_side - fixed) / per_file)
-    return max(k_large, min(n, fits))
+    files = max(k_large, min(n, fits))
+    return files, (t_large if files == k_large else None)
 
 
 def _candidate(workers: int) -> Dict[str, str]:
@@ -176,7 +178,8 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
                            "below its default threshold, so checkout.workers was not timed")
         return None
-    batch = _workload(bench, _batch_files(bench))
+    files, pilot = _batch_files(bench)
+    batch = _workload(bench, files)
     pick = max(2, s.best[WORKERS])
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
     tree: Optional[gitbench.TreeWrite] = None
@@ -193,7 +196,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         cand = _candidate(w)
         try:
             c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
-                         files=len(batch.paths))
+                         files=len(batch.paths), warm_default=None if i else pilot)
         except OutOfBudget as e:
             if not comparisons:
                 raise

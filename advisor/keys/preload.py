@@ -13,7 +13,8 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
 from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.sweep import Share, engine_measure, run as run_sweep
+from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResult,
+                                            engine_measure, run as run_sweep)
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
 from git_tune.models import stats
@@ -85,8 +86,17 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         return lstat_once(point, paths)
 
     part = _part(bench, listing, lstat_once) if not opts.cold else (None, None, None)
-    r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(lstat_all),
-                  share.left(), max_evals=60)
+    strategy = search.make(opts.strategy, dims, opts.seed)
+    try:
+        r = run_sweep(strategy, engine_measure(lstat_all), share.left(), max_evals=60)
+    except MeasurementFailed as e:
+        if part[0] is None:
+            raise
+        # No whole-tree pass fitted the share (3,000 files through 1 ms lookups): the
+        # part's comparison is what it was measured first for, and must not go with it.
+        bench.notes.append(f"preload sweep: no whole-tree pass fitted its share ({e}); "
+                           f"one thread against Git's count stands on {part[0]} files")
+        r = SweepResult.nothing(strategy.name, share.seconds - share.left())
     if cold_note:
         bench.notes.append(f"preload sweep cold: {cold_note}")
     elif network:
@@ -197,7 +207,7 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 
 def findings(cal: Calibration) -> List[str]:
     s = cal.sweeps.get("preload")
-    if not s:
+    if not s or s.best_value is None:
         return []
     f = Facts(**s.facts)
 

@@ -51,6 +51,10 @@ class Entry:
         """The module's short name: its sweep is stored under it."""
         return self.module.__name__.rsplit(".", 1)[-1] if self.module else ""
 
+    @property
+    def has_trial(self) -> bool:
+        return self._get("trial") is not None
+
     def trial(self, bench):
         fn = self._get("trial")
         return fn(self.key, bench) if fn else None

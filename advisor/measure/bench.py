@@ -148,7 +148,8 @@ class Bench:
 
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],
-           files: Optional[int] = None, extensions: int = 2) -> Comparison:
+           files: Optional[int] = None, extensions: int = 2,
+           warm_default: Optional[float] = None) -> Comparison:
         """Real git, interleaved (ABBA): Git's default against the candidate.
 
         Keeping Git's default needs no proof, changing it does, so the runs are
@@ -159,30 +160,25 @@ class Bench:
         how many seconds it needed. When the interval straddles the noise band but
         the point estimate is a clear change, more runs are added while they fit
         (at most `extensions` times): a noisy disk needs 10-15 runs a side to tell
-        a 20% gain (bench/tuner_quality.py), a quiet one decides after 5."""
-        left = self.budget.left()
-        if left <= 0:
-            raise OutOfBudget(None)
-        t0 = time.monotonic()
-        try:
-            with gitbench.deadline(left):
-                error_default = gitbench.attempt(run_default)
-                t1 = time.monotonic()
-                error_candidate = gitbench.attempt(run_candidate)
-        except gitbench.DeadlineReached:
-            # One warm-up pair took longer than all that was left: at least that, per pair.
-            raise OutOfBudget((time.monotonic() - t0) * self.runs) from None
+        a 20% gain (bench/tuner_quality.py), a quiet one decides after 5.
+
+        `warm_default`: Git's default has just run this very workload (a pilot), in that
+        many seconds: it stands for the warm-up's default side, whose run would only
+        repeat it (on the NFS-like bed, a second of a 20 s budget)."""
+        error_default, error_candidate, first, second = self._warm_up(
+            run_default, run_candidate, warm_default)
         if error_default and error_candidate:
             raise MeasurementFailed(f"git failed with Git's default and with {candidate}: "
                                     f"{error_default}")
         if error_default or error_candidate:
             return self._one_side_fails(workload, default, candidate, run_default, run_candidate,
                                         error_default, error_candidate, files)
-        t2 = time.monotonic()
-        pair = t2 - t0
-        # A warm-up that already shows a large gain may be decided in CLEAR_RUNS pairs:
-        # those must fit. Whether they do decide is the runs' business, not the warm-up's.
-        minimum = stats.CLEAR_RUNS if t1 - t0 > (t2 - t1) * stats.CLEARLY else self.runs
+        pair = first + second
+        # A warm-up that already shows a gain beyond stats.APART may be decided in
+        # CLEAR_RUNS pairs: those must fit. Whether they do decide is the runs' business,
+        # not the warm-up's (one pair is noisier than the median of three: on the NFS-like
+        # bed a 1.52x checkout gain showed 1.33-1.50x in its warm-ups).
+        minimum = stats.CLEAR_RUNS if first > second * stats.APART else self.runs
         if pair * minimum > self.budget.left():
             raise OutOfBudget(pair * minimum - self.budget.left())
         try:
@@ -196,6 +192,27 @@ class Bench:
                 workload, default, candidate, run_default, run_candidate,
                 error if e.side == FAILS_DEFAULT else None,
                 error if e.side == FAILS_CANDIDATE else None, files)
+
+    def _warm_up(self, run_default, run_candidate, warm_default: Optional[float]):
+        """The warm-up pair: (git's error or None, and seconds) for each side."""
+        left = self.budget.left()
+        if left <= 0:
+            raise OutOfBudget(None)
+        t0 = time.monotonic()
+        try:
+            # The fewest pairs any verdict needs come after the warm-up, each priced at
+            # it: a warm-up past a quarter of what is left already says "does not fit"
+            # (on the NFS-like bed, status with preload off ran 5 s of a 17 s remainder
+            # to say it).
+            with gitbench.deadline(left / (stats.CLEAR_RUNS + 1)):
+                error_default = None if warm_default is not None else gitbench.attempt(run_default)
+                t1 = time.monotonic()
+                error_candidate = gitbench.attempt(run_candidate)
+        except gitbench.DeadlineReached:
+            # At least that per pair, for the warm-up and the minimum runs.
+            raise OutOfBudget((time.monotonic() - t0) * (self.runs + 1) - left) from None
+        first = t1 - t0 if warm_default is None else warm_default
+        return error_default, error_candidate, first, time.monotonic() - t1
 
     def _timed(self, workload, default, candidate, run_default, run_candidate, files,
                extensions, pair) -> Comparison:

@@ -65,7 +65,7 @@ class Sweep:
     dims: Tuple[Dim, ...]
     evaluations: Tuple[Evaluation, ...]
     best: Dict[str, Any]
-    best_value: float
+    best_value: Optional[float]   # None: no point of the search was measured (facts stand)
     best_samples: int
     seconds: float
     stopped: str

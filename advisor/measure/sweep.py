@@ -32,13 +32,19 @@ class SweepResult:
     strategy: str
     evaluations: Tuple[Evaluation, ...]
     best: Point
-    best_value: float
+    best_value: Optional[float]   # None: no point could be measured (nothing() only)
     best_samples: int
     seconds: float
     stopped: str              # budget | evaluations | converged | failures
 
     def by_point(self) -> Dict[tuple, List[float]]:
         return _group(self.evaluations)
+
+    @classmethod
+    def nothing(cls, strategy: str, seconds: float) -> "SweepResult":
+        """A search none of whose points could be measured in its share: what was measured
+        beside it (a family's facts) still stands."""
+        return cls(strategy, (), {}, None, 0, seconds, "failures")
 
 
 def _key(point: Point) -> tuple:
