@@ -26,12 +26,13 @@ never slower than Git's defaults beyond noise, and calibrate + recommend
 costing under 5% of the grid's time. The search strategies are compared in
 bench/search_strategies.py.
 
-    python3 bench/tuner_quality.py [--tiny]
+    python3 bench/tuner_quality.py [--tiny] [--beds latfs-nfs] [--reuse-grid]
 """
 import json
 import os
 import random
 import time
+from typing import Optional
 
 from common import (RESULTS, BedUnavailable, bed_latency, median, ms, parser, remove, repo_on,
                     report, storage, timed, tracked)
@@ -125,7 +126,7 @@ def label(cfg) -> str:
 
 
 def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int, budget: float,
-            tiny: bool):
+            tiny: bool, stored_grid: Optional[dict] = None):
     repo = repo_on(kind, mnt, files, changed=50)
     mix = Mix(repo, min(400, files // 5), cold)
     t0 = time.monotonic()
@@ -144,8 +145,11 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     t0 = time.monotonic()
     grid = {}
     for cfg in grid_configs(tiny):
-        grid[label(cfg)] = (cfg, median(mix.measure(cfg, repeat)))
-    grid_cost = time.monotonic() - t0
+        if stored_grid:     # --reuse-grid: the cells' stored times pick the three finalists
+            grid[label(cfg)] = (cfg, stored_grid["grid"][label(cfg)])
+        else:
+            grid[label(cfg)] = (cfg, median(mix.measure(cfg, repeat)))
+    grid_cost = stored_grid["grid_cost"] if stored_grid else time.monotonic() - t0
     top = sorted(grid.values(), key=lambda cv: cv[1])[:3]
     # The contenders, interleaved so drift hits them alike; settings two contenders
     # share are timed once, for both.
@@ -193,7 +197,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
             "grid_best": contenders[best], "tune_cost": tune_cost, "grid_cost": grid_cost,
             "vs_default": vars(vs_default), "vs_grid_best": vars(vs_best),
             "vs_grid_best_unpaired": vars(stats.compare(times[best], times["git-tune"])),
-            "calibration_seconds": record.seconds, "calibration_notes": list(record.notes)}
+            "calibration_seconds": record.seconds, "calibration_notes": list(record.notes),
+            "grid_reused_from": stored_grid.get("when") if stored_grid else None}
     return row, data
 
 
@@ -220,6 +225,11 @@ def main():
     p = parser(__doc__)
     p.add_argument("--beds", nargs="+", choices=sorted(BEDS),
                    help="run these beds again and keep the stored rows of the others")
+    p.add_argument("--reuse-grid", action="store_true",
+                   help="take each bed's grid cells from its stored row instead of timing them "
+                        "again (they only pick the three finalists, which the final rounds "
+                        "time again, interleaved with git-tune); the NFS-like bed's grid is "
+                        "23 of its 55 minutes")
     args = p.parse_args()
     files = 300 if args.tiny else 3000
     repeat = args.repeat
@@ -227,7 +237,11 @@ def main():
     budget = 4 if args.tiny else Options().budget
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
     data = {} if args.tiny or not args.beds else kept_results(names)
-    notes = []
+    stored = kept_results(()) if args.reuse_grid else {}
+    notes = [f"{n}: grid cells reused from the stored run of "
+             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(stored[n]['when']))} UTC "
+             "(--reuse-grid); the finalists were timed again in this run's rounds"
+             for n in names if n in stored]
     for name in names:
         kind, cold = BEDS[name]
         if cold and os.geteuid() != 0:
@@ -235,7 +249,8 @@ def main():
             continue
         try:
             with storage(kind, bed_latency(args.tiny), size_mb=2048) as mnt:
-                row, data[name] = run_bed(kind, cold, mnt, files, repeat, final, budget, args.tiny)
+                row, data[name] = run_bed(kind, cold, mnt, files, repeat, final, budget, args.tiny,
+                                          stored.get(name))
                 data[name]["row"], data[name]["when"] = row, time.time()
                 print(row, flush=True)
         except BedUnavailable as e:
