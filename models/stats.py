@@ -79,13 +79,17 @@ def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
     if len(a) == 0 or len(b) == 0:
         raise ValueError("no measurements to compare")
     rng = np.random.default_rng(seed)
-    ma = np.median(rng.choice(a, size=(resamples, len(a)), replace=True), axis=1)
-    mb = np.median(rng.choice(b, size=(resamples, len(b)), replace=True), axis=1)
-    ratios = mb / ma
+    ma = _boot_medians(rng, a, resamples)      # a first: the same draws as ever
+    ratios = _boot_medians(rng, b, resamples) / ma
     low, high = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
     ratio = float(np.median(b) / np.median(a))
     return RatioEstimate(len(a), len(b), float(np.median(a)), float(np.median(b)), ratio,
                          low, high, _verdict(enough, low, high, min_effect))
+
+
+def _boot_medians(rng: np.random.Generator, values: np.ndarray, resamples: int) -> np.ndarray:
+    """The medians of `resamples` bootstrap resamples of values."""
+    return np.median(rng.choice(values, size=(resamples, len(values)), replace=True), axis=1)
 
 
 def _verdict(enough: bool, low: float, high: float, min_effect: float) -> str:
@@ -112,8 +116,7 @@ def compare_paired(old: Sequence[float], new: Sequence[float], seed: int = 0,
     logs = drop_outliers(np.log(np.asarray(new, dtype=float) / np.asarray(old, dtype=float)))
     if len(logs) == 0:
         raise ValueError("no measurements to compare")
-    rng = np.random.default_rng(seed)
-    boot = np.median(rng.choice(logs, size=(resamples, len(logs)), replace=True), axis=1)
+    boot = _boot_medians(np.random.default_rng(seed), logs, resamples)
     low, high = (float(x) for x in np.exp(np.percentile(boot, [2.5, 97.5])))
     ratio = float(np.exp(np.median(logs)))
     return RatioEstimate(len(logs), len(logs), float(np.median(old)), float(np.median(new)),

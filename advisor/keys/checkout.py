@@ -129,10 +129,10 @@ def _batch_files(bench: Bench) -> Tuple[int, Optional[float]]:
     """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
     left; and where the batch is the larger pilot's own files, that pilot's time (a run of
     Git's default on the batch already). Two sequential restores, each with its next
-    status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow storage a smaller batch is what the
-    budget can decide; parallel checkout gains less on a smaller batch (a worker's start
-    is spread over fewer files), so the part errs towards keeping Git's default, never
-    the other way."""
+    status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow
+    storage a smaller batch is what the budget can decide; parallel checkout gains less on
+    a smaller batch (a worker's start is spread over fewer files), so the part errs
+    towards keeping Git's default, never the other way."""
     n = min(len(bench.names), CHECKOUT_FILES)
     small, large = (_workload(bench, min(n, k)) for k in (PILOT_FILES // 10, PILOT_FILES))
     try:

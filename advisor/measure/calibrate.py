@@ -69,6 +69,7 @@ def _measure(bench: Bench, understood) -> None:
     by a second. A key whose candidate is what lets git run here at all (Git's default
     failed, the candidate worked) is required by every later trial, so theirs are not
     the same failure."""
+    # Every sweeping family has its keys in trial_order(): each sweep is reached there.
     sweeps = dict(registry.sweepers())
     not_reached = set()     # families whose sweep the budget's end left out
     for entry in registry.trial_order():
@@ -101,8 +102,6 @@ def _measure(bench: Bench, understood) -> None:
             if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
                 bench.required.update(trial.main.candidate)
             bench.budget.tick("validate")
-    for family, sweep in sweeps.items():    # a family none of whose keys has a trial
-        _sweep(bench, family, sweep)
 
 
 def _sweep(bench: Bench, family: str, sweep) -> bool:
