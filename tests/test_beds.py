@@ -131,17 +131,30 @@ def test_generated_repository_is_real_and_deterministic(tmp_path):
 
 
 def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypatch, latfs_bed):
-    # latfs with NFS-like attribute caching: the probe classes it network, and
-    # every preload measurement follows a warming pass (see sweep_preload).
-    from git_tune.advisor.measure import calibrate
+    # latfs with NFS-like attribute caching: the probe classes it network, and every
+    # preload measurement follows a warming pass (see preload._search).
+    from git_tune.advisor.keys import preload
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.probes import repo as repo_probe
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
     mnt = latfs_bed
     backing = os.path.join(os.path.dirname(mnt), "backing", "repo")
     repogen.generate(backing, repogen.RepoShape.for_files(300), limit=300)
-    record = calibrate.calibrate(calibrate.probe_repository(os.path.join(mnt, "repo"), 6),
-                                 Options(budget=6), store=False)
+    report = calibrate.probe_repository(os.path.join(mnt, "repo"), 6)
+    record = calibrate.calibrate(report, Options(budget=6), store=False)
     assert record.storage.storage_class == "network"
-    assert any(n.startswith("preload sweep hot") for n in record.notes), record.notes
     assert record.sweeps["checkout"].dims[0].high == 32
-    first = record.sweeps["preload"].evaluations[0].point
+    # Below 1,000 entries Git starts no preload threads: the thread search is a finding
+    # only, left until after the trials (where a 6 s budget on this bed leaves nothing).
+    layout = report.repository.layout
+    bench = Bench(gitbench.Workspace(layout, str(tmp_path)),
+                  repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
+                  Options(budget=6), Budget(6))
+    assert preload.sweep(bench).stopped == "deferred" and not bench.notes
+    [(family, later)] = bench.later
+    full = later()
+    assert family == "preload" and full.best_value is not None
+    assert any(n.startswith("preload sweep hot") for n in bench.notes), bench.notes
+    first = full.evaluations[0].point
     assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}

@@ -319,3 +319,43 @@ def test_the_scratch_clone_starts_from_the_users_index_whatever_its_shape(tmp_pa
         assert open(os.path.join(clone, "a")).read() == expected
         assert open(os.path.join(clone, "d", "c")).read() == "d/c committed\n"
         assert git_out(repo, "status", "--porcelain") == before
+
+
+def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monkeypatch):
+    # Two families: the first's sweep decides its own trial at once and leaves its
+    # search (findings only) for later; the second's sweep and trial come before that
+    # search, which then gets what is left, or, with nothing left, is not run.
+    from types import ModuleType
+    from git_tune.advisor.measure import calibrate
+    calls = []
+
+    def family(name, defer):
+        m = ModuleType(f"fake.{name}")
+
+        def sweep(b):
+            calls.append(f"{name} sweep")
+            if defer:
+                b.later.append((name, lambda: calls.append(f"{name} search") or "full"))
+            return "first"
+        m.sweep = sweep
+        m.trial = lambda key, b: calls.append(f"{name} trial")
+        return m
+    a, b = family("a", True), family("b", False)
+    keys = [catalogue.lookup("core.preloadIndex"), catalogue.lookup("checkout.workers")]
+    entries = (registry.Entry(keys[0], a), registry.Entry(keys[1], b))
+    monkeypatch.setattr(registry, "trial_order", lambda: entries)
+    monkeypatch.setattr(registry, "sweepers", lambda: [("a", a.sweep), ("b", b.sweep)])
+    understood = {k.name for k in keys}
+    run = bench(60)
+    calibrate._measure(run, understood)
+    assert calls == ["a sweep", "a trial", "b sweep", "b trial", "a search"]
+    assert run.sweeps == {"a": "full", "b": "first"} and not run.notes
+    # The trials spent the budget: the search is not run, and the note says so.
+    calls.clear()
+    spent = bench(0.05)
+    m = b.trial
+    b.trial = lambda key, bb: m(key, bb) or time.sleep(0.1)
+    calibrate._measure(spent, understood)
+    assert calls == ["a sweep", "a trial", "b sweep", "b trial"]
+    assert spent.sweeps["a"] == "first"
+    assert spent.notes == ["a sweep (findings, after the trials) not run: the budget had ended"]

@@ -5,6 +5,7 @@ Git has no key for the thread count (preload-index.c starts entries/500, at
 most 20), so that is a finding. Real git decides the key itself: status
 -uno with preload on (Git's default) against off.
 """
+import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
@@ -56,26 +57,59 @@ class Facts:
 def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine lstat of every tracked file: threads and split mode (findings, no Git key).
 
+    First one thread against Git's count on a part (_part), which is all the trial
+    needs when it rules preload off out: the search over threads is then a finding
+    only, and waits until every trial has had the budget (bench.later). On the
+    NFS-like bed it took 1.6 s of a 20 s budget before checkout.workers, whose
+    real-git runs were then a second short."""
+    if not bench.names:
+        return None
+    names = bench.names
+    listing = names[:MAX_PRELOAD_PATHS]
+    dims = _dims(len(names))
+    started = time.monotonic()
+    share = Share(bench.options.budget * SWEEP_SHARE, bench.budget.end)
+    part = (_part(bench, listing, _lstat(bench, share)) if not bench.options.cold
+            else (None, None, None))
+    facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
+    if _off_cannot_win(facts) is None:
+        return _search(bench, part, share)
+    # After the trials, the search has its share of what they left, no more.
+    bench.later.append(("preload", lambda: _search(bench, part, Share(
+        min(bench.options.budget * SWEEP_SHARE, bench.budget.left()), bench.budget.end))))
+    return Sweep.of(SweepResult.nothing(bench.options.strategy, time.monotonic() - started,
+                                        "deferred"), dims, asdict(facts))
+
+
+def _dims(entries: int) -> List[Dim]:
+    return [Dim(THREADS, 1, 20, default=git_threads(entries)),
+            Dim(SPLIT, categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
+                default=engine.SPLIT_SLICES)]
+
+
+def _lstat(bench: Bench, share: Share):
+    def lstat_once(point, paths):
+        return engine.preload(paths, base=bench.worktree, threads=point[THREADS],
+                              split=point[SPLIT], io_streams=1, batch=500,
+                              limits=share.limits()).wall
+    return lstat_once
+
+
+def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
+    """The search over threads and split mode, and the whole tree at one thread and at
+    Git's count, in the share.
+
     Behind a network file system's attribute cache (NFS acregmin, FUSE
     attr_timeout) a pass is hot or cold depending on how long ago the last one
     ran, which made the measured surface timing noise (bench/search_strategies.py
     on latfs). There each measured pass follows an unmeasured one, so all are
     hot, unless --cold makes them all cold."""
-    if not bench.names:
-        return None
     opts, names = bench.options, bench.names
     listing = names[:MAX_PRELOAD_PATHS]
     network = bench.storage_class == "network"
-    dims = [Dim(THREADS, 1, 20, default=git_threads(len(names))),
-            Dim(SPLIT, categories=(engine.SPLIT_SLICES, engine.SPLIT_STREAMS),
-                default=engine.SPLIT_SLICES)]
+    dims = _dims(len(names))
     cold_note = None
-    share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
-
-    def lstat_once(point, paths):
-        return engine.preload(paths, base=bench.worktree, threads=point[THREADS],
-                              split=point[SPLIT], io_streams=1, batch=500,
-                              limits=share.limits()).wall
+    lstat_once = _lstat(bench, share)
 
     def lstat_all(point, paths=listing):
         nonlocal cold_note
@@ -85,7 +119,6 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             lstat_once(point, paths)
         return lstat_once(point, paths)
 
-    part = _part(bench, listing, lstat_once) if not opts.cold else (None, None, None)
     strategy = search.make(opts.strategy, dims, opts.seed)
     try:
         r = run_sweep(strategy, engine_measure(lstat_all), share.left(), max_evals=60)
@@ -149,15 +182,19 @@ def _part(bench: Bench, listing, lstat_once) -> tuple:
 
 
 def _hopeless(bench: Bench) -> Optional[str]:
-    """Why turning preload off cannot make status faster here, from the sweep: Git starts
-    no threads for this index, or the engine's lstat pass at one thread (what status does
-    with preload off) is clearly slower than at Git's thread count. Everything else status
-    does is the same work on both sides, so real git is not spent on it (on the NFS-like
-    bed one status with preload off took longer than a 20 s budget)."""
+    """Why turning preload off cannot make status faster here, from the sweep
+    (_off_cannot_win). Everything else status does is the same work on both sides, so
+    real git is not spent on it (on the NFS-like bed one status with preload off took
+    longer than a 20 s budget)."""
     s = bench.sweeps.get("preload")
     if s is None or bench.pid_limit is not None:
         return None    # under a pid limit Git's threads may fail where the engine's did not
-    f = Facts(**s.facts)
+    return _off_cannot_win(Facts(**s.facts))
+
+
+def _off_cannot_win(f: Facts) -> Optional[str]:
+    """Git starts no threads for this index, or the engine's lstat pass at one thread
+    (what status does with preload off) is clearly slower than at Git's thread count."""
     if f.git_threads < 2:
         return (f"Git starts no preload threads for {f.entries} entries (preload-index.c "
                 "needs 1,000): on and off are the same work")

@@ -63,7 +63,8 @@ def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
 
 def _measure(bench: Bench, understood) -> None:
     """Every key's trial (registry.trial_order), each family's engine sweep just before
-    its first. A family later in the order then never spends the budget before an
+    its first, and last the sweeps a family left for after the trials (findings no
+    trial needs). A family later in the order then never spends the budget before an
     earlier one's trials: with every sweep first, the index sweep's share went before
     checkout.workers' real-git runs, which on the NFS-like bed missed the default budget
     by a second. A key whose candidate is what lets git run here at all (Git's default
@@ -102,18 +103,22 @@ def _measure(bench: Bench, understood) -> None:
             if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
                 bench.required.update(trial.main.candidate)
             bench.budget.tick("validate")
+    for family, later in bench.later:
+        # Findings only (no trial needs them): what the trials left, if anything.
+        _sweep(bench, family, lambda _: later(), f"{family} sweep (findings, after the trials)")
 
 
-def _sweep(bench: Bench, family: str, sweep) -> bool:
+def _sweep(bench: Bench, family: str, sweep, what: str = "") -> bool:
     """The family's engine sweep, into bench.sweeps; False where the budget had ended."""
+    what = what or f"{family} sweep"
     if not bench.budget.left():
         # No trial can start either: a sweep now would only overrun the budget.
-        bench.notes.append(f"{family} sweep not run: the budget had ended")
+        bench.notes.append(f"{what} not run: the budget had ended")
         return False
     try:
         result = sweep(bench)
     except (EngineError, MeasurementFailed) as e:
-        bench.notes.append(f"{family} sweep stopped: {e}")
+        bench.notes.append(f"{what} stopped: {e}")
         result = None
     if result is not None:
         bench.sweeps[family] = result

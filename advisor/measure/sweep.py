@@ -35,16 +35,17 @@ class SweepResult:
     best_value: Optional[float]   # None: no point could be measured (nothing() only)
     best_samples: int
     seconds: float
-    stopped: str              # budget | evaluations | converged | failures
+    stopped: str              # budget | evaluations | converged | failures | deferred
 
     def by_point(self) -> Dict[tuple, List[float]]:
         return _group(self.evaluations)
 
     @classmethod
-    def nothing(cls, strategy: str, seconds: float) -> "SweepResult":
-        """A search none of whose points could be measured in its share: what was measured
-        beside it (a family's facts) still stands."""
-        return cls(strategy, (), {}, None, 0, seconds, "failures")
+    def nothing(cls, strategy: str, seconds: float, stopped: str = "failures") -> "SweepResult":
+        """A search none of whose points could be measured in its share (or, "deferred",
+        left until after the trials): what was measured beside it (a family's facts)
+        still stands."""
+        return cls(strategy, (), {}, None, 0, seconds, stopped)
 
 
 def _key(point: Point) -> tuple:
