@@ -153,7 +153,7 @@ def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypat
                   Options(budget=6), Budget(6))
     assert preload.sweep(bench).stopped == "deferred" and not bench.notes
     [(family, later)] = bench.later
-    full = later()
+    full = later(bench)
     assert family == "preload" and full.best_value is not None
     assert any(n.startswith("preload sweep hot") for n in bench.notes), bench.notes
     first = full.evaluations[0].point

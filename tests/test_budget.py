@@ -335,7 +335,7 @@ def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monke
         def sweep(b):
             calls.append(f"{name} sweep")
             if defer:
-                b.later.append((name, lambda: calls.append(f"{name} search") or "full"))
+                b.later.append((name, lambda _: calls.append(f"{name} search") or "full"))
             return "first"
         m.sweep = sweep
         m.trial = lambda key, b: calls.append(f"{name} trial")

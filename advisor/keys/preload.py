@@ -75,8 +75,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     if _off_cannot_win(facts) is None:
         return _search(bench, part, share)
     # After the trials, the search has its share of what they left, no more.
-    bench.later.append(("preload", lambda: _search(bench, part, Share(
-        min(bench.options.budget * SWEEP_SHARE, bench.budget.left()), bench.budget.end))))
+    bench.later.append(("preload", lambda b: _search(b, part, Share(
+        min(b.options.budget * SWEEP_SHARE, b.budget.left()), b.budget.end))))
     return Sweep.of(SweepResult.nothing(bench.options.strategy, time.monotonic() - started,
                                         "deferred"), dims, asdict(facts))
 

@@ -126,8 +126,8 @@ class Bench:
     required: Dict[str, str] = field(default_factory=dict)  # what git needs to run here
     pid_limit: Optional[int] = None   # the cgroup's pids.max: threads git starts may fail
     # Sweeps whose results no trial needs (findings only), run after every trial in what
-    # the budget has left: (family, the sweep, returning the family's record in full).
-    later: List[Tuple[str, Callable[[], Optional[Sweep]]]] = field(default_factory=list)
+    # the budget has left: (family, a sweep like the family's, returning its record in full).
+    later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
 
     @property
     def worktree(self) -> str:

@@ -105,7 +105,7 @@ def _measure(bench: Bench, understood) -> None:
             bench.budget.tick("validate")
     for family, later in bench.later:
         # Findings only (no trial needs them): what the trials left, if anything.
-        _sweep(bench, family, lambda _: later(), f"{family} sweep (findings, after the trials)")
+        _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
 
 
 def _sweep(bench: Bench, family: str, sweep, what: str = "") -> bool:
