@@ -125,6 +125,11 @@ def label(cfg) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "(defaults)"
 
 
+def grid_measured(stored: dict) -> float:
+    """When a stored row's grid cells were timed: a row that reused them says whose."""
+    return stored.get("grid_reused_from") or stored["when"]
+
+
 def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int, budget: float,
             tiny: bool, stored_grid: Optional[dict] = None):
     repo = repo_on(kind, mnt, files, changed=50)
@@ -198,7 +203,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
             "vs_default": vars(vs_default), "vs_grid_best": vars(vs_best),
             "vs_grid_best_unpaired": vars(stats.compare(times[best], times["git-tune"])),
             "calibration_seconds": record.seconds, "calibration_notes": list(record.notes),
-            "grid_reused_from": stored_grid.get("when") if stored_grid else None}
+            "grid_reused_from": grid_measured(stored_grid) if stored_grid else None}
     return row, data
 
 
@@ -239,7 +244,7 @@ def main():
     data = {} if args.tiny or not args.beds else kept_results(names)
     stored = kept_results(()) if args.reuse_grid else {}
     notes = [f"{n}: grid cells reused from the stored run of "
-             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(stored[n]['when']))} UTC "
+             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(grid_measured(stored[n])))} UTC "
              "(--reuse-grid); the finalists were timed again in this run's rounds"
              for n in names if n in stored]
     for name in names:
