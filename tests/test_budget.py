@@ -359,3 +359,65 @@ def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monke
     assert calls == ["a sweep", "a trial", "b sweep", "b trial"]
     assert spent.sweeps["a"] == "first"
     assert spent.notes == ["a sweep (findings, after the trials) not run: the budget had ended"]
+
+
+def test_the_untracked_cache_is_weighed_with_what_every_index_read_pays():
+    """The cache speeds up only a status with untracked files, and its extension is read
+    by every command: a status -uno shown slower beyond noise keeps Git's default, a cost
+    within noise does not."""
+    import json
+    from git_tune.advisor.decide.recommend import recommend
+    from git_tune.advisor.measure.record import Calibration, comparison
+    path = os.path.join(os.path.dirname(__file__), "data", "calibrations", "disk-v1.json")
+    with open(path) as f:
+        cal = Calibration.from_json(json.load(f)["calibration"])
+    off, on = {KEY.name: "false"}, {KEY.name: "true"}
+    gain = comparison("untracked", off, on, [0.013, 0.0131, 0.0129, 0.013, 0.0132],
+                      [0.010, 0.0101, 0.0099, 0.010, 0.0102])
+    steady = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102]
+
+    def advice_with(status_on):
+        costs = comparison("status", off, on, steady, status_on)
+        trials = {**cal.trials, KEY.name: Trial(KEY.name, (gain, costs), {"fs_test": True})}
+        cut = Calibration(**{**cal.__dict__, "trials": trials})
+        return {k.key: k for k in recommend(cut).keys}[KEY.name]
+
+    slower = advice_with([0.0110, 0.0111, 0.0109, 0.0110, 0.0112])
+    assert slower.status == advice.NOT_SET and "git status -uno" in slower.reason, slower.reason
+    within = advice_with(steady)
+    assert within.status == advice.SET, within.reason
+    assert "git status with untracked files" in within.reason and "weighted" in within.reason
+
+
+def test_the_untracked_trial_times_the_caches_costs_only_after_its_gain(tmp_path):
+    """Real git on a real repository with untracked files in many directories: the
+    trial's first comparison is the gain; the costs (status -uno, ls-files, an index
+    write, as the mixed profile weighs them) follow only where the gain was shown."""
+    from git_tune.advisor.keys import untracked
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "repo"
+    repogen.generate(str(repo), repogen.RepoShape.for_files(600), limit=600)
+    for d in range(60):
+        os.makedirs(repo / f"scratch{d}")
+        for f in range(10):
+            (repo / f"scratch{d}" / f"u{f}").write_text("x")
+    report = calibrate.probe_repository(str(repo), 60)
+    layout = report.repository.layout
+    b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+              repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
+              Options(budget=60), Budget(60))
+    os.makedirs(b.ws.root, exist_ok=True)
+    t = untracked.trial(KEY, b)
+    workloads = [c.workload for c in t.comparisons]
+    assert workloads[0] == "untracked"
+    if t.comparisons[0].estimate.verdict == stats.FASTER:
+        assert workloads == ["untracked", *untracked.COSTS]
+    else:
+        assert workloads == ["untracked"]
+    # Each cost's command runs with real git on both copies, whatever the gain was here.
+    copies = (b.ws.index_copy("uc-off", untracked.index_shape(KEY, "false")),
+              b.ws.index_copy("uc-on", untracked.index_shape(KEY, "true")))
+    for c in [*t.comparisons, *(untracked._ab(b, w, copies) for w in untracked.COSTS)]:
+        assert c.default == {KEY.name: "false"} and c.candidate == {KEY.name: "true"}
+        assert not c.fails and c.times_candidate and c.times_default

@@ -3,7 +3,12 @@
 It only works where directory mtimes change with their entries (git's own
 `update-index --test-untracked-cache`, run by the probe). Real git decides:
 `git status` with untracked files on an index copy with the cache against one
-without.
+without. The cache is an index extension, so every command pays for it, reading
+the index and writing it, while only a status with untracked files gains: where the
+workload profile weighs them, `git status -uno`, `git ls-files` and an index write
+are timed on the same two copies, and the profile weighs the lot (on the hot disk,
+3,000 files, status -uno and ls-files were 5-6% slower with the cache in 10
+interleaved rounds of bench/tuner_quality.py's mix).
 """
 from typing import Optional
 
@@ -11,7 +16,8 @@ from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
-from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.advisor.measure.record import Calibration, Comparison, Trial
+from git_tune.models import stats
 
 KEY = "core.untrackedCache"
 
@@ -29,23 +35,42 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if works is False:
         bench.notes.append("the untracked cache fails git's mtime test on this file system")
         return None
-    ws, wt = bench.ws, bench.worktree
+    copies = (bench.ws.index_copy("uc-off", index_shape(key, "false")),
+              bench.ws.index_copy("uc-on", index_shape(key, "true")))
+    gain = _ab(bench, "untracked", copies)
+    comparisons = [gain]
+    # Only a gain needs its costs weighed: without one Git's default stands anyway.
+    if gain.estimate is not None and gain.estimate.verdict == stats.FASTER:
+        comparisons += [_ab(bench, w, copies) for w in COSTS if bench.counts(w)]
+    return Trial(KEY, tuple(comparisons), {"fs_test": works})
+
+
+# Each workload's real-git command on an index copy: the gain, then where the extension
+# costs.
+RUNS = {"untracked": lambda wt, index: gitbench.status(wt, index, True),
+        "status": lambda wt, index: gitbench.status(wt, index, False),
+        "index": gitbench.index_load,
+        "write": gitbench.index_write}
+COSTS = ("status", "index", "write")
+WHAT = {"untracked": "git status with untracked files", "status": "git status -uno",
+        "index": "reading the index (git ls-files)",
+        "write": "writing the index (git update-index --force-write-index)"}
+
+
+def _ab(bench: Bench, workload: str, copies) -> Comparison:
+    """`workload` on the index copy without the cache against the one with it."""
     off, on = {KEY: "false"}, {KEY: "true"}
-    s_off = gitbench.status(wt, ws.index_copy("uc-off", index_shape(key, "false")), True)
-    s_on = gitbench.status(wt, ws.index_copy("uc-on", index_shape(key, "true")), True)
-    c = bench.ab("untracked", off, on, lambda: s_off(off), lambda: s_on(on))
-    return Trial(KEY, (c,), {"fs_test": works})
+    run_off, run_on = (RUNS[workload](bench.worktree, index) for index in copies)
+    return bench.ab(workload, off, on, lambda: run_off(off), lambda: run_on(on))
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    return advice.weighed(key, t, weights, "true",
-                          {"untracked": "git status with untracked files"},
-                          {"fs_test": t.facts.get("fs_test")},
+    return advice.weighed(key, t, weights, "true", WHAT, {"fs_test": t.facts.get("fs_test")},
                           suffix="; bypassed by `git status -uall`")
 
 
 def verify_workloads(key):
-    return ("untracked",)
+    return ("untracked", "status", "index")
