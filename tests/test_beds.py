@@ -158,3 +158,43 @@ def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypat
     assert any(n.startswith("preload sweep hot") for n in bench.notes), bench.notes
     first = full.evaluations[0].point
     assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}
+
+
+def test_calibration_times_nothing_while_the_disk_is_still_writing_back(tmp_path, monkeypatch):
+    """On the one-spindle bed, right after a burst of writes (here 20,000 small files, as a
+    fresh clone leaves them), every file created or removed waits for their write-back:
+    the calibration times nothing, says why, and still ends within its budget. Once the
+    file system has written them, the same calibration times git."""
+    import time
+    from git_tune.advisor.decide.recommend import recommend
+    from git_tune.advisor.measure import calibrate, settle
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        cm = hdd(delay_ms=4, size_mb=512)
+        mnt = cm.__enter__()
+    except BedUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        repo = os.path.join(mnt, "repo")
+        repogen.generate(repo, repogen.RepoShape.for_files(300), limit=300)
+        assert not settle.wait(mnt, 120).flushing
+        for d in range(200):
+            os.mkdir(os.path.join(mnt, f"burst{d}"))
+            for f in range(100):
+                with open(os.path.join(mnt, f"burst{d}", str(f)), "w") as out:
+                    out.write("x" * 4000)
+        t0 = time.monotonic()
+        record = calibrate.calibrate(calibrate.probe_repository(repo, 2), Options(budget=2),
+                                     store=False)
+        assert time.monotonic() - t0 <= 2 * 1.25
+        assert not record.trials and not record.sweeps
+        assert any(n.startswith("nothing timed: ") for n in record.notes), record.notes
+        assert not recommend(record).settings()
+        settled = settle.wait(mnt, 300)
+        assert settled.seconds is not None
+        record = calibrate.calibrate(calibrate.probe_repository(repo, 4), Options(budget=4),
+                                     store=False)
+        assert record.trials and not any(n.startswith("nothing timed") for n in record.notes)
+    finally:
+        settle.wait(mnt, 300)
+        cm.__exit__(None, None, None)

@@ -73,4 +73,4 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 
 
 def verify_workloads(key):
-    return ("untracked", "status", "index")
+    return ("untracked", *COSTS)

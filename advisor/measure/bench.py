@@ -128,6 +128,7 @@ class Bench:
     # Sweeps whose results no trial needs (findings only), run after every trial in what
     # the budget has left: (family, a sweep like the family's, returning its record in full).
     later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
+    flushing: bool = False            # the file system was still writing back: nothing timed
 
     @property
     def worktree(self) -> str:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure import gitbench, search, settle
 from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget, Progress
 from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
                                              RecordUnreadable, Repository, SCHEMA_VERSION,
@@ -108,6 +108,25 @@ def _measure(bench: Bench, understood) -> None:
         _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
 
 
+def _settled(bench: Bench, worktree: str) -> bool:
+    """Whether the file system has written back earlier writes, within settle's share of
+    the budget. Where it has not, nothing is timed: what would be is the flush."""
+    done = settle.wait(worktree, bench.budget.left() * settle.SETTLE_SHARE)
+    bench.budget.tick("settle")
+    if not done.flushing:
+        return True
+    bench.flushing = True
+    bench.notes.append(
+        f"nothing timed: after {done.waited:.1f} s the file system was still writing back "
+        "earlier writes (a fresh clone or a build on slow storage?), and every file git "
+        "creates or removes meanwhile waits for that flush; Git's defaults stand. Run "
+        "again once `sync` returns, or with a --budget twice the flush")
+    for entry in registry.trial_order():
+        if entry.has_trial and entry.key.name in bench.git_facts.keys_understood:
+            bench.unfinished[entry.key.name] = None
+    return False
+
+
 def _sweep(bench: Bench, family: str, sweep, what: str = "") -> bool:
     """The family's engine sweep, into bench.sweeps; False where the budget had ended."""
     what = what or f"{family} sweep"
@@ -162,8 +181,9 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         bench = Bench(gitbench.Workspace(layout, scratch), names,
                       report.host.effective_cores, storage.storage_class, report.git,
                       opts, budget, pid_limit=report.host.cgroup.pids_max)
-        _measure(bench, report.git.keys_understood)
-    if bench.unfinished:
+        if _settled(bench, layout.worktree):
+            _measure(bench, report.git.keys_understood)
+    if bench.unfinished and not bench.flushing:
         bench.notes.append("the budget ended before real git could decide "
                            + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
                                        for k, s in bench.unfinished.items())
