@@ -112,7 +112,7 @@ class Bench:
     """Shared by every sweep and trial of one calibration (trials are added as they end,
     so a later key can build on an earlier one's result)."""
 
-    ws: gitbench.Workspace
+    ws: Optional[gitbench.Workspace]  # None where nothing is timed (settle)
     names: List[str]                  # every tracked path
     cores: int
     storage_class: str

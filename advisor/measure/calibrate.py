@@ -108,23 +108,43 @@ def _measure(bench: Bench, understood) -> None:
         _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
 
 
-def _settled(bench: Bench, worktree: str) -> bool:
-    """Whether the file system has written back earlier writes, within settle's share of
-    the budget. Where it has not, nothing is timed: what would be is the flush."""
-    done = settle.wait(worktree, bench.budget.left() * settle.SETTLE_SHARE)
-    bench.budget.tick("settle")
-    if not done.flushing:
-        return True
+def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
+               layout: repo_probe.RepoLayout) -> Bench:
+    """The sweeps and trials, in a scratch directory on the repository's file system, once
+    that file system has written back earlier writes (settle's share of the budget). Where
+    it has not, nothing is timed, not even a scratch directory made: what would be is
+    the flush (on the hdd bed, removing an empty scratch directory took 7.7 s then)."""
+    def bench_in(ws: Optional[gitbench.Workspace]) -> Bench:
+        return Bench(ws, repo_probe.tracked_sample(layout, n=10 ** 9),
+                     report.host.effective_cores, report.primary_storage().storage_class,
+                     report.git, opts, budget, pid_limit=report.host.cgroup.pids_max)
+
+    done = settle.wait(layout.worktree, budget.left() * settle.SETTLE_SHARE)
+    budget.tick("settle")
+    if done.flushing:
+        bench = bench_in(None)
+        _nothing_timed(bench, done.waited)
+        return bench
+    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
+                     same_fs_as=layout.worktree) as scratch:
+        if scratch is None:
+            raise UsageError("no writable directory on the repository's file system outside "
+                             "the working tree (read-only?): nothing can be calibrated")
+        bench = bench_in(gitbench.Workspace(layout, scratch))
+        _measure(bench, report.git.keys_understood)
+    return bench
+
+
+def _nothing_timed(bench: Bench, waited: float) -> None:
     bench.flushing = True
     bench.notes.append(
-        f"nothing timed: after {done.waited:.1f} s the file system was still writing back "
+        f"nothing timed: after {waited:.1f} s the file system was still writing back "
         "earlier writes (a fresh clone or a build on slow storage?), and every file git "
         "creates or removes meanwhile waits for that flush; Git's defaults stand. Run "
         "again once `sync` returns, or with a --budget twice the flush")
     for entry in registry.trial_order():
         if entry.has_trial and entry.key.name in bench.git_facts.keys_understood:
             bench.unfinished[entry.key.name] = None
-    return False
 
 
 def _sweep(bench: Bench, family: str, sweep, what: str = "") -> bool:
@@ -171,18 +191,8 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     # The probe that came before is part of what the user waits for: it counts.
     budget = Budget(opts.budget, progress, spent=sum(report.timings.values()))
     layout = _layout(report)
-    names = repo_probe.tracked_sample(layout, n=10 ** 9)
     storage = report.primary_storage()
-    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                     same_fs_as=layout.worktree) as scratch:
-        if scratch is None:
-            raise UsageError("no writable directory on the repository's file system outside "
-                             "the working tree (read-only?): nothing can be calibrated")
-        bench = Bench(gitbench.Workspace(layout, scratch), names,
-                      report.host.effective_cores, storage.storage_class, report.git,
-                      opts, budget, pid_limit=report.host.cgroup.pids_max)
-        if _settled(bench, layout.worktree):
-            _measure(bench, report.git.keys_understood)
+    bench = _bench_run(report, opts, budget, layout)
     if bench.unfinished and not bench.flushing:
         bench.notes.append("the budget ended before real git could decide "
                            + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
