@@ -118,13 +118,12 @@ def any_git(request, monkeypatch):
     return binary
 
 
-@pytest.fixture
-def latfs_bed():
-    """The latency FUSE bed with NFS-like attribute caching (skips where it cannot mount);
-    the test writes under <mount>/../backing and reads through the mount."""
-    from testbeds import BedUnavailable, latfs
+def _mounted(make):
+    """A test bed for the test's length (skips where it cannot mount); afterwards its
+    mount point must be gone."""
+    from testbeds import BedUnavailable
     try:
-        cm = latfs()
+        cm = make()
         mnt = cm.__enter__()
     except BedUnavailable as e:
         pytest.skip(str(e))
@@ -132,3 +131,20 @@ def latfs_bed():
         yield mnt
     finally:
         cm.__exit__(None, None, None)
+    with open("/proc/self/mountinfo") as f:
+        assert not any(line.split()[4] == mnt for line in f), f"{mnt} still mounted"
+
+
+@pytest.fixture
+def hdd_bed():
+    """The one-spindle bed: ext4 on a loop device over nbd, one 4 ms request at a time."""
+    from testbeds import hdd
+    yield from _mounted(lambda: hdd(delay_ms=4, size_mb=512))
+
+
+@pytest.fixture
+def latfs_bed():
+    """The latency FUSE bed with NFS-like attribute caching; the test writes under
+    <mount>/../backing and reads through the mount."""
+    from testbeds import latfs
+    yield from _mounted(latfs)

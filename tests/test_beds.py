@@ -8,7 +8,7 @@ from git_tune.advisor.measure.record import Options
 
 from git_tune import engine
 from git_tune import repogen
-from testbeds import BedUnavailable, Latency, hdd, latfs
+from testbeds import BedUnavailable, Latency, latfs
 from testbeds.mount import available, bed
 
 FAST_NFS = Latency(lookup_us=1000, open_us=500, read_us=100, write_us=100, create_us=500,
@@ -85,23 +85,15 @@ def test_beds_unmount_and_clean_up_on_failure():
     assert not mounted(seen["latfs"]) and not os.path.exists(os.path.dirname(seen["latfs"]))
 
 
-def test_hdd_bed_serialises_slow_requests():
-    try:
-        cm = hdd(delay_ms=4, size_mb=128)
-        mnt = cm.__enter__()
-    except BedUnavailable as e:
-        pytest.skip(str(e))
-    try:
-        info = engine.fs_info(mnt)
-        lat = engine.latency(mnt, samples=10, fsync_samples=3, cold_samples=4)
-        assert lat["fsync"].p50 >= 0.004  # at least one delayed request
-        assert lat["cold_read"].p50 >= 0.003  # direct IO: reads reach the slow device
-        assert not info.read_only
-        with open("/proc/self/mountinfo") as f:
-            assert any(f" {mnt} " in line and " ext4 " in line for line in f)
-    finally:
-        cm.__exit__(None, None, None)
-    assert not mounted(mnt)
+def test_hdd_bed_serialises_slow_requests(hdd_bed):
+    mnt = hdd_bed      # the fixture checks that it is unmounted afterwards
+    info = engine.fs_info(mnt)
+    lat = engine.latency(mnt, samples=10, fsync_samples=3, cold_samples=4)
+    assert lat["fsync"].p50 >= 0.004  # at least one delayed request
+    assert lat["cold_read"].p50 >= 0.003  # direct IO: reads reach the slow device
+    assert not info.read_only
+    with open("/proc/self/mountinfo") as f:
+        assert any(f" {mnt} " in line and " ext4 " in line for line in f)
 
 
 @pytest.mark.parametrize("shape,count", [((4, 10, 9), 99_999), ((5, 10, 9), 999_999), ((6, 8, 7), 2_097_151),
@@ -160,7 +152,8 @@ def test_calibration_on_network_storage_measures_preload_hot(tmp_path, monkeypat
     assert first == {"engine.preload.threads": 1, "engine.preload.split": "slices"}
 
 
-def test_calibration_times_nothing_while_the_disk_is_still_writing_back(tmp_path, monkeypatch):
+def test_calibration_times_nothing_while_the_disk_is_still_writing_back(hdd_bed, tmp_path,
+                                                                        monkeypatch):
     """On the one-spindle bed, right after a burst of writes (here 20,000 small files, as a
     fresh clone leaves them), every file created or removed waits for their write-back:
     the calibration times nothing, says why, and still ends within its budget. Once the
@@ -169,11 +162,7 @@ def test_calibration_times_nothing_while_the_disk_is_still_writing_back(tmp_path
     from git_tune.advisor.decide.recommend import recommend
     from git_tune.advisor.measure import calibrate, settle
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
-    try:
-        cm = hdd(delay_ms=4, size_mb=512)
-        mnt = cm.__enter__()
-    except BedUnavailable as e:
-        pytest.skip(str(e))
+    mnt = hdd_bed
     try:
         repo = os.path.join(mnt, "repo")
         repogen.generate(repo, repogen.RepoShape.for_files(300), limit=300)
@@ -196,5 +185,4 @@ def test_calibration_times_nothing_while_the_disk_is_still_writing_back(tmp_path
                                      store=False)
         assert record.trials and not any(n.startswith("nothing timed") for n in record.notes)
     finally:
-        settle.wait(mnt, 300)
-        cm.__exit__(None, None, None)
+        settle.wait(mnt, 300)     # the bed unmounts once the flush is done
