@@ -119,9 +119,12 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
                      report.host.effective_cores, report.primary_storage().storage_class,
                      report.git, opts, budget, pid_limit=report.host.cgroup.pids_max)
 
-    done = settle.wait(layout.worktree, budget.left() * settle.SETTLE_SHARE)
+    # With the budget already spent (a probe run without one) there is nothing to wait
+    # for: what costs no git (fsmonitor refused on network storage) is still said.
+    done = settle.wait(layout.worktree, budget.left() * settle.SETTLE_SHARE) \
+        if budget.left() else None
     budget.tick("settle")
-    if done.flushing:
+    if done is not None and done.flushing:
         bench = bench_in(None)
         _nothing_timed(bench, done.waited)
         return bench
