@@ -184,5 +184,6 @@ def test_calibration_times_nothing_while_the_disk_is_still_writing_back(hdd_bed,
         record = calibrate.calibrate(calibrate.probe_repository(repo, 4), Options(budget=4),
                                      store=False)
         assert record.trials and not any(n.startswith("nothing timed") for n in record.notes)
+        assert not any(n.startswith("waited ") for n in record.notes), record.notes
     finally:
         settle.wait(mnt, 300)     # the bed unmounts once the flush is done

@@ -134,6 +134,9 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
         bench = bench_in(gitbench.Workspace(layout, scratch))
+        if done is not None and done.seconds > opts.budget * PROBE_SHARE:
+            bench.notes.append(f"waited {done.seconds:.1f} s for the file system to write back "
+                               "earlier writes before timing anything")
         _measure(bench, report.git.keys_understood)
     return bench
 
