@@ -45,12 +45,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return Trial(KEY, tuple(comparisons), {"fs_test": works})
 
 
-# Each workload's real-git command on an index copy: the gain, then where the extension
-# costs.
-RUNS = {"untracked": lambda wt, index: gitbench.status(wt, index, True),
-        "status": lambda wt, index: gitbench.status(wt, index, False),
-        "index": gitbench.index_load,
-        "write": gitbench.index_write}
+# Where the extension costs: workloads timed on an index copy (gitbench.ON_INDEX).
 COSTS = ("status", "index", "write")
 WHAT = {"untracked": "git status with untracked files", "status": "git status -uno",
         "index": "reading the index (git ls-files)",
@@ -60,7 +55,8 @@ WHAT = {"untracked": "git status with untracked files", "status": "git status -u
 def _ab(bench: Bench, workload: str, copies) -> Comparison:
     """`workload` on the index copy without the cache against the one with it."""
     off, on = {KEY: "false"}, {KEY: "true"}
-    run_off, run_on = (RUNS[workload](bench.worktree, index) for index in copies)
+    make = gitbench.ON_INDEX[workload][1]
+    run_off, run_on = (make(bench.worktree, index) for index in copies)
     return bench.ab(workload, off, on, lambda: run_off(off), lambda: run_on(on))
 
 

@@ -294,3 +294,13 @@ def index_load(worktree: str, index_file: str):
         return timed_git(["ls-files"], worktree, settings, {"GIT_INDEX_FILE": index_file},
                          trace_file)
     return run
+
+
+# The workloads timed on an index copy: name -> (the command, as reports name it, and
+# its runner for a worktree and an index file). Trials and `verify` share them.
+ON_INDEX = {
+    "status": ("git status -uno", lambda wt, index: status(wt, index, untracked=False)),
+    "untracked": ("git status", lambda wt, index: status(wt, index, untracked=True)),
+    "index": ("git ls-files", index_load),
+    "write": ("git update-index --force-write-index", index_write),
+}

@@ -109,14 +109,9 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
             switch: Optional[_Switch]) -> Tuple[str, Callable]:
     wt = ws.layout.worktree
     index = copies[side]
-    if name == "status":
-        return "git status -uno", gitbench.status(wt, index, untracked=False)
-    if name == "untracked":
-        return "git status", gitbench.status(wt, index, untracked=True)
-    if name == "index":
-        return "git ls-files", gitbench.index_load(wt, index)
-    if name == "write":
-        return "git update-index --force-write-index", gitbench.index_write(wt, index)
+    if name in gitbench.ON_INDEX:
+        cmd, make = gitbench.ON_INDEX[name]
+        return cmd, make(wt, index)
     if name == "diff":
         def diff(settings, trace_file=None):
             return gitbench.timed_git(["diff", "--quiet", "--exit-code"], wt, settings,
