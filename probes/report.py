@@ -18,6 +18,7 @@ from git_tune.probes.scratch import scratch_dir
 SCHEMA_VERSION = 1
 # How an allowance is shared: the storage latencies, the cache sample, the untracked walk.
 STORAGE_SHARE, CACHE_SHARE, REPOSITORY_SHARE = 0.4, 0.3, 0.3
+FLUSHING = "the file system was still writing back earlier writes"
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,20 @@ def _targets(path: str, layout) -> Dict[str, str]:
 
 
 def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, sample,
-                     thorough: bool, root: str, clock: _Clock, allowance: Optional[float]):
+                     thorough: bool, root: str, clock: _Clock, allowance: Optional[float],
+                     flushing: bool = False):
     """Each file system's report (measured once when the worktree and git dir share it),
-    and git's facts, with scratch directories on those file systems."""
+    and git's facts, with scratch directories on those file systems; none where the file
+    system is still writing back earlier writes (`flushing`: every write and fsync there
+    waits for that flush, and only lookups are timed)."""
     mount_table = mounts.read_mounts(root)
     storage_reports: Dict[str, storage.StorageReport] = {}
     with contextlib.ExitStack() as stack:
         scratches = {}
         for role, target in targets.items():
+            if flushing:
+                scratches[role] = None
+                continue
             if same_fs and role == "git_dir":
                 scratches[role] = scratches["worktree"]
                 continue
@@ -109,7 +116,8 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
                 files = sample if (role == "worktree" and sample) else []
                 storage_reports[role] = storage.probe_storage(
                     target, scratches[role], files, thorough, root, mount_table,
-                    _part(allowance, STORAGE_SHARE / len(scratches)))
+                    _part(allowance, STORAGE_SHARE / len(scratches)),
+                    unwritten=FLUSHING if flushing else None)
         with clock.section("git"):
             git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
                                           scratches.get("worktree"), thorough)
@@ -117,11 +125,13 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
 
 
 def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
-          allowance: Optional[float] = None) -> ProbeReport:
+          allowance: Optional[float] = None, flushing: bool = False) -> ProbeReport:
     """Probe the host and the repository at path (default: the current directory's, if any).
 
     With `allowance` (seconds; calibrate gives a share of its budget), the timed parts
-    size their samples to it: on slow storage the probe measures less, not for longer."""
+    size their samples to it: on slow storage the probe measures less, not for longer.
+    `flushing`: the file system is still writing back earlier writes (settle.wait said
+    so): nothing is written there, and only lookups are timed."""
     explicit = path is not None
     path = os.path.abspath(path or os.getcwd())
     if explicit and not os.path.exists(path):
@@ -156,7 +166,7 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
     if len(targets) == 2:
         same_fs = _dev(targets["worktree"]) == _dev(targets["git_dir"])
     storage_reports, git_facts = _storage_and_git(targets, same_fs, layout, sample, thorough,
-                                                  root, clock, allowance)
+                                                  root, clock, allowance, flushing)
     if same_fs is False:
         notes.append("the working tree and the git directory are on different file systems")
 

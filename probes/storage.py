@@ -72,13 +72,15 @@ def _sized(scratch: str, allowance: float) -> dict:
 def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str] = (),
                   thorough: bool = False, root: str = "/",
                   mount_table: Optional[List[mounts.Mount]] = None,
-                  allowance: Optional[float] = None) -> StorageReport:
+                  allowance: Optional[float] = None,
+                  unwritten: Optional[str] = None) -> StorageReport:
     """Describe and measure the storage holding `path`.
 
     Latencies come from the engine in `scratch`, a directory on the same
     file system (see scratch.scratch_dir); without one (a read-only file
     system) only lookups of `sample_files` (relative to path) are timed.
     With `allowance`, a quick probe sizes its samples to about that many seconds.
+    `unwritten`: why no scratch was given, where it is not the file system's fault.
     """
     notes: List[str] = []
     info = engine.fs_info(path)
@@ -105,7 +107,8 @@ def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str]
         except EngineError as e:
             notes.append(f"latency measurement failed: {e.message}")
     if not latency:
-        reason = "the file system is read-only" if info.read_only else "no writable directory on it"
+        reason = unwritten or ("the file system is read-only" if info.read_only
+                               else "no writable directory on it")
         notes.append(f"writes not measured: {reason}")
         try:
             latency = _measure_read_only(sample_files, path)

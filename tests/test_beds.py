@@ -173,16 +173,21 @@ def test_calibration_times_nothing_while_the_disk_is_still_writing_back(hdd_bed,
                 with open(os.path.join(mnt, f"burst{d}", str(f)), "w") as out:
                     out.write("x" * 4000)
         t0 = time.monotonic()
-        record = calibrate.calibrate(calibrate.probe_repository(repo, 2), Options(budget=2),
-                                     store=False)
+        report = calibrate.probe_repository(repo, 2)
+        # The probe waited first (its fsyncs would wait on the flush), and wrote nothing.
+        assert report.timings["settle"] > 0
+        assert report.primary_storage().measured != "scratch"
+        assert any("still writing back" in n for n in report.primary_storage().notes)
+        record = calibrate.calibrate(report, Options(budget=2), store=False)
         assert time.monotonic() - t0 <= 2 * 1.25
         assert not record.trials and not record.sweeps
         assert any(n.startswith("nothing timed: ") for n in record.notes), record.notes
         assert not recommend(record).settings()
         settled = settle.wait(mnt, 300)
         assert settled.seconds is not None
-        record = calibrate.calibrate(calibrate.probe_repository(repo, 4), Options(budget=4),
-                                     store=False)
+        report = calibrate.probe_repository(repo, 4)
+        assert report.primary_storage().measured == "scratch"
+        record = calibrate.calibrate(report, Options(budget=4), store=False)
         assert record.trials and not any(n.startswith("nothing timed") for n in record.notes)
         assert not any(n.startswith("waited ") for n in record.notes), record.notes
     finally:
