@@ -421,3 +421,49 @@ def test_the_untracked_trial_times_the_caches_costs_only_after_its_gain(tmp_path
     for c in [*t.comparisons, *(untracked._ab(b, w, copies) for w in untracked.COSTS)]:
         assert c.default == {KEY.name: "false"} and c.candidate == {KEY.name: "true"}
         assert not c.fails and c.times_candidate and c.times_default
+
+
+def _bench_on(tmp_path, files: int, budget: Budget) -> Bench:
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "repo"
+    repogen.generate(str(repo), repogen.RepoShape.for_files(files), limit=files)
+    report = calibrate.probe_repository(str(repo), 10)
+    layout = report.repository.layout
+    b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+              repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
+              Options(budget=budget.total), budget)
+    os.makedirs(b.ws.root, exist_ok=True)
+    return b
+
+
+def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where_not(tmp_path):
+    """The tree write times every file, as a clone writes them (no pathspec, the index
+    kept current, so the next status is clean), where one run fits its allowance; the
+    batch's price, which its pathspec inflates, does not keep it from trying. Where the
+    budget left cannot hold it, it is not tried at all (its files' removal alone would
+    overrun on slow storage), and a part no larger than the batch is not timed either."""
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure import gitbench
+    from git_tune.advisor.measure.record import comparison
+    b = _bench_on(tmp_path, 600, Budget(60))
+    size = checkout._batch_files(b)
+    cand = checkout._candidate(2)
+
+    def batch(seconds):
+        return comparison("checkout", {}, cand, [seconds] * 5, [seconds] * 5,
+                          files=size.files)
+    # Priced within PILOT_SLACK of fitting (a file at 1/4 of the allowance each): tried.
+    allowance = b.budget.left() / 2 / (2 * (b.runs + 1))
+    dear = size.fixed + size.files * allowance / len(b.names)
+    work, warm = checkout._tree_workload(b, batch(dear), size)
+    assert isinstance(work, gitbench.WholeTreeWrite) and work.paths == b.names
+    assert 0 < warm < allowance
+    clone = b.ws.clone()
+    assert all(os.path.exists(os.path.join(clone, p)) for p in b.names)
+    assert git_out(clone, "status", "--porcelain", "-uno") == ""
+    # With half a second left, the whole tree is priced far past its allowance.
+    b.budget = Budget(60, spent=59.5)
+    assert checkout._tree_workload(b, batch(1.0), size) is None
+    assert all(os.path.exists(os.path.join(clone, p)) for p in b.names)   # not even removed
+    assert any("whole-tree write not timed" in n for n in b.notes), b.notes

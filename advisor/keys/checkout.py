@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
+from git_tune.advisor.keys import preload
 from git_tune.advisor.measure import gitbench, search
 from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
@@ -41,11 +42,24 @@ TINY_FILES = 20            # the batch that prices one worker process
 # keys after it (index threads, the untracked cache) keep the rest. A second count starts
 # only where one more round like the first fits in it.
 LADDER_SHARE = 0.6
+# Engine times within this share of the fastest count's are taken as equal (_engine_pick).
+KNEE = 0.1
+# The whole tree gets a pilot run where the batch prices it within this many times its
+# allowance (the batch's pathspec makes its files look dearer than the tree's).
+PILOT_SLACK = 4
 THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold
 THRESHOLD_CHANGE = 0.3     # and the threshold must differ from Git's by 30% to be worth a key
 # The threshold's gain is on small batches, not the 400-file checkout the workers
 # gain was timed on: a workload of its own, so the two are not multiplied together.
 THRESHOLD_WORKLOAD = "checkout-small-batches"
+
+
+@dataclass(frozen=True)
+class BatchSize:
+    """The batch real git restores, and what its pilot restores said of git's costs."""
+    files: int
+    warm: Optional[float]   # the pilot's seconds where the batch is the pilot's own files
+    fixed: float            # seconds beside the files: git's start, the index, the status
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,7 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
     return kind(bench.ws.clone(), paths, bench.ws.root)
 
 
-def _batch_files(bench: Bench) -> Tuple[int, Optional[float]]:
+def _batch_files(bench: Bench) -> BatchSize:
     """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
     left; and where the batch is the larger pilot's own files, that pilot's time (a run of
     Git's default on the batch already). Two sequential restores, each with its next
@@ -142,7 +156,7 @@ def _batch_files(bench: Bench) -> Tuple[int, Optional[float]]:
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
     except MeasurementFailed:
-        return n, None              # the A/B itself sees and reports the failure
+        return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
     k_small, k_large = len(small.paths), len(large.paths)
     per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
     fixed = max(0.0, t_large - per_file * k_large)
@@ -151,7 +165,7 @@ def _batch_files(bench: Bench) -> Tuple[int, Optional[float]]:
     per_side = bench.budget.left() * BATCH_SHARE / (2 * (bench.runs + 1))
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
-    return files, (t_large if files == k_large else None)
+    return BatchSize(files, t_large if files == k_large else None, fixed)
 
 
 def _candidate(workers: int) -> Dict[str, str]:
@@ -178,11 +192,11 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
                            "below its default threshold, so checkout.workers was not timed")
         return None
-    files, pilot = _batch_files(bench)
-    batch = _workload(bench, files)
-    pick = max(2, s.best[WORKERS])
+    size = _batch_files(bench)
+    batch = _workload(bench, size.files)
+    pick = _engine_pick(s)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
-    tree: Optional[gitbench.TreeWrite] = None
+    tree: Optional[Tuple[gitbench.TreeWrite, Optional[float]]] = None
     comparisons: List[Comparison] = []
     start, allowance = time.monotonic(), bench.budget.left() * LADDER_SHARE
     for i, w in enumerate(counts):
@@ -196,7 +210,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         cand = _candidate(w)
         try:
             c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
-                         files=len(batch.paths), warm_default=None if i else pilot)
+                         files=len(batch.paths), warm_default=None if i else size.warm)
         except OutOfBudget as e:
             if not comparisons:
                 raise
@@ -206,39 +220,92 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         if c.fails or c.stopped == STOPPED_SLOWER:
             break       # more workers fail as well, or cost more still
         if bench.counts(CLONE):
-            tree = tree or _tree_workload(bench, c, len(counts))
+            warm = None
+            if tree is None:
+                tree = _tree_workload(bench, c, size)
+                warm = tree[1] if tree else None
             if tree is not None:
-                comparisons.extend(_tree_write(bench, tree, cand))
+                comparisons.extend(_tree_write(bench, tree[0], cand, warm))
     # Records from before the batch was timed with its next status lack this fact.
     return Trial(WORKERS, tuple(comparisons), {"next_status": True})
 
 
-def _tree_workload(bench: Bench, batch: Comparison, counts: int) -> Optional[gitbench.TreeWrite]:
-    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite).
-    Where the whole tree cannot be timed 2 x runs times for each worker count in half the
-    budget left, an evenly spread part of it is, sized from the batch; it is skipped only
-    where the part would be no larger than the batch, which has then said all it can."""
-    per_file = statistics.median(batch.times_default) / max(1, batch.files or 1)
-    # Half the budget left, over warm-up and runs on both sides; the status costs as much
-    # again on slow storage, hence the 2.
-    fits = int(bench.budget.left() / 2 / counts / (2 * (bench.runs + 1))
-               / (2 * max(per_file, 1e-6)))
-    n = min(len(bench.names), fits)
+def _engine_pick(s: Sweep) -> int:
+    """The worker count the ladder starts from: the fewest the engine measured within
+    KNEE of its fastest. Git's workers are processes, dearer to start than the engine's
+    threads, so among counts the engine cannot tell apart the fewest serve git best: on
+    tmpfs on two cores the engine's fastest was 7 threads on a flat curve, and git's best
+    2 workers (bench/tuner_quality.py); the cost model's parallelism, fitted to a few
+    points, moved from 4 to 32 between runs on the NFS-like bed and cannot say this."""
+    times: Dict[int, List[float]] = {}
+    for e in s.evaluations:
+        if e.value is not None:
+            times.setdefault(e.point[WORKERS], []).append(e.value)
+    if not times:
+        return max(2, s.best[WORKERS])
+    medians = {w: statistics.median(v) for w, v in times.items()}
+    fastest = min(medians.values())
+    return max(2, min(w for w, t in medians.items() if t <= fastest * (1 + KNEE)))
+
+
+def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
+                   ) -> Optional[Tuple[gitbench.TreeWrite, Optional[float]]]:
+    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
+    with the seconds of a pilot run of it (Git's default), which the A/B takes as its
+    warm-up. A run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
+    share: the ladder times a second count only where it fits, LADDER_SHARE). It is
+    priced from the batch: git's cost beside its files (size.fixed), the lstat of every
+    entry the next whole status makes (the preload sweep's engine pass), and the batch's
+    cost a file. That price is high where the batch's pathspec, matched against every
+    entry, costs more than its files (0.2 ms a file on tmpfs where the whole tree costs
+    0.09: the part it sized, 1,400 of 3,000 files, hid the gain of the whole), so where
+    the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
+    allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
+    would be no larger than the batch, which has then said all it can."""
+    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
+    lstat = _whole_lstat(bench)
+    beside = size.fixed + (lstat or 0.0)
+    per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
+
+    def per_run() -> float:
+        return bench.budget.left() / 2 / (2 * (bench.runs + 1))
+
+    def fits(seconds: float) -> int:
+        # Unmeasured, the status is priced as the files again (the old, safe rule).
+        return (int((seconds - beside) / per_file) if lstat is not None
+                else int(seconds / (2 * per_file)))
+
+    allowance = per_run()
+    if fits(allowance * PILOT_SLACK) >= len(whole.paths):
+        try:
+            with gitbench.deadline(allowance):
+                return whole, whole.run({})
+        except gitbench.DeadlineReached:
+            # The whole tree took longer than the allowance: a floor on a file's price.
+            per_file = max(per_file, (allowance - beside) / len(whole.paths))
+        except MeasurementFailed:
+            return whole, None      # the A/B sees and reports git's failure
+    n = min(len(whole.paths) - 1, max(0, fits(per_run())))
     if n <= (batch.files or 0):
         bench.notes.append(f"{WORKERS}: whole-tree write not timed: the budget left fits "
                            f"{n} files, no more than the batch; a larger --budget would time it")
         return None
-    if n < len(bench.names):
-        bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(bench.names)} files "
-                           "(spread evenly) to fit the budget")
-    return _workload(bench, n, gitbench.TreeWrite)
+    bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(whole.paths)} files "
+                       "(spread evenly) to fit the budget")
+    return _workload(bench, n, gitbench.TreeWrite), None
 
 
-def _tree_write(bench: Bench, work: gitbench.TreeWrite,
-                cand: Dict[str, str]) -> Tuple[Comparison, ...]:
+def _whole_lstat(bench: Bench) -> Optional[float]:
+    s = bench.sweeps.get("preload")
+    return preload.Facts(**s.facts).lstat_seconds() if s else None
+
+
+def _tree_write(bench: Bench, work: gitbench.TreeWrite, cand: Dict[str, str],
+                warm: Optional[float]) -> Tuple[Comparison, ...]:
     try:
         return (bench.ab(CLONE, {}, cand, lambda: work.run({}), lambda: work.run(cand),
-                         files=len(work.paths)),)
+                         files=len(work.paths), warm_default=warm),)
     except OutOfBudget as e:
         bench.notes.append(f"{WORKERS}={cand[WORKERS]}: whole-tree write not timed: {e}")
         return ()

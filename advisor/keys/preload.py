@@ -45,6 +45,15 @@ class Facts:
     part_git_default: Optional[float] = None
     part_single_thread: Optional[float] = None
 
+    def lstat_seconds(self) -> Optional[float]:
+        """The engine's lstat of every entry at Git's thread count (what the next whole
+        status pays before it reads any file), or scaled from the part; None unmeasured."""
+        if self.git_default:
+            return self.git_default
+        if self.part_git_default and self.part_files:
+            return self.part_git_default * self.entries / self.part_files
+        return None
+
     def off_slower(self) -> Optional[float]:
         """How many times longer one thread (preload off) took than Git's threads."""
         if self.single_thread and self.git_default:
