@@ -22,7 +22,7 @@ from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, engine_measure,
-                                            run as run_sweep)
+                                            by_point as sweep_points, run as run_sweep)
 from git_tune.models import catalogue, costmodel, stats, workloads
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
@@ -237,13 +237,10 @@ def _engine_pick(s: Sweep) -> int:
     tmpfs on two cores the engine's fastest was 7 threads on a flat curve, and git's best
     2 workers (bench/tuner_quality.py); the cost model's parallelism, fitted to a few
     points, moved from 4 to 32 between runs on the NFS-like bed and cannot say this."""
-    times: Dict[int, List[float]] = {}
-    for e in s.evaluations:
-        if e.value is not None:
-            times.setdefault(e.point[WORKERS], []).append(e.value)
-    if not times:
+    medians = {dict(k)[WORKERS]: statistics.median(v)
+               for k, v in sweep_points(s.evaluations).items()}
+    if not medians:
         return max(2, s.best[WORKERS])
-    medians = {w: statistics.median(v) for w, v in times.items()}
     fastest = min(medians.values())
     return max(2, min(w for w, t in medians.items() if t <= fastest * (1 + KNEE)))
 

@@ -38,7 +38,7 @@ class SweepResult:
     stopped: str              # budget | evaluations | converged | failures | deferred
 
     def by_point(self) -> Dict[tuple, List[float]]:
-        return _group(self.evaluations)
+        return by_point(self.evaluations)
 
     @classmethod
     def nothing(cls, strategy: str, seconds: float, stopped: str = "failures") -> "SweepResult":
@@ -52,7 +52,8 @@ def _key(point: Point) -> tuple:
     return tuple(sorted(point.items()))
 
 
-def _group(evals) -> Dict[tuple, List[float]]:
+def by_point(evals) -> Dict[tuple, List[float]]:
+    """Each measured point's values (failed evaluations left out), keyed by _key."""
     out: Dict[tuple, List[float]] = {}
     for e in evals:
         if e.value is not None:
@@ -61,7 +62,7 @@ def _group(evals) -> Dict[tuple, List[float]]:
 
 
 def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
-    groups = _group(evals)
+    groups = by_point(evals)
     if not groups:
         return None, float("inf"), 0
     key = min(groups, key=lambda k: (statistics.median(groups[k]), k))
