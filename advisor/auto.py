@@ -98,7 +98,8 @@ def _split_per_repository(settings, scope, git_dir: str):
     return {k: v for k, v in settings.items() if k not in mine}, blocks
 
 
-def _verify(plan, after: dict, git_dir: str, repo: str, opts: AutoOptions, say: Say) -> dict:
+def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOptions,
+            say: Say) -> dict:
     """Real git before and after, on the workloads that show the keys written (`after`:
     the scope's values and this repository's block)."""
     current = {**plan.current, **plan.current_per_repo.get(git_dir, {})}
@@ -117,8 +118,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     if not layout or not layout.worktree:
         raise UsageError("git-tune auto needs a repository with a working tree "
                          "(--repo PATH, or --demo for a generated one)")
-    repo = layout.worktree
-    scope = scopes.resolve(opts.scope, layout.git_dir)
+    located, repo = repo, layout.worktree   # as the user named it (None: as git would find it)
+    scope = scopes.resolve(opts.scope, layout)
     record = None if opts.recalibrate else cal.load_fresh(report, opts.workload)
     reused = record is not None
     if record is None:
@@ -148,6 +149,6 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     out["written"] = asdict(result)
     out["index"] = _rewrite_indexes(plan, repo, confirm)
     if opts.verify and written:
-        out["verify"] = _verify(plan, written, git_dir, repo, opts, say)
+        out["verify"] = _verify(plan, written, git_dir, located, opts, say)
     out["message"] = result.message
     return out

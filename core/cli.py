@@ -388,8 +388,8 @@ def revert(repo, scope, as_json):
                                    % len(written) if written else "git-tune has written nothing")
         target = written[0].scope
     else:
-        layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-        target = scopes.resolve(scope, layout.git_dir if layout else None)
+        layout = repo_probe.locate(repo)
+        target = scopes.resolve(scope, layout)
     result = configwrite.revert(target)
     emit(asdict(result), as_json, lambda r: r["message"])
 

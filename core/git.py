@@ -8,6 +8,15 @@ Bookkeeping commands (index copies, scratch clones, reading config) run
 with hooks switched off: `core.hooksPath` points at an empty directory, so a
 repository's post-index-change or post-checkout hook never runs for git-tune's
 own housekeeping. Timed runs keep what git itself would run (gitbench.py).
+
+Every git starts from the caller's environment *less* what points git at a repository:
+git exports GIT_DIR, GIT_INDEX_FILE, GIT_WORK_TREE, GIT_PREFIX... to hooks and aliases
+(`git rev-parse --local-env-vars`), and dotfile setups export GIT_DIR and GIT_WORK_TREE.
+Inherited, they steer git-tune's scratch clone, its throw-away repositories and its
+index copies onto the user's repository (in a pre-commit hook a scratch checkout emptied
+the commit being made). The user's repository is located once from those variables
+(`caller_environ`, probes/repo.py `locate`), and every run against it names it
+explicitly (`repo=`: GIT_DIR and GIT_WORK_TREE set from the located layout).
 """
 import os
 import signal
@@ -19,12 +28,67 @@ from git_tune.errors import GitError
 # Hooks are looked up under core.hooksPath; /dev/null is no directory, so git finds none.
 NO_HOOKS_SETTINGS = {"core.hooksPath": os.devnull}
 
+# environment.c's local_repo_env (what `git rev-parse --local-env-vars` prints, the same
+# from 2.39 to 2.55): what git exports to hooks, naming the repository it works on.
+LOCAL_REPO_ENV = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+                  "GIT_CONFIG_COUNT", "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE",
+                  "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_INDEX_FILE",
+                  "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+                  "GIT_SHALLOW_FILE", "GIT_COMMON_DIR")
+# Not repository-local for git, but they change what git-tune's own runs find or match:
+# discovery's limits, a namespace, the index format of every index written, how
+# pathspecs are read (the checkout batch's pathspec file), a push's quarantine.
+STEERING_ENV = ("GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_NAMESPACE",
+                "GIT_INDEX_VERSION", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS",
+                "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS", "GIT_QUARANTINE_PATH",
+                "GIT_INTERNAL_SUPER_PREFIX")
+# What locating the user's repository honours, as git does for the caller's own commands.
+LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
+                "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+def _steers(name: str) -> bool:
+    return (name in LOCAL_REPO_ENV or name in STEERING_ENV
+            or name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")))
+
+
+def clean_environ() -> dict:
+    """The caller's environment without anything that points git at a repository."""
+    return {k: v for k, v in os.environ.items() if not _steers(k)}
+
+
+def caller_environ() -> dict:
+    """clean_environ() plus the variables that say where the caller's repository is: for
+    locating it (once), never for running git against it or anything else."""
+    env = clean_environ()
+    env.update({k: os.environ[k] for k in LOCATING_ENV if k in os.environ})
+    return env
+
+
+def repo_environ(repo, env: Optional[dict] = None) -> dict:
+    """env (default: clean_environ()) naming `repo` (a located layout: git_dir, worktree)
+    explicitly, as GIT_DIR and GIT_WORK_TREE."""
+    env = dict(clean_environ() if env is None else env)
+    env["GIT_DIR"] = repo.git_dir
+    if repo.worktree:
+        env["GIT_WORK_TREE"] = repo.worktree
+    else:
+        env.pop("GIT_WORK_TREE", None)
+    return env
+
+
 def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
         timeout: Optional[float] = 60, input: Optional[str] = None,
         check: bool = False, hooks: bool = False,
-        stdout: bool = True) -> subprocess.CompletedProcess:
+        stdout: bool = True, repo=None) -> subprocess.CompletedProcess:
     """git ARGS; GitError if git is missing, or (check=True) exits non-zero.
-    stdout=False discards the output (a timed run must not wait on a pipe)."""
+    stdout=False discards the output (a timed run must not wait on a pipe).
+    env defaults to clean_environ(); repo (a located layout) names the user's
+    repository explicitly, for every run that works on it."""
+    if env is None:
+        env = clean_environ()
+    if repo is not None:
+        env = repo_environ(repo, env)
     if not hooks:
         env = with_config(NO_HOOKS_SETTINGS, env)
     try:
@@ -62,7 +126,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def with_config(settings: dict, base: Optional[dict] = None) -> dict:
     """An environment in which git sees `settings` as command-line config
     (GIT_CONFIG_COUNT/KEY_n/VALUE_n), added to any already there."""
-    env = dict(os.environ if base is None else base)
+    env = dict(clean_environ() if base is None else base)
     start = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
     for i, (k, v) in enumerate(sorted(settings.items()), start):
         env[f"GIT_CONFIG_KEY_{i}"] = k

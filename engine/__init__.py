@@ -282,12 +282,15 @@ class Residency:
         return self.resident / self.pages if self.pages else 1.0
 
 
-def cache_residency(paths: Sequence) -> Residency:
-    """Page-cache residency summed over regular files (unreadable ones are skipped)."""
+def cache_residency(paths: Sequence, base=None) -> Residency:
+    """Page-cache residency summed over regular files (unreadable ones, and anything
+    that is no regular file, are skipped). With `base`, paths are relative to it and
+    opened beneath it without following links (a work tree's tracked paths)."""
     total = _lib.Residency()
     for p in paths:
         try:
-            _lib.call_quick("gt_cache_residency", (_enc(p),), total)
+            _lib.call_quick("gt_cache_residency",
+                            (_enc(base) if base is not None else None, _enc(p)), total)
         except EngineError:
             continue
     return Residency(int(total.bytes), int(total.pages), int(total.resident))

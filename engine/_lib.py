@@ -12,7 +12,7 @@ from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint6
 
 from git_tune.errors import EngineError, EngineLoadError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 MAX_THREADS = 64
 HIST_BUCKETS = 128
 ERRNO_SLOTS = 160
@@ -140,7 +140,7 @@ _FUNCTIONS = {
     "gt_latency_run": (c_int, (c_char_p, c_uint32, c_uint32, c_uint32, _CTL,
                                POINTER(LatencyResult)) + _ERR),
     "gt_fs_info": (c_int, (c_char_p, POINTER(FsInfo)) + _ERR),
-    "gt_cache_residency": (c_int, (c_char_p, POINTER(Residency)) + _ERR),
+    "gt_cache_residency": (c_int, (c_char_p, c_char_p, POINTER(Residency)) + _ERR),
 }
 
 _STRUCTS = {

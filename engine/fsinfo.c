@@ -36,7 +36,73 @@ int gt_fs_info(const char *path, struct gt_fs_info *out, char *err, size_t errle
 	return GT_OK;
 }
 
-int gt_cache_residency(const char *path, struct gt_residency *out, char *err, size_t errlen)
+/*
+ * Open the last component `name` in dirfd for reading: never through a link,
+ * never waiting for a FIFO's writer or a device; O_NOATIME where permitted.
+ */
+static int open_leaf(int dirfd, const char *name)
+{
+	const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+	int fd = openat(dirfd, name, flags | O_NOATIME);
+
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dirfd, name, flags);
+	return fd;
+}
+
+/*
+ * Open `path` beneath the directory `base`, one component at a time, none of
+ * them a symbolic link or "..": what git itself would check out there, and
+ * nothing a link in the work tree points at.
+ */
+static int open_beneath(const char *base, const char *path)
+{
+	char comp[4096];
+	const char *p = path, *slash;
+	int dirfd, next, saved;
+
+	if (*path == '/' || !*path) {
+		errno = EINVAL;
+		return -1;
+	}
+	dirfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -1;
+	while ((slash = strchr(p, '/'))) {
+		size_t len = (size_t)(slash - p);
+
+		if (len >= sizeof(comp) || (len == 2 && !memcmp(p, "..", 2))) {
+			close(dirfd);
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(comp, p, len);
+		comp[len] = '\0';
+		next = len ? openat(dirfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			   : dup(dirfd);
+		saved = errno;
+		close(dirfd);
+		if (next < 0) {
+			errno = saved;
+			return -1;
+		}
+		dirfd = next;
+		p = slash + 1;
+	}
+	if (!strcmp(p, "..") || !*p) {
+		close(dirfd);
+		errno = EINVAL;
+		return -1;
+	}
+	next = open_leaf(dirfd, p);
+	saved = errno;
+	close(dirfd);
+	errno = saved;
+	return next;
+}
+
+int gt_cache_residency(const char *base, const char *path, struct gt_residency *out,
+		       char *err, size_t errlen)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	unsigned char *vec = NULL;
@@ -48,9 +114,7 @@ int gt_cache_residency(const char *path, struct gt_residency *out, char *err, si
 
 	if (!path || !out)
 		return gt_error(GT_EINVAL, err, errlen, "path and out are required");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = base ? open_beneath(base, path) : open_leaf(AT_FDCWD, path);
 	if (fd < 0)
 		return gt_error_errno(errno, err, errlen, "unable to open '%s'", path);
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

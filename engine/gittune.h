@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a struct layout or a signature below changes. */
-#define GT_ABI_VERSION 2
+#define GT_ABI_VERSION 3
 
 #define GT_MAX_THREADS 64
 #define GT_HIST_BUCKETS 128	/* 4 buckets per power of two, 1 ns .. ~8.6 s */
@@ -315,8 +315,15 @@ struct gt_residency {
 /*
  * How much of the regular file `path` is in the page cache (mmap and
  * mincore, so nothing is read or faulted in). Adds to `out`.
+ *
+ * With `base`, `path` is relative to it and every component is opened
+ * beneath it without following a symbolic link, so a tracked path of a
+ * hostile repository cannot name a file outside its work tree. Without, a
+ * final symbolic link is not followed. Either way only a regular file is
+ * looked at, and opening never blocks (a FIFO at a tracked path).
  */
-int gt_cache_residency(const char *path, struct gt_residency *out, char *err, size_t errlen);
+int gt_cache_residency(const char *base, const char *path, struct gt_residency *out,
+		       char *err, size_t errlen);
 
 /* ---- layout checks for bindings ---- */
 

@@ -38,8 +38,8 @@ class CacheFacts:
     notes: tuple
 
 
-def residency(paths: Sequence[str]) -> Residency:
-    r = engine.cache_residency(paths)
+def residency(paths: Sequence[str], base: Optional[str] = None) -> Residency:
+    r = engine.cache_residency(paths, base)
     return Residency(len(paths), r.bytes, r.pages, r.resident, round(r.fraction, 4))
 
 
@@ -97,7 +97,9 @@ def cache_facts(data: DataResidency, worktree: Optional[str], sample: Sequence[s
             ratio = round(meta_p50 / hot_lstat_p50, 2)
         else:
             notes.append("no hot lstat figure from this file system to compare with")
-    files = residency([os.path.join(worktree, p) for p in sample]) if worktree else residency([])
+    # Beneath the work tree, no link followed: a hostile repository's tracked paths
+    # (a link to /dev/..., a FIFO) never make the probe open anything else or wait.
+    files = residency(list(sample), base=worktree) if worktree else residency([])
     pages = data.index.pages + data.packs.pages + files.pages
     resident = data.index.resident_pages + data.packs.resident_pages + files.resident_pages
     fraction = resident / pages if pages else None

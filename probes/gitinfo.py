@@ -37,9 +37,9 @@ class GitFacts:
 
 
 def run_git(args: List[str], cwd: Optional[str] = None, timeout: float = 30,
-            env: Optional[dict] = None) -> subprocess.CompletedProcess:
+            env: Optional[dict] = None, repo=None) -> subprocess.CompletedProcess:
     """git for the probes: hooks off, GitError when git is missing (git.run)."""
-    return git.run(args, cwd=cwd, timeout=timeout, env=env)
+    return git.run(args, cwd=cwd, timeout=timeout, env=env, repo=repo)
 
 
 def _version_or_problem() -> Tuple[Optional[catalogue.Version], str]:
@@ -70,9 +70,10 @@ def require_git() -> catalogue.Version:
     return version
 
 
-def config_values(repo: Optional[str]) -> Dict[str, List[ConfigValue]]:
-    """Every config entry whose key is in the catalogue, with scope and origin."""
-    proc = run_git(["config", "--list", "--show-origin", "--show-scope", "-z"], cwd=repo)
+def config_values(layout) -> Dict[str, List[ConfigValue]]:
+    """Every config entry whose key is in the catalogue, with scope and origin (layout:
+    the located repository, or None outside any)."""
+    proc = run_git(["config", "--list", "--show-origin", "--show-scope", "-z"], repo=layout)
     wanted = {k.lower(): k for k in catalogue.catalogue()}
     out: Dict[str, List[ConfigValue]] = {}
     fields = proc.stdout.split("\0")
@@ -123,8 +124,10 @@ def test_untracked_cache(scratch: str) -> Tuple[Optional[bool], str]:
     return proc.returncode == 0, detail
 
 
-def fsmonitor_daemon(repo: Optional[str]) -> Tuple[Optional[bool], str]:
-    proc = run_git(["fsmonitor--daemon", "status"], cwd=repo or None)
+def fsmonitor_daemon(repo: Optional[str], layout=None) -> Tuple[Optional[bool], str]:
+    """Whether this git has the daemon, asked in the directory repo (of the located
+    repository `layout`, named explicitly when given)."""
+    proc = run_git(["fsmonitor--daemon", "status"], cwd=repo or None, repo=layout)
     text = " ".join((proc.stdout + proc.stderr).split())
     if "not supported" in text or "is not a git command" in text:
         return False, text
@@ -160,8 +163,10 @@ def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
     return False, "ignored (an index written with it still ends in its hash)"
 
 
-def git_facts(repo: Optional[str], scratch: Optional[str], thorough: bool = False) -> GitFacts:
+def git_facts(layout, scratch: Optional[str], thorough: bool = False) -> GitFacts:
+    """git's facts, for the located repository `layout` (None outside any)."""
     notes = []
+    repo = (layout.worktree or layout.git_dir) if layout else None
     binary = shutil.which("git")
     version = git_version()
     if not binary or not version:
@@ -170,13 +175,13 @@ def git_facts(repo: Optional[str], scratch: Optional[str], thorough: bool = Fals
     understood = catalogue.understood(version)
     not_understood = {n: catalogue.format_version(k.since_linux if (k.since_linux and sys.platform.startswith("linux")) else k.since)
                       for n, k in catalogue.catalogue().items() if n not in understood}
-    values = {k: [v.__dict__ for v in vs] for k, vs in config_values(repo).items()}
+    values = {k: [v.__dict__ for v in vs] for k, vs in config_values(layout).items()}
     for key, settings in values.items():
         if key not in understood:
             notes.append(f"{key} is set ({settings[-1]['origin']}) but git "
                          f"{catalogue.format_version(version)} ignores it")
     ut, ut_detail = untracked_cache_verdict(scratch, catalogue.format_version(version), thorough)
-    fsm, fsm_detail = fsmonitor_daemon(repo)
+    fsm, fsm_detail = fsmonitor_daemon(repo, layout)
     sh, sh_detail = skip_hash(scratch)
     return GitFacts(binary, catalogue.format_version(version),
                     {n: catalogue.format_version(k.since) for n, k in understood.items()},

@@ -18,6 +18,7 @@ class RepoLayout:
     common_dir: str
     index_file: str
     bare: bool
+    object_format: str = "sha1"      # sha256 in a repository made with --object-format=sha256
 
 
 @dataclass(frozen=True)
@@ -46,17 +47,27 @@ def pack_files(layout: RepoLayout) -> List[str]:
     return glob.glob(os.path.join(layout.common_dir, "objects", "pack", "*.pack"))
 
 
-def locate(path: str) -> Optional[RepoLayout]:
+def locate(path: Optional[str]) -> Optional[RepoLayout]:
     """The repository containing path, or None outside any repository.
+
+    path None: the repository the caller's own git would use here, with GIT_DIR and
+    GIT_WORK_TREE honoured (inside a hook, the hook's repository; a dotfiles setup's
+    GIT_DIR=~/.dotfiles GIT_WORK_TREE=~). A path given names the repository by itself:
+    what the caller's environment says is ignored. Either way the layout is absolute,
+    and every later git run on it names it (git.run repo=), none inherits it. The index
+    is the repository's own: a GIT_INDEX_FILE a hook was given (pre-commit under
+    `commit -a`) names a lock git is still writing.
 
     A repository git itself refuses (owned by another user and not in
     safe.directory) is refused here too, with git's own words.
     """
+    env = git.caller_environ() if path is None else None
+    path = os.getcwd() if path is None else os.path.abspath(path)
     if not os.path.isdir(path):
         raise UsageError(f"'{path}' is not a directory")
     # One question per git call: rev-parse has no -z, and a path may hold a newline.
     def ask(*args: str) -> Optional[str]:
-        proc = run_git(["rev-parse", *args], cwd=path)
+        proc = run_git(["rev-parse", *args], cwd=path, env=env)
         if proc.returncode:
             if "safe.directory" in proc.stderr:
                 raise UsageError(f"git refuses this repository: {git.first_lines(proc.stderr)}")
@@ -72,15 +83,17 @@ def locate(path: str) -> Optional[RepoLayout]:
     git_dir, common = ask("--absolute-git-dir"), ask("--git-common-dir")
     index = ask("--git-path", "index")
     worktree = (ask("--show-toplevel") or None) if bare != "true" else None
+    object_format = ask("--show-object-format") or "sha1"
     return RepoLayout(worktree, git_dir, os.path.abspath(os.path.join(path, common)),
-                      os.path.abspath(os.path.join(path, index)), bare == "true")
+                      os.path.abspath(os.path.join(path, index)), bare == "true",
+                      object_format)
 
 
 def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     """Up to n tracked paths spread evenly over the index (relative to the worktree)."""
     if not layout.worktree:
         return []
-    proc = run_git(["ls-files", "-z"], cwd=layout.worktree, timeout=120)
+    proc = run_git(["ls-files", "-z"], cwd=layout.worktree, timeout=120, repo=layout)
     names = [p for p in proc.stdout.split("\0") if p]
     step = max(1, len(names) // n)
     return names[::step][:n]
@@ -102,7 +115,7 @@ def _untracked(layout: RepoLayout, allowance: Optional[float]) -> Tuple[Optional
     limit = UNTRACKED_WALK_MAX if allowance is None else max(0.5, min(allowance, UNTRACKED_WALK_MAX))
     try:
         proc = run_git(["ls-files", "-o", "--exclude-standard", "--directory", "-z"],
-                       cwd=layout.worktree, timeout=limit)
+                       cwd=layout.worktree, timeout=limit, repo=layout)
     except GitError:
         return None, f"untracked walk took over {limit:g} s; not counted"
     return proc.stdout.count("\0"), "untracked files and directories (git ls-files -o --directory)"
@@ -129,19 +142,19 @@ def repository_commands(layout: RepoLayout) -> List[str]:
     """Commands this repository's own config makes git run while git-tune times git:
     git-tune runs what git would run, so it is trusted as git is trusted here."""
     out = []
-    fsmonitor = run_git(["config", "core.fsmonitor"], cwd=layout.git_dir).stdout.strip()
+    fsmonitor = run_git(["config", "core.fsmonitor"], repo=layout).stdout.strip()
     if fsmonitor and fsmonitor.lower() not in ("false", "no", "off", "0"):
         out.append(f"core.fsmonitor = {fsmonitor}")
     # hooks=True: where *git* would look (git-tune's own runs point core.hooksPath away).
     hooks_path = git.run(["rev-parse", "--git-path", "hooks"], cwd=layout.git_dir,
-                         hooks=True).stdout.rstrip("\n")
+                         hooks=True, repo=layout).stdout.rstrip("\n")
     hooks_dir = os.path.join(layout.git_dir, hooks_path) if hooks_path else ""
     for hook in TIMED_HOOKS:
         path = os.path.join(hooks_dir, hook)
         if hooks_dir and os.path.isfile(path) and os.access(path, os.X_OK):
             out.append(f"hook {path}")
     filters = run_git(["config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"],
-                      cwd=layout.git_dir).stdout
+                      repo=layout).stdout
     out += [f"{item.partition(chr(10))[0]} = {item.partition(chr(10))[2]}"
             for item in filters.split("\0") if item]
     return out
@@ -165,12 +178,12 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
     elif not layout.bare:
         notes.append("no index file yet")
     packs = pack_files(layout)
-    sparse = run_git(["config", "--bool", "core.sparseCheckout"], cwd=layout.git_dir).stdout.strip() == "true"
+    sparse = run_git(["config", "--bool", "core.sparseCheckout"], repo=layout).stdout.strip() == "true"
     submodules = 0
     if layout.worktree and os.path.exists(os.path.join(layout.worktree, ".gitmodules")):
         proc = run_git(["config", "-f", ".gitmodules", "--get-regexp", r"\.path$"], cwd=layout.worktree)
         submodules = len(proc.stdout.splitlines())
-    wt = run_git(["worktree", "list", "--porcelain"], cwd=layout.git_dir)
+    wt = run_git(["worktree", "list", "--porcelain"], cwd=layout.git_dir, repo=layout)
     worktrees = sum(1 for l in wt.stdout.splitlines() if l.startswith("worktree "))
     untracked, untracked_note = _untracked(layout, allowance)
     commit_graph = (os.path.exists(os.path.join(layout.common_dir, "objects", "info", "commit-graph"))

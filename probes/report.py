@@ -119,8 +119,7 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
                     _part(allowance, STORAGE_SHARE / len(scratches)),
                     unwritten=FLUSHING if flushing else None)
         with clock.section("git"):
-            git_facts = gitinfo.git_facts(layout.worktree or layout.git_dir if layout else None,
-                                          scratches.get("worktree"), thorough)
+            git_facts = gitinfo.git_facts(layout, scratches.get("worktree"), thorough)
     return storage_reports, git_facts
 
 
@@ -146,7 +145,7 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
     layout = None
     with clock.section("locate"):
         try:
-            layout = repo.locate(path)
+            layout = repo.locate(path if explicit else None)
         except (OSError, UsageError, GitError) as e:
             # The probe reports what it can (exit 0); the reason is a note.
             notes.append(str(e))

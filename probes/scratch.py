@@ -1,12 +1,16 @@
 """Scratch directories on a given file system, always removed.
 
-A scratch directory is named after the process that made it
-(`.git-tune-scratch-<pid>-XXXX`), so that a run killed with SIGKILL, which
-cannot clean up after itself, is cleaned up by the next run in the same
-place: a scratch directory whose process is gone is removed before a new one
-is made.
+A run killed with SIGKILL cannot clean up after itself, so the next run in the
+same place removes what dead runs left. Whether a scratch directory's run is
+alive is asked of a lock, not of a pid: its run holds an flock on the
+directory's `.alive` file for as long as the directory is in use. A pid names
+a process only in its own pid namespace (CI containers sharing a workspace
+with the host), and the kernel drops the flock of a process however it ends.
+Directories without the file (older git-tune, or one made this instant) fall
+back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`).
 """
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -51,16 +55,46 @@ def listdir(directory: str) -> List[str]:
         return []
 
 
+ALIVE = ".alive"
+
+
+def hold_alive(path: str) -> int:
+    """Mark the scratch directory path in use until the returned descriptor is closed
+    (or its process ends, however)."""
+    fd = os.open(os.path.join(path, ALIVE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _in_use(path: str, name: str, prefix: str) -> bool:
+    """Whether a live run still uses the scratch directory `path`."""
+    try:
+        fd = os.open(os.path.join(path, ALIVE), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return owner_alive(name, prefix)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True     # held: its run is alive, in whatever pid namespace
+    finally:
+        os.close(fd)
+
+
 def remove_dead(directory: str, prefix: str = PREFIX) -> None:
-    """Remove what processes that no longer run left in directory under `prefix`."""
+    """Remove what runs that no longer run left in directory under `prefix`."""
     for name in listdir(directory):
-        if name.startswith(prefix) and not owner_alive(name, prefix):
-            path = os.path.join(directory, name)
-            if os.path.isdir(path) and not os.path.islink(path):
+        if not name.startswith(prefix):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            if not _in_use(path, name, prefix):
                 shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+        elif not owner_alive(name, prefix):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 @contextlib.contextmanager
@@ -70,18 +104,24 @@ def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> 
     system, no permission). The directory and everything in it is removed
     on exit, including on Ctrl-C and on errors."""
     want = _dev(same_fs_as) if same_fs_as else None
-    made = None
+    made = alive = None
     for c in candidates:
         if not c or not os.path.isdir(c) or (want and _dev(c) != want):
             continue
         remove_dead(c)
         try:
             made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=c)
+            alive = hold_alive(made)
             break
         except OSError:
+            if made:
+                shutil.rmtree(made, ignore_errors=True)
+                made = None
             continue
     try:
         yield made
     finally:
         if made:
             shutil.rmtree(made, ignore_errors=True)
+        if alive is not None:
+            os.close(alive)

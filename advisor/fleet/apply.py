@@ -31,8 +31,8 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
     understood = catalogue.understood(gitinfo.require_git())
     settings = {k: v for k, v in profile["settings"].items() if k in understood}
     dropped = sorted(set(profile["settings"]) - set(settings))
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    scope = scopes.resolve(scope_spec, layout.git_dir if layout else None)
+    layout = repo_probe.locate(repo)
+    scope = scopes.resolve(scope_spec, layout)
     cwd = layout.worktree if layout else None
     prov = configwrite.Provenance(
         report.git.version, f"profile:{profile['provenance']['fingerprint'] or 'merged'}",

@@ -75,8 +75,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
             if workload != "status" and not bench.counts(workload):
                 continue
             off, on = {KEY: "false"}, {KEY: "true"}
-            s_off = gitbench.status(wt, bench.ws.index_copy(f"fsm-off-{workload}"), untracked)
-            s_on = gitbench.status(wt, bench.ws.index_copy(f"fsm-on-{workload}"), untracked)
+            s_off = gitbench.status(bench.repo, bench.ws.index_copy(f"fsm-off-{workload}"), untracked)
+            s_on = gitbench.status(bench.repo, bench.ws.index_copy(f"fsm-on-{workload}"), untracked)
             comparisons.append(bench.ab(workload, off, on, lambda: s_off(off),
                                         lambda: s_on(on)))
     finally:

@@ -73,7 +73,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     s = bench.sweeps.get("index")
     if s is None:
         return None
-    ws, wt = bench.ws, bench.worktree
+    ws, wt = bench.ws, bench.repo
     if key.name == THREADS:
         if s.facts["ieot_blocks"] <= 1:
             return None

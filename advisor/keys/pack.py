@@ -39,7 +39,7 @@ def _pack_for(bench: Bench) -> Optional[str]:
         raise OutOfBudget(None)
     try:
         proc = git.run(["pack-objects", "--all", "--revs", "-q", base], cwd=bench.worktree,
-                       input="", env=gitbench.config_env({}), timeout=limit)
+                       input="", env=gitbench.config_env({}), timeout=limit, repo=bench.repo)
     except GitError:       # did not finish in its share: the budget, not git, ended it
         raise OutOfBudget(None) from None
     made = glob.glob(base + "-*.pack")

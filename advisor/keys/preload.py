@@ -223,7 +223,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if hopeless:
         return Trial.not_run(KEY, hopeless)
     index = bench.ws.index_copy("plain")
-    st = gitbench.status(bench.worktree, index, untracked=False)
+    st = gitbench.status(bench.repo, index, untracked=False)
     on, off = {KEY: "true"}, {KEY: "false"}
     how = []   # what making the cache cold did (root drops it; otherwise file data only)
 

@@ -26,7 +26,7 @@ def index_shape(key, value: str) -> IndexShape:
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
-    ws, wt = bench.ws, bench.worktree
+    ws, wt = bench.ws, bench.repo
     ignored = (f"{KEY}: git {bench.git_facts.version} wrote a hashed index with it set, so "
                "it does not honour the key")
     if bench.git_facts.skip_hash is False:     # the probe saw it: no copy to make

@@ -56,7 +56,7 @@ def _ab(bench: Bench, workload: str, copies) -> Comparison:
     """`workload` on the index copy without the cache against the one with it."""
     off, on = {KEY: "false"}, {KEY: "true"}
     make = gitbench.ON_INDEX[workload][1]
-    run_off, run_on = (make(bench.worktree, index) for index in copies)
+    run_off, run_on = (make(bench.repo, index) for index in copies)
     return bench.ab(workload, off, on, lambda: run_off(off), lambda: run_on(on))
 
 

@@ -13,6 +13,7 @@ from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Com
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats, workloads
 from git_tune.probes.gitinfo import GitFacts
+from git_tune.probes.repo import RepoLayout
 from git_tune.probes.repo import spread_order
 
 Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
@@ -138,6 +139,11 @@ class Bench:
     @property
     def worktree(self) -> str:
         return self.ws.layout.worktree
+
+    @property
+    def repo(self) -> RepoLayout:
+        """The user's repository, for runs in its work tree on index copies."""
+        return self.ws.layout
 
     @property
     def runs(self) -> int:

@@ -41,7 +41,7 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     nothing unless its own wait sees the flush end."""
     gitinfo.require_git()
     path = os.path.abspath(repo or os.getcwd())
-    layout = repo_probe.locate(path)
+    layout = repo_probe.locate(repo)
     if not budget or budget <= 0:
         return probe(repo)
     settled = settle.wait(layout.worktree or layout.git_dir if layout else path,

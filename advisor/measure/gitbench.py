@@ -68,21 +68,23 @@ def deadline(seconds: float):
 
 def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
             hooks: bool = True, input: Optional[str] = None,
-            output: bool = False) -> subprocess.CompletedProcess:
+            output: bool = False, repo: Optional[RepoLayout] = None,
+            ok: Tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
     """A git run that is part of a measurement (hooks=True: what git would run, runs) or
     git-tune's own bookkeeping (hooks=False: the repository's hooks are not run; only
     bookkeeping reads its output). Any failure is MeasurementFailed; a run stopped at
-    the deadline, DeadlineReached."""
+    the deadline, DeadlineReached. repo: the user's repository, named explicitly (a run
+    in its work tree on an index copy); ok: the exit codes that are not a failure."""
     end = _deadline.get()
     limit = timeout if end is None else min(timeout, max(0.001, end - time.monotonic()))
     try:
         proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, input=input,
-                       stdout=output)
+                       stdout=output, repo=repo)
     except GitError as e:
         if end is not None and limit < timeout and time.monotonic() >= end:
             raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
-    if proc.returncode:
+    if proc.returncode not in ok:
         raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
     return proc
 
@@ -99,7 +101,8 @@ def attempt(run: Callable[[], float]) -> Optional[str]:
 
 
 def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional[dict] = None,
-              trace_file: Optional[str] = None) -> float:
+              trace_file: Optional[str] = None, repo: Optional[RepoLayout] = None,
+              ok: Tuple[int, ...] = (0,)) -> float:
     env = config_env(settings)
     if extra_env:
         env.update(extra_env)
@@ -107,7 +110,7 @@ def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional
         env["GIT_TRACE2_EVENT"] = trace_file
         env["GIT_TRACE2_EVENT_NESTING"] = "10"
     t0 = time.perf_counter()
-    run_git(args, cwd, env)
+    run_git(args, cwd, env, repo=repo, ok=ok)
     return time.perf_counter() - t0
 
 
@@ -184,7 +187,8 @@ class Workspace:
         path = os.path.join(self.root, f"index.{name}")
         shutil.copyfile(self.layout.index_file, path)
         run_git(["update-index", "--force-write-index", *shape.args], self.layout.worktree,
-                dict(config_env(dict(shape.settings)), GIT_INDEX_FILE=path), hooks=False)
+                dict(config_env(dict(shape.settings)), GIT_INDEX_FILE=path), hooks=False,
+                repo=self.layout)
         self._copies[key] = path
         return path
 
@@ -201,8 +205,8 @@ class Workspace:
         dest = os.path.join(self.root, "clone")
         env = config_env({})
         try:
-            run_git(["clone", "-q", "--shared", "--no-checkout",
-                     self.layout.worktree or self.layout.git_dir, dest], self.root, env, hooks=False)
+            run_git(["clone", "-q", "--shared", "--no-checkout", clone_source(self.layout), dest],
+                    self.root, env, hooks=False)
             index = os.path.join(dest, ".git", "index")
             shutil.copyfile(self.layout.index_file, index)
             if not _only_plain_entries(dest, env):
@@ -213,6 +217,15 @@ class Workspace:
             raise
         self._clone = dest
         return dest
+
+
+def clone_source(layout: RepoLayout) -> str:
+    """What `git clone` is given to clone the user's repository: its work tree where git
+    finds the repository from there (HEAD of a linked worktree is that worktree's), else
+    the git directory (a work tree set apart by GIT_WORK_TREE, as dotfile setups do)."""
+    if layout.worktree and os.path.exists(os.path.join(layout.worktree, ".git")):
+        return layout.worktree
+    return layout.git_dir
 
 
 def _only_plain_entries(worktree: str, env: dict) -> bool:
@@ -291,35 +304,34 @@ class WholeTreeWrite(TreeWrite):
         return ["checkout-index", "--all", "--quiet", "-u"]
 
 
-def status(worktree: str, index_file: str, untracked: bool):
-    args = ["status", "--porcelain"] + ([] if untracked else ["-uno"])
-
+def on_copy(args: List[str], repo: RepoLayout, index_file: str, ok: Tuple[int, ...] = (0,)):
+    """A timed runner of `git ARGS` in the user's work tree (named explicitly) on an index
+    copy: what the command writes goes to the copy, never to the user's index."""
     def run(settings: Settings, trace_file: Optional[str] = None) -> float:
-        return timed_git(args, worktree, settings, {"GIT_INDEX_FILE": index_file}, trace_file)
+        return timed_git(args, repo.worktree, settings, {"GIT_INDEX_FILE": index_file},
+                         trace_file, repo=repo, ok=ok)
     return run
 
 
-def index_write(worktree: str, index_file: str):
+def status(repo: RepoLayout, index_file: str, untracked: bool):
+    return on_copy(["status", "--porcelain"] + ([] if untracked else ["-uno"]), repo, index_file)
+
+
+def index_write(repo: RepoLayout, index_file: str):
     """What every command that writes the index pays (add, commit, a status that
     refreshed entries): the whole index written again, trailer and all."""
-    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
-        return timed_git(["update-index", "--force-write-index"], worktree, settings,
-                         {"GIT_INDEX_FILE": index_file}, trace_file)
-    return run
+    return on_copy(["update-index", "--force-write-index"], repo, index_file)
 
 
-def index_load(worktree: str, index_file: str):
-    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
-        return timed_git(["ls-files"], worktree, settings, {"GIT_INDEX_FILE": index_file},
-                         trace_file)
-    return run
+def index_load(repo: RepoLayout, index_file: str):
+    return on_copy(["ls-files"], repo, index_file)
 
 
 # The workloads timed on an index copy: name -> (the command, as reports name it, and
-# its runner for a worktree and an index file). Trials and `verify` share them.
+# its runner for the user's repository and an index file). Trials and `verify` share them.
 ON_INDEX = {
-    "status": ("git status -uno", lambda wt, index: status(wt, index, untracked=False)),
-    "untracked": ("git status", lambda wt, index: status(wt, index, untracked=True)),
+    "status": ("git status -uno", lambda repo, index: status(repo, index, untracked=False)),
+    "untracked": ("git status", lambda repo, index: status(repo, index, untracked=True)),
     "index": ("git ls-files", index_load),
     "write": ("git update-index --force-write-index", index_write),
 }

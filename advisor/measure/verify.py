@@ -75,11 +75,12 @@ def _index_copy(ws: gitbench.Workspace, name: str, settings: Dict[str, str]) -> 
     return ws.index_copy(name, registry.index_shape(settings))
 
 
-def _commit_pair(worktree: str) -> Optional[Tuple[str, str, int]]:
+def _commit_pair(layout: repo_probe.RepoLayout) -> Optional[Tuple[str, str, int]]:
     """HEAD and the nearest ancestor that differs in at least SWITCH_MIN_FILES files."""
-    revs = git.run(["rev-list", "--max-count=30", "HEAD"], cwd=worktree).stdout.split()
+    revs = git.run(["rev-list", "--max-count=30", "HEAD"], repo=layout).stdout.split()
     for old in revs[1:]:
-        diff = git.run(["diff", "-z", "--name-only", "--no-renames", old, revs[0]], cwd=worktree).stdout
+        diff = git.run(["diff", "-z", "--name-only", "--no-renames", old, revs[0]],
+                       repo=layout).stdout
         n = diff.count("\0")
         if n >= SWITCH_MIN_FILES:
             return revs[0], old, n
@@ -92,8 +93,8 @@ class _Switch:
     def __init__(self, ws: gitbench.Workspace, a: str, b: str):
         self.clone = os.path.join(ws.root, "switch")
         env = gitbench.config_env({})
-        gitbench.run_git(["clone", "-q", "--shared", "--no-checkout", ws.layout.worktree,
-                          self.clone], ws.root, env, hooks=False)
+        gitbench.run_git(["clone", "-q", "--shared", "--no-checkout",
+                          gitbench.clone_source(ws.layout), self.clone], ws.root, env, hooks=False)
         gitbench.run_git(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
         self.targets = [b, a]
         self.i = 0
@@ -107,16 +108,15 @@ class _Switch:
 
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
             switch: Optional[_Switch]) -> Tuple[str, Callable]:
-    wt = ws.layout.worktree
     index = copies[side]
     if name in gitbench.ON_INDEX:
         cmd, make = gitbench.ON_INDEX[name]
-        return cmd, make(wt, index)
+        return cmd, make(ws.layout, index)
     if name == "diff":
-        def diff(settings, trace_file=None):
-            return gitbench.timed_git(["diff", "--quiet", "--exit-code"], wt, settings,
-                                      {"GIT_INDEX_FILE": index}, trace_file)
-        return "git diff --quiet", diff
+        # Exit 1 is git's answer "the work tree differs" (an unstaged change, a merge
+        # or rebase in progress), not a failure.
+        return "git diff --quiet", gitbench.on_copy(["diff", "--quiet", "--exit-code"],
+                                                    ws.layout, index, ok=(0, 1))
     if name == "switch":
         return "git checkout (switch commits)", switch.run
     raise UsageError(f"unknown workload {name}")
@@ -158,7 +158,7 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
 
 
 def _layout(repo: Optional[str]) -> repo_probe.RepoLayout:
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
+    layout = repo_probe.locate(repo)
     if layout is None or not layout.worktree:
         raise UsageError("verify needs a repository with a working tree")
     if not os.path.exists(layout.index_file):
@@ -167,7 +167,7 @@ def _layout(repo: Optional[str]) -> repo_probe.RepoLayout:
 
 
 def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
-    pair = _commit_pair(ws.layout.worktree)
+    pair = _commit_pair(ws.layout)
     if pair is None:
         notes.append(f"switch not timed: no two commits in the last 30 differ in "
                      f"{SWITCH_MIN_FILES}+ files")

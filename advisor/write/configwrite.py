@@ -10,7 +10,9 @@ import difflib
 import hashlib
 import json
 import os
+import contextlib
 import re
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -182,20 +184,42 @@ def _read_bytes(path: str) -> Optional[bytes]:
         raise ConfigWriteError(safefile.describe_os_error(e, "read", path)) from None
 
 
-def _with_include(config_file: str, include_file: str) -> bytes:
-    """The config file's bytes with include.path added, as `git config --add` writes it
-    (run on a copy, so the user's file is replaced in one atomic rename later)."""
+def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subprocess.CompletedProcess:
+    """`git config --file COPY ARGS` on a copy of the config file's bytes `old`: git edits
+    the text as it would edit the file, and the file itself is replaced under git's lock."""
     with tempfile.TemporaryDirectory(prefix=safefile.TEMP_PREFIX) as tmp:
         copy = os.path.join(tmp, "config")
-        old = _read_bytes(config_file)
         with open(copy, "wb") as f:
             f.write(old or b"")
-        proc = _git_config(["--file", copy, "--add", "include.path", include_file])
-        if proc.returncode:
-            raise ConfigWriteError(f"git config could not add include.path to '{config_file}': "
-                                   f"{git.first_lines(proc.stderr)}; nothing was changed")
+        proc = _git_config(["--file", copy, *args])
         with open(copy, "rb") as f:
-            return f.read()
+            proc.stdout = f.read()
+        return proc
+
+
+def _with_include(config_file: str, include_file: str, old: Optional[bytes] = None) -> bytes:
+    """The config file's bytes (`old`, default: what it holds now) with include.path
+    added, as `git config --add` writes it."""
+    old = _read_bytes(config_file) if old is None else old
+    proc = _edited_copy(config_file, old, "--add", "include.path", include_file)
+    if proc.returncode:
+        raise ConfigWriteError(f"git config could not add include.path to '{config_file}': "
+                               f"{git.first_lines(proc.stderr)}; nothing was changed")
+    return proc.stdout
+
+
+def _without_include(config_file: str, include_file: str, old: bytes) -> bytes:
+    """The config file's bytes with git-tune's include.path removed, the rest as it is."""
+    proc = _edited_copy(config_file, old, "--fixed-value", "--unset-all", "include.path",
+                        include_file)
+    if proc.returncode not in (0, 5):     # git before 2.30 has no --fixed-value
+        proc = _edited_copy(config_file, old, "--unset-all", "include.path",
+                            "^" + re.escape(include_file) + "$")
+    if proc.returncode not in (0, 5):
+        raise ConfigWriteError(f"git config could not remove include.path from "
+                               f"'{config_file}': {git.first_lines(proc.stderr)}; "
+                               "nothing was reverted")
+    return proc.stdout
 
 
 def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
@@ -219,6 +243,9 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     # The basis is read before anything is derived from these files: another git-tune may
     # write them meanwhile, and a basis read after would let apply() take a plan made
     # from the older bytes for a fresh one (include.path added twice).
+    for path in (scope.include_file, scope.config_file):
+        if path:
+            safefile.require_regular(path)
     basis = {path: _digest(_read_bytes(path)) for path in (scope.include_file, scope.config_file)
              if path}
     settings = canonical(settings)
@@ -254,6 +281,11 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
 def _stale(p: Plan) -> bool:
     """Whether a file the plan touches changed since the plan read it."""
     return any(_digest(_read_bytes(path)) != digest for path, digest in p.basis.items())
+
+
+def _ledger() -> str:
+    """Where git-tune records the `<file>.lock` it holds (safefile.git_lock)."""
+    return os.path.join(scopes.state_dir(), "held-locks")
 
 
 def _state_path() -> str:
@@ -307,10 +339,13 @@ def _save_state(state: Dict[str, dict]) -> None:
         raise ConfigWriteError(safefile.describe_os_error(e, "record state in", _state_path()))
 
 
-def _validate_text(path: str, text: str) -> None:
-    proc = _git_config(["--file", "-", "--list"], input=text)
+def _validate_file(path: str, staged: str) -> None:
+    """git parses the staged bytes beside the file they will become (a relative include
+    in ~/.gitconfig resolves against ~, as it will once renamed)."""
+    proc = _git_config(["--file", staged, "--list"])
     if proc.returncode:
-        raise ConfigWriteError(f"internal error: '{path}' would not parse: {git.first_lines(proc.stderr)}")
+        raise ConfigWriteError(f"internal error: '{path}' would not parse: "
+                               f"{git.first_lines(proc.stderr)}; nothing was changed")
 
 
 @dataclass(frozen=True)
@@ -393,8 +428,11 @@ def _unchanged(p: Plan, cwd: Optional[str]) -> WriteResult:
 
 
 def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
-    """Write the plan: lock, backup, journal, atomic writes (repository files, the include
-    file, then the include.path switch), state."""
+    """Write the plan: git-tune's lock, then git's `<file>.lock` on every file it touches
+    (so a concurrent `git config` either finishes first or fails, and is never
+    overwritten), the user's config file re-derived from its bytes under that lock,
+    every file's new bytes validated by git in place, backup, journal, then the renames
+    (repository files, the include file, then the include.path switch), state."""
     scope = p.scope
     if not p.changes:
         return _unchanged(p, cwd)
@@ -406,37 +444,44 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
             p = plan(scope, p.settings, prov, override=True, cwd=cwd, per_repo=p.per_repo)
             if not p.changes:
                 return _unchanged(p, cwd)
-        for path, text in p.files.items():
-            if text is not None:
-                _validate_text(path, text)
-        for d in {os.path.dirname(path) for path in p.files} | {state_root}:
-            safefile.remove_stale_temps(d)
-        touched = list(p.files)
-        backup_dir = safefile.backup(touched, state_root, scope.name)
-        state = load_state()
-        before = state.get(scope.key)
-        state[scope.key] = _journal(state, scope, p, prov, backup_dir, pending=True)
-        _save_state(state)
         # Repository files first, then the include file that points at them, then the
         # user's config file whose include.path switches it all on.
-        order = sorted(touched, key=lambda f: (f == scope.config_file, f == scope.include_file, f))
-        try:
+        order = sorted(p.files, key=lambda f: (f == scope.config_file, f == scope.include_file, f))
+        with contextlib.ExitStack() as stack:
+            locks = {}
             for path in order:
-                text = p.files[path]
-                if text is None:
-                    safefile.remove(path)
-                else:
-                    safefile.makedirs(os.path.dirname(path))
-                    safefile.write_atomic(path, _encode(text))
-        except OSError as e:
-            cause = safefile.describe_os_error(e, "write", e.filename or scope.include_file)
-            _roll_back(backup_dir, cause)
-            if before:      # an earlier write stays revertable
-                state[scope.key] = before
-            else:
-                del state[scope.key]
+                if p.files[path] is not None:
+                    try:
+                        safefile.makedirs(os.path.dirname(path))
+                    except OSError as e:
+                        raise ConfigWriteError(safefile.describe_os_error(
+                            e, "create the directory of", path) + "; nothing was changed") from None
+                locks[path] = stack.enter_context(safefile.git_lock(path, _ledger()))
+            p = _under_locks(p, locks)
+            # Only now: a killed run's temporary file may hold the inode its ledger
+            # record names, until git_lock has dropped that record.
+            for d in {os.path.dirname(path) for path in p.files} | {state_root}:
+                safefile.remove_stale_temps(d)
+            backup_dir = safefile.backup(order, state_root, scope.name)
+            state = load_state()
+            before = state.get(scope.key)
+            state[scope.key] = _journal(state, scope, p, prov, backup_dir, pending=True)
             _save_state(state)
-            raise ConfigWriteError(f"{cause}; nothing was changed") from None
+            try:
+                for path in order:
+                    if p.files[path] is None:
+                        locks[path].remove_file()
+                    else:
+                        locks[path].commit()
+            except OSError as e:
+                cause = safefile.describe_os_error(e, "write", e.filename or scope.include_file)
+                _roll_back(backup_dir, cause)
+                if before:      # an earlier write stays revertable
+                    state[scope.key] = before
+                else:
+                    del state[scope.key]
+                _save_state(state)
+                raise ConfigWriteError(f"{cause}; nothing was changed") from None
         state[scope.key]["pending"] = False
         _save_state(state)
         safefile.prune_backups(state_root, keep=_referenced_backups(state))
@@ -446,6 +491,27 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
                        f"wrote {len(p.settings)} values to {scope.include_file}")
+
+
+def _under_locks(p: Plan, locks: Dict[str, "safefile.GitLock"]) -> Plan:
+    """The plan with every new file staged in its lock and checked by git there (where a
+    relative include.path resolves as it will), the user's config file re-derived from
+    the bytes it holds now: a `git config` that wrote between plan and lock is kept."""
+    files = dict(p.files)
+    config = p.scope.config_file
+    if config in files and _digest(locks[config].read()) != p.basis.get(config):
+        files[config] = _with_include(config, p.scope.include_file,
+                                      locks[config].read()).decode("utf-8", "surrogateescape")
+    for path, text in files.items():
+        if text is None:
+            continue
+        try:
+            locks[path].stage(_encode(text))
+        except OSError as e:
+            raise ConfigWriteError(safefile.describe_os_error(e, "write", locks[path].lock_path)
+                                   + "; nothing was changed") from None
+        _validate_file(path, locks[path].lock_path)
+    return dataclasses.replace(p, files=files)
 
 
 def _roll_back(backup_dir: str, cause: str) -> None:
@@ -469,9 +535,12 @@ class RevertResult:
 def revert(scope: Scope) -> RevertResult:
     """Put back the files from before git-tune's first write to this scope.
 
-    A config file the user edited since git-tune wrote it (it holds none of the
-    bytes git-tune left there) is not overwritten: only git-tune's include.path is
-    removed from it, with git config. Links stay links: bytes go to their targets.
+    The scope's config file is read and replaced under git's own lock on it: where it
+    holds bytes git-tune left there, it gets its exact bytes from before git-tune; where
+    anyone edited it since (a `git config` a second ago included), only git-tune's
+    include.path is removed and everything else stays. A backup whose bytes changed
+    since git-tune made it is refused before anything is restored. Links stay links:
+    bytes go to their targets.
     """
     with safefile.lock(scopes.state_dir()):
         state = load_state()
@@ -485,21 +554,33 @@ def revert(scope: Scope) -> RevertResult:
         if not originals:
             raise ConfigWriteError(f"the backup from before git-tune's first write to scope "
                                    f"{scope.name} cannot be read; nothing was reverted")
+        for item in originals.values():
+            if item.get("existed"):
+                safefile.backed_up_bytes(item)      # every backup checked before any write
         known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
-        edited = [f for f in (scope.config_file,) if f and os.path.exists(f) and safefile.digest(f)
-                  not in known.get(f, []) + [originals.get(f, {}).get("sha256")]]
-        restored = []
-        for path, item in sorted(originals.items()):
-            if path not in edited:
-                restored += safefile.restore_one(item)
-        removed_from = None
-        if edited:
-            proc = _git_config(["--file", scope.config_file, "--fixed-value", "--unset-all",
-                                "include.path", scope.include_file])
-            if proc.returncode not in (0, 5):
-                proc = _git_config(["--file", scope.config_file, "--unset-all", "include.path",
-                                    "^" + re.escape(scope.include_file) + "$"])
-            removed_from = scope.config_file
+        restored, removed_from = [], None
+        with contextlib.ExitStack() as stack:
+            config = scope.config_file
+            lock = stack.enter_context(safefile.git_lock(config, _ledger())) if config and (
+                os.path.lexists(config) or config in originals) else None
+            now = lock.read() if lock else None
+            edited = lock is not None and now is not None and _digest(now) not in (
+                known.get(config, []) + [originals.get(config, {}).get("sha256")])
+            for path, item in sorted(originals.items()):
+                if path != config:
+                    restored += safefile.restore_one(item)
+            if lock and edited:
+                lock.stage(_without_include(config, scope.include_file, now))
+                lock.commit()
+                removed_from = config
+            elif lock and config in originals:
+                item = originals[config]
+                if item["existed"]:
+                    lock.stage(safefile.backed_up_bytes(item))
+                    lock.commit(item.get("mode", 0o644))
+                else:
+                    lock.remove_file()
+                restored.append(config)
         del state[scope.key]
         _save_state(state)
         safefile.prune_backups(scopes.state_dir(), keep=_referenced_backups(state))

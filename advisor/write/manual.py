@@ -17,8 +17,8 @@ def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str,
     for key in settings:
         if key not in understood:
             raise UsageError(f"git {catalogue.format_version(version)} does not read {key}")
-    layout = repo_probe.locate(os.path.abspath(repo or os.getcwd()))
-    target = scopes.resolve(scope_spec, layout.git_dir if layout else None)
+    layout = repo_probe.locate(repo)
+    target = scopes.resolve(scope_spec, layout)
     cwd = layout.worktree if layout else None
     # Added to what git-tune already wrote there, not instead of it.
     settings = {**configwrite.read_include(target.include_file), **settings}

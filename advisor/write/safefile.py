@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from typing import Iterator, List, Optional
@@ -60,6 +61,196 @@ def write_atomic(path: str, data: bytes, mode: Optional[int] = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _fsync_dir(directory)
+
+
+def require_regular(path: str) -> None:
+    """ConfigWriteError unless path (through links) is a regular file or absent: a target
+    such as GIT_CONFIG_GLOBAL=/dev/null (a CI idiom) is a device, and replacing it by
+    rename would put a regular file where the system's /dev/null was."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ConfigWriteError(describe_os_error(e, "read", path) + "; nothing was changed") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigWriteError(f"'{path}' is not a regular file: git-tune writes only regular "
+                               "config files (a GIT_CONFIG_GLOBAL or GIT_CONFIG_SYSTEM pointing "
+                               "at a device?); nothing was changed")
+
+
+# git's own lock protocol (lockfile.c): `<file>.lock` created with O_EXCL is the lock, the
+# new bytes are written into it, and renaming it over the file is the commit. `git config`
+# gives up at once on a lock it finds (exit 255, nothing lost: it said it failed); git-tune
+# waits briefly with git's exponential backoff, then gives up the same way.
+LOCK_SUFFIX = ".lock"
+GIT_LOCK_WAIT = 2.0
+
+
+class GitLock:
+    """A held `<file>.lock`: read the file's bytes under it, stage new bytes, commit."""
+
+    def __init__(self, path: str, fd: int):
+        self.path = path                    # the file itself (links resolved)
+        self.lock_path = path + LOCK_SUFFIX
+        self._fd: Optional[int] = fd
+        self.staged = False
+
+    def read(self) -> Optional[bytes]:
+        """The file's bytes now (None when absent): nobody who honours the lock can
+        change them until this lock is committed or released."""
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def stage(self, data: bytes) -> None:
+        """The lock file holds exactly `data` (not yet the file's)."""
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self.staged = True
+
+    def commit(self, mode: Optional[int] = None) -> None:
+        """Rename the staged lock over the file (its mode kept, a new one `mode` or
+        rw-r--r-- less the umask), fsynced as write_atomic does."""
+        try:
+            keep = os.stat(self.path).st_mode & 0o7777
+        except FileNotFoundError:
+            keep = None
+        os.fsync(self._fd)
+        os.fchmod(self._fd, mode if mode is not None else keep if keep is not None
+                  else 0o644 & ~_umask())
+        os.replace(self.lock_path, self.path)
+        os.close(self._fd)
+        self._fd = None
+        _fsync_dir(os.path.dirname(self.path))
+
+    def remove_file(self) -> None:
+        """The file goes away (it did not exist before git-tune), then the lock."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.release()
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.lock_path)
+
+
+@contextlib.contextmanager
+def git_lock(path: str, ledger: str, wait: float = GIT_LOCK_WAIT) -> Iterator[GitLock]:
+    """Hold git's lock on a config file (through a link, on its target, as git does);
+    Locked when another writer keeps it past `wait`. Released on exit unless committed.
+
+    Called only under git-tune's own lock (`lock()`), so no other git-tune holds one of
+    these: a `<file>.lock` that `ledger` (a directory of git-tune's state) records as
+    git-tune's, by device and inode, was left by a git-tune that was killed, and is
+    removed. Any other is git's, and is waited for, never removed."""
+    target = os.path.realpath(path)
+    require_regular(target)
+    lock_path = target + LOCK_SUFFIX
+    record = os.path.join(ledger, hashlib.sha256(os.fsencode(lock_path)).hexdigest()[:32])
+    if not os.path.lexists(lock_path):
+        # A record whose lock is gone names an inode that may be given to git's next
+        # lock; the temporary file it may name still holds it (apply removes stale
+        # temporary files only once it holds its locks).
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(record)
+    deadline, backoff = time.monotonic() + wait, 0.001
+    while True:
+        try:
+            # A lock there is checked against the ledger before this attempt's record
+            # takes the ledger's place.
+            if os.path.lexists(lock_path):
+                raise FileExistsError(lock_path)
+            fd = _create_lock(lock_path, record)
+            break
+        except FileExistsError:
+            if _left_by_dead_git_tune(lock_path, record):
+                continue
+            if time.monotonic() >= deadline:
+                raise Locked(f"'{lock_path}' exists: another git is writing '{target}' (if "
+                             "none is running, a crashed one left it: remove it); "
+                             "nothing was changed") from None
+            time.sleep(backoff)
+            backoff = min(0.1, backoff * 2)
+        except OSError as e:
+            raise ConfigWriteError(describe_os_error(e, "lock", target)
+                                   + "; nothing was changed") from None
+    held = GitLock(target, fd)
+    try:
+        yield held
+    finally:
+        held.release()
+        with contextlib.suppress(OSError):
+            os.unlink(record)
+
+
+def _create_lock(lock_path: str, record: str) -> int:
+    """Create `lock_path` exclusively, its device and inode in `record` *before* it
+    exists: the file is made under a temporary name, recorded, then linked into place
+    (link, like O_EXCL, fails when the lock exists), so a kill at any instant leaves
+    no lock of git-tune's that the ledger does not name. Where the file system has no
+    hard links, O_EXCL, recorded right after."""
+    makedirs(os.path.dirname(record), 0o700)
+    directory = os.path.dirname(lock_path)
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
+    try:
+        st = os.fstat(fd)
+        _write_record(record, lock_path, st)
+        try:
+            os.link(tmp, lock_path)
+        except FileExistsError:
+            # The record goes before the inode it names is freed: git's next lock may
+            # be given that very inode number.
+            os.unlink(record)
+            os.close(fd)
+            raise
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                os.close(fd)
+                raise
+            os.close(fd)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+            _write_record(record, lock_path, os.fstat(fd))
+        os.fchmod(fd, 0o666 & ~_umask())
+        return fd
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _write_record(record: str, lock_path: str, st: os.stat_result) -> None:
+    with open(record, "w") as f:
+        json.dump({"lock": lock_path, "dev": st.st_dev, "ino": st.st_ino}, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _left_by_dead_git_tune(lock_path: str, record: str) -> bool:
+    """Remove lock_path if the ledger's record names this very file (same device and
+    inode); True when it was removed."""
+    try:
+        with open(record) as f:
+            mine = json.load(f)
+        st = os.lstat(lock_path)
+    except (OSError, ValueError):
+        return False
+    if (mine.get("lock"), mine.get("dev"), mine.get("ino")) != (lock_path, st.st_dev, st.st_ino):
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path)
+    return True
+
+
+def _fsync_dir(directory: str) -> None:
     dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -167,13 +358,27 @@ def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
         if only_changed and digest(path) == (entry.get("sha256") if entry["existed"] else None):
             return []
         if entry["existed"]:
-            with open(entry["copy"], "rb") as f:
-                write_atomic(path, f.read(), entry.get("mode", 0o644))
+            write_atomic(path, backed_up_bytes(entry), entry.get("mode", 0o644))
         elif os.path.lexists(path):
             remove(path)
     except OSError as e:
         raise ConfigWriteError(describe_os_error(e, "restore", path)) from None
     return [path]
+
+
+def backed_up_bytes(entry: dict) -> bytes:
+    """A backup's bytes, checked against the digest recorded when it was made: a backup
+    file changed since (by anyone) is never written into a config file."""
+    try:
+        with open(entry["copy"], "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigWriteError(describe_os_error(e, "read the backup", entry["copy"])) from None
+    if not entry.get("sha256") or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise ConfigWriteError(f"the backup '{entry['copy']}' of '{entry['path']}' has changed "
+                               "since git-tune made it (its SHA-256 no longer matches); "
+                               "nothing was restored from it")
+    return data
 
 
 def restore(backup_dir: str, only_changed: bool = False) -> List[str]:

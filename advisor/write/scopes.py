@@ -2,8 +2,9 @@
 
     global      ~/.config/git-tune/global.gitconfig, included from the global config
     system      /etc/git-tune/system.gitconfig, included from the system config
-    local       <git dir>/git-tune.gitconfig, included from the repository's config
-                (it travels and disappears with the repository)
+    local       <common git dir>/git-tune.gitconfig, included from the repository's config
+                (it travels and disappears with the repository); in a linked worktree
+                the main repository's config, the only one git reads for every worktree
     file:PATH   PATH only; including it is left to the user
 
 git-tune never edits a user's config file by hand: the include directive is
@@ -57,7 +58,9 @@ def _system_config_file() -> str:
     return "/etc/gitconfig"
 
 
-def resolve(spec: str, git_dir: Optional[str] = None) -> Scope:
+def resolve(spec: str, layout=None) -> Scope:
+    """The scope `spec` names; local needs the located repository (`layout`): its common
+    git directory, since git never reads `.git/worktrees/W/config` (a linked worktree's)."""
     if spec == "global":
         inc = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"),
                            "git-tune", "global.gitconfig")
@@ -68,10 +71,10 @@ def resolve(spec: str, git_dir: Optional[str] = None) -> Scope:
         return Scope("system", os.path.join(SYSTEM_DIR, "system.gitconfig"), _system_config_file(),
                      "--system")
     if spec == "local":
-        if not git_dir:
+        if not layout:
             raise UsageError("--scope local needs a repository (--repo or run inside one)")
-        return Scope("local", os.path.join(git_dir, "git-tune.gitconfig"),
-                     os.path.join(git_dir, "config"), "--local")
+        return Scope("local", os.path.join(layout.common_dir, "git-tune.gitconfig"),
+                     os.path.join(layout.common_dir, "config"), "--local")
     if spec.startswith("file:") and len(spec) > 5:
         return Scope("file", os.path.abspath(os.path.expanduser(spec[5:])), None, None)
     raise UsageError(f"unknown scope '{spec}': use global, system, local or file:PATH")

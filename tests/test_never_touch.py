@@ -1,0 +1,407 @@
+"""git-tune never acts on the user's repository by accident (issue #29): inside hooks,
+where git exports GIT_DIR and GIT_INDEX_FILE, beside concurrent `git config` writes,
+with FIFOs and links at tracked paths, in linked worktrees. Real git, real hooks run by
+real `git commit`, real repositories; each test failed on the code before the fix."""
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from git_tune import repogen
+from git_tune.cli import cli
+
+GIT_TUNE = [sys.executable, "-m", "git_tune"]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """300 files in 4 directories, two commits 40 files apart."""
+    root = tmp_path_factory.mktemp("tpl") / "repo"
+    repogen.generate(str(root), repogen.RepoShape(depth=1, width=3, files=75),
+                     second_commit_changes=40)
+    return root
+
+
+@pytest.fixture
+def home(isolated_git, monkeypatch):
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    (isolated_git / ".gitconfig").write_text(
+        "[user]\n\tname = Ada\n\temail = ada@example.org\n[commit]\n\tgpgsign = false\n")
+    return isolated_git
+
+
+@pytest.fixture
+def repo(template, tmp_path):
+    dest = tmp_path / "repo"
+    shutil.copytree(template, dest, symlinks=True)
+    return dest
+
+
+def git(cwd, *args, env=None, check=True):
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if check:
+        assert proc.returncode == 0, (args, proc.stderr)
+    return proc
+
+
+def snapshot(*roots, skip=()):
+    """Every file below the roots, byte for byte (links as links)."""
+    out = {}
+    for root in roots:
+        for dirpath, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if os.path.join(dirpath, d) not in skip]
+            for name in files:
+                path = os.path.join(dirpath, name)
+                if path in skip:
+                    continue
+                out[path] = (("link", os.readlink(path)) if os.path.islink(path)
+                             else hashlib.sha256(open(path, "rb").read()).hexdigest())
+    return out
+
+
+def changed(before, after):
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def hook(repo_git_dir, name, body):
+    hooks = os.path.join(repo_git_dir, "hooks")
+    os.makedirs(hooks, exist_ok=True)
+    path = os.path.join(hooks, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+
+
+def tune_in_hook(*args, log):
+    """A hook line running git-tune as a user's hook would; the hook never fails the
+    commit, and the exit code is kept for the test."""
+    cmd = " ".join(f"'{a}'" for a in [*GIT_TUNE, *args])
+    return f"{cmd} >'{log}' 2>&1; echo $? >'{log}.rc'\nexit 0\n"
+
+
+def rc_of(log):
+    return int(open(f"{log}.rc").read())
+
+
+# 1. The caller's repository variables never reach git-tune's own git runs.
+
+def test_auto_in_a_pre_commit_hook_of_a_sparse_clone_leaves_the_commit_whole(home, template,
+                                                                            tmp_path):
+    clone = tmp_path / "sparse"
+    git(tmp_path, "clone", "-q", "--sparse", str(template), str(clone))
+    git(clone, "sparse-checkout", "set", "dir0", "dir1")
+    tracked = len(git(clone, "ls-files").stdout.split())
+    log = tmp_path / "hook.log"
+    hook(clone / ".git", "pre-commit",
+         tune_in_hook("auto", "--scope", "local", "--yes", "--budget", "3", log=log))
+    (clone / "dir0" / "file0").write_text("edited\n")
+    git(clone, "commit", "-q", "-am", "edit dir0/file0")
+    assert rc_of(log) == 0, open(log).read()
+    assert git(clone, "show", "--name-only", "--format=", "HEAD").stdout.split() == ["dir0/file0"]
+    assert git(clone, "status", "--porcelain").stdout == ""
+    assert len(git(clone, "ls-files").stdout.split()) == tracked
+    assert git(clone, "config", "core.bare").stdout.strip() == "false"
+
+
+def test_verify_in_a_pre_commit_hook_leaves_the_commit_whole(home, repo, tmp_path):
+    log = tmp_path / "hook.log"
+    hook(repo / ".git", "pre-commit",
+         tune_in_hook("verify", "--set", "checkout.workers=2", "--runs", "5", log=log))
+    (repo / "file0").write_text("edited\n")
+    git(repo, "commit", "-q", "-am", "edit file0")
+    assert rc_of(log) == 0, open(log).read()
+    assert git(repo, "show", "--name-only", "--format=", "HEAD").stdout.split() == ["file0"]
+    assert git(repo, "status", "--porcelain").stdout == ""
+    assert git(repo, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/main"
+
+
+def test_probe_with_a_linked_worktrees_git_dir_leaves_the_main_repository_alone(home, repo,
+                                                                               tmp_path):
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "HEAD~1")
+    git_dir = git(wt, "rev-parse", "--absolute-git-dir").stdout.strip()
+    before = snapshot(repo / ".git")
+    env = dict(os.environ, GIT_DIR=git_dir)
+    proc = subprocess.run([*GIT_TUNE, "probe", "--json"], cwd=wt, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["repository"]["layout"]["git_dir"] == git_dir
+    assert changed(before, snapshot(repo / ".git")) == []
+    assert git(repo, "status", "--porcelain").stdout == ""
+
+
+def test_calibrate_and_verify_with_git_dir_exported_leave_index_and_head_alone(home, repo):
+    (repo / "file1").write_text("staged\n")
+    git(repo, "add", "file1")
+    git(repo, "update-index", "--skip-worktree", "file2")
+    before = snapshot(repo)
+    env = dict(os.environ, GIT_DIR=str(repo / ".git"))
+    for args in (["calibrate", "--budget", "3", "--json"],
+                 ["verify", "--set", "checkout.workers=2", "--runs", "5", "--json"]):
+        proc = subprocess.run([*GIT_TUNE, *args], cwd=repo, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert changed(before, snapshot(repo)) == [], args
+    assert git(repo, "diff", "--cached", "--name-only").stdout.split() == ["file1"]
+    assert "S file2" in git(repo, "ls-files", "-t", "file2").stdout
+    assert git(repo, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/main"
+
+
+def test_probe_with_git_index_file_exported_never_rewrites_the_index(home, repo, any_git):
+    before = (repo / ".git" / "index").read_bytes()
+    env = dict(os.environ, GIT_INDEX_FILE=str(repo / ".git" / "index"))
+    proc = subprocess.run([*GIT_TUNE, "--git", any_git, "probe", "--json"], cwd=repo, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / ".git" / "index").read_bytes() == before
+
+
+def test_a_dotfiles_repository_is_probed_where_its_variables_say_and_left_alone(home, tmp_path):
+    work = tmp_path / "dothome"
+    work.mkdir()
+    (work / ".bashrc").write_text("alias ll='ls -l'\n")
+    (work / ".vimrc").write_text("set nu\n")
+    dot = tmp_path / "dotfiles.git"
+    git(tmp_path, "init", "-q", "--bare", str(dot))
+    env = dict(os.environ, GIT_DIR=str(dot), GIT_WORK_TREE=str(work))
+    git(work, "add", ".bashrc", ".vimrc", env=env)
+    git(work, "commit", "-qm", "dotfiles", env=env)
+    before = snapshot(dot, work)
+    proc = subprocess.run([*GIT_TUNE, "probe", "--json"], cwd=work, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["repository"]["tracked_files"] == 2
+    assert changed(before, snapshot(dot, work)) == []
+    assert git(work, "config", "core.worktree", env=env, check=False).stdout == ""
+
+
+DRIVER = """
+import hashlib, json, os, subprocess, sys
+out, main_git, main_wt, wt = sys.argv[1:5]
+commands = json.loads(sys.argv[5])
+
+def snap():
+    files = {}
+    for root in (main_git, main_wt, wt):
+        for d, dirs, names in os.walk(root):
+            if d == main_wt:
+                dirs[:] = [x for x in dirs if x != ".git"]
+            for n in names:
+                p = os.path.join(d, n)
+                files[p] = (os.readlink(p) if os.path.islink(p)
+                            else hashlib.sha256(open(p, "rb").read()).hexdigest())
+    return files
+
+# Every variable of `git rev-parse --local-env-vars`, on top of what git exported.
+hostile = {
+    "GIT_DIR": os.environ.get("GIT_DIR") or os.path.join(main_git, "worktrees", "wt"),
+    "GIT_WORK_TREE": wt, "GIT_COMMON_DIR": main_git,
+    "GIT_INDEX_FILE": os.environ.get("GIT_INDEX_FILE") or os.path.join(main_git, "index"),
+    "GIT_OBJECT_DIRECTORY": os.path.join(main_git, "objects"),
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(main_git, "objects"),
+    "GIT_CONFIG": os.path.join(main_git, "config"),
+    "GIT_CONFIG_PARAMETERS": "'core.bare'='true'",
+    "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.worktree", "GIT_CONFIG_VALUE_0": "/",
+    "GIT_IMPLICIT_WORK_TREE": "0", "GIT_GRAFT_FILE": os.path.join(main_git, "grafts"),
+    "GIT_NO_REPLACE_OBJECTS": "1", "GIT_REPLACE_REF_BASE": "refs/hostile/",
+    "GIT_PREFIX": "dir0/", "GIT_SHALLOW_FILE": os.path.join(main_git, "shallow"),
+}
+env = dict(os.environ, **hostile)
+results = []
+for args in commands:
+    before = snap()
+    proc = subprocess.run([sys.executable, "-m", "git_tune", *args], cwd=wt, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    after = snap()
+    results.append({"args": args, "rc": proc.returncode, "stderr": proc.stderr[-2000:],
+                    "changed": sorted(p for p in set(before) | set(after)
+                                      if before.get(p) != after.get(p))})
+json.dump(results, open(out, "w"))
+"""
+
+
+def test_every_command_from_a_real_hook_with_every_local_variable_leaves_the_repository_alone(
+        home, repo, tmp_path):
+    """The property: run from a linked worktree's pre-commit hook (git exports GIT_DIR and
+    GIT_INDEX_FILE) with every other repository variable exported too, no git-tune
+    command changes a byte of the user's index, HEAD, refs, config or work trees."""
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "side")
+    commands = [["probe"], ["calibrate", "--budget", "2"], ["recommend", "--budget", "2"],
+                ["verify", "--set", "checkout.workers=2", "--runs", "5"],
+                ["auto", "--budget", "2", "--yes", "--scope", "global"],
+                ["set", "checkout.workers=2", "--scope", "global"], ["show"],
+                ["revert", "--scope", "global"]]
+    driver, out = tmp_path / "driver.py", tmp_path / "results.json"
+    driver.write_text(DRIVER)
+    args = [str(out), str(repo / ".git"), str(repo), str(wt), json.dumps(commands)]
+    hook(repo / ".git", "pre-commit",
+         " ".join(f"'{a}'" for a in [sys.executable, str(driver), *args]) + "\nexit 0\n")
+    (wt / "file0").write_text("edited in the worktree\n")
+    git(wt, "commit", "-q", "-am", "edit in wt")
+    results = json.load(open(out))
+    assert len(results) == len(commands)
+    for r in results:
+        assert r["rc"] in (0, 2), r
+        assert "Traceback" not in r["stderr"], r
+        assert r["changed"] == [], r
+    assert git(wt, "show", "--name-only", "--format=", "HEAD").stdout.split() == ["file0"]
+    assert git(repo, "config", "core.bare").stdout.strip() == "false"
+
+
+# 2. Concurrent `git config` writes are never lost.
+
+def test_concurrent_git_config_writes_survive_set_and_revert_cycles(home, repo):
+    """2,000 `git config --local` writes beside set/revert cycles on the same file: every
+    write whose git config exited 0 is there at the end."""
+    done, stop = [], threading.Event()
+
+    def writer(k):
+        i = 0
+        while i < 1000:
+            key = f"stress{k}.k{i}"
+            proc = subprocess.run(["git", "config", "--local", key, "v"], cwd=repo,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if proc.returncode == 0:
+                done.append(key)
+            i += 1
+        stop.set()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    cycles = 0
+    while not stop.is_set() or cycles < 3:
+        for args in (["set", "checkout.workers=2", "--scope", "local"],
+                     ["revert", "--scope", "local"]):
+            proc = subprocess.run([*GIT_TUNE, *args], cwd=repo, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+            assert proc.returncode in (0, 7), proc.stderr   # 7: git's lock held too long
+        cycles += 1
+    for t in threads:
+        t.join()
+    present = set(git(repo, "config", "--local", "--name-only", "--list").stdout.split())
+    lost = [k for k in done if k.lower() not in present]
+    assert len(done) > 1000 and cycles >= 3
+    assert lost == []
+
+
+def test_git_tune_waits_for_gits_lock_and_never_overwrites_it(home, repo):
+    lock = repo / ".git" / "config.lock"
+    lock.write_text("a git config in progress\n")
+    res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "local",
+                                   "--repo", str(repo)])
+    assert res.exit_code == 7, res.output
+    assert "config.lock" in res.output and "nothing was changed" in res.output
+    assert lock.read_text() == "a git config in progress\n"
+    assert "include" not in (repo / ".git" / "config").read_text()
+
+
+# 3. revert never writes a backup that changed since git-tune made it.
+
+def test_revert_refuses_a_tampered_backup(home, repo):
+    before = (home / ".gitconfig").read_bytes()
+    res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "global"])
+    assert res.exit_code == 0, res.output
+    backups = [os.path.join(d, f) for d, _, fs in os.walk(home / "state" / "backups")
+               for f in fs if f.endswith(".bak")]
+    assert backups
+    for b in backups:
+        with open(b, "w") as f:
+            f.write("[core]\n\tfsmonitor = echo pwned\n")
+    written = (home / ".gitconfig").read_bytes()
+    res = CliRunner().invoke(cli, ["revert", "--scope", "global"])
+    assert res.exit_code == 5, res.output
+    assert "has changed since git-tune made it" in res.output
+    assert (home / ".gitconfig").read_bytes() == written != before
+    assert b"pwned" not in (home / ".gitconfig").read_bytes()
+
+
+# 4. A FIFO or a link at a tracked path: nothing blocks, nothing outside is opened.
+
+def test_a_fifo_and_links_at_tracked_paths_neither_hang_nor_lead_outside(home, repo, tmp_path):
+    os.unlink(repo / "dir0" / "file7")
+    os.mkfifo(repo / "dir0" / "file7")
+    secret = tmp_path / "outside"
+    secret.write_bytes(b"s" * 65536)
+    os.unlink(repo / "dir1" / "file3")
+    os.symlink(secret, repo / "dir1" / "file3")
+    for args in (["probe", "--json"], ["calibrate", "--budget", "2", "--json"]):
+        proc = subprocess.run([*GIT_TUNE, *args, "--repo", str(repo)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+        assert proc.returncode == 0, (args, proc.stderr)
+    from git_tune import engine
+    names = ["dir0/file7", "dir1/file3", "../outside", "dir0/file1"]
+    r = engine.cache_residency(names, base=str(repo))
+    assert r.bytes == os.path.getsize(repo / "dir0" / "file1")
+
+
+# 5-7, 10. Results that are right where the repository or the config is unusual.
+
+def test_verify_works_with_an_unstaged_change(home, repo):
+    (repo / "file0").write_text("unstaged\n")
+    res = CliRunner().invoke(cli, ["verify", "--repo", str(repo), "--set", "checkout.workers=2",
+                                   "--runs", "5", "--workload", "diff", "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.output)["workloads"][0]
+    assert result["fails"] == "" and result["estimate"], result
+
+
+def test_a_relative_include_in_the_users_gitconfig_is_kept(home):
+    (home / ".gitconfig.local").write_text("[user]\n\temail = ada@local\n")
+    with open(home / ".gitconfig", "a") as f:
+        f.write("[include]\n\tpath = .gitconfig.local\n")
+    before = (home / ".gitconfig").read_bytes()
+    res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "global"])
+    assert res.exit_code == 0, res.output
+    assert git(home, "config", "--global", "--includes", "user.email").stdout.strip() == "ada@local"
+    assert git(home, "config", "--global", "--includes", "checkout.workers").stdout.strip() == "2"
+    res = CliRunner().invoke(cli, ["revert", "--scope", "global"])
+    assert res.exit_code == 0, res.output
+    assert (home / ".gitconfig").read_bytes() == before
+
+
+def test_local_scope_in_a_linked_worktree_is_read_by_git(home, repo, tmp_path):
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "other")
+    res = CliRunner().invoke(cli, ["set", "checkout.workers=3", "--scope", "local",
+                                   "--repo", str(wt)])
+    assert res.exit_code == 0, res.output
+    assert git(wt, "config", "checkout.workers").stdout.strip() == "3"
+    assert git(repo, "config", "checkout.workers").stdout.strip() == "3"
+
+
+def test_a_device_as_the_global_config_is_refused(home, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "global"])
+    assert res.exit_code == 5, res.output
+    assert "not a regular file" in res.output
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+# 11. A live scratch directory is known by its lock, not by a pid from another namespace.
+
+def test_a_live_scratch_directory_is_never_removed_whatever_its_pid_says(tmp_path):
+    from git_tune.probes import scratch
+    with scratch.scratch_dir([str(tmp_path)]) as mine:
+        # As another pid namespace sees it: a name whose pid does not run here.
+        other = tmp_path / f"{scratch.PREFIX}999999999-abcd"
+        os.rename(mine, other)
+        scratch.remove_dead(str(tmp_path))
+        assert other.is_dir()
+        os.rename(other, mine)
+    dead = tmp_path / f"{scratch.PREFIX}999999999-dead"
+    dead.mkdir()
+    (dead / scratch.ALIVE).write_text("")
+    scratch.remove_dead(str(tmp_path))
+    assert not dead.exists()
