@@ -72,8 +72,15 @@ class TuneGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, Interrupted):
-            click.echo("git-tune: interrupted; scratch files were removed, nothing was changed",
-                       err=True)
+            from git_tune.advisor.write.configwrite import written_this_run
+            if written_this_run:
+                scopes = ", ".join(dict.fromkeys(written_this_run))
+                click.echo(f"git-tune: interrupted after writing to scope {scopes}; scratch "
+                           "files were removed; see: git-tune show; undo: git-tune revert "
+                           f"--scope {written_this_run[-1]}", err=True)
+            else:
+                click.echo("git-tune: interrupted; scratch files were removed, nothing was "
+                           "changed", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except GitTuneError as e:
             click.echo(f"git-tune: {e}", err=True)

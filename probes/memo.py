@@ -29,7 +29,10 @@ def load(kind: str, key: str, max_age: float) -> Optional[Any]:
             record = json.load(f)
     except (OSError, ValueError):
         return None
-    if record.get("key") != key or time.time() - record.get("time", 0) > max_age:
+    # A damaged or foreign file is an empty cache, never a traceback.
+    if (not isinstance(record, dict) or record.get("key") != key
+            or not isinstance(record.get("time"), (int, float))
+            or time.time() - record["time"] > max_age):
         return None
     return record.get("value")
 

@@ -167,6 +167,9 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
     if commands:
         notes.append("timing git here runs commands this repository's config names "
                      "(git-tune runs what git would run): " + "; ".join(commands))
+    if any(c.startswith("filter.") for c in commands):
+        notes.append("filter drivers are off in git-tune's scratch checkouts (they may fetch "
+                     "over the network): what a smudge costs a real checkout is not timed")
     index = index_error = None
     if os.path.exists(layout.index_file):
         try:

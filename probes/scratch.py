@@ -11,10 +11,13 @@ back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`).
 """
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
 from typing import Iterable, Iterator, List, Optional, Tuple
+
+from git_tune.probes import memo
 
 PREFIX = ".git-tune-scratch-"
 
@@ -125,3 +128,25 @@ def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> 
             shutil.rmtree(made, ignore_errors=True)
         if alive is not None:
             os.close(alive)
+
+
+@contextlib.contextmanager
+def one_measurement_at_a_time(common_dir: str) -> Iterator[None]:
+    """Wait for any other git-tune timing this repository, then hold it off until done:
+    two runs on one repository would each time git under the other's load. The lock is
+    an flock in the user cache, keyed by the repository's common git directory (its
+    worktrees share it), dropped by the kernel however its process ends."""
+    directory = os.path.join(memo.cache_dir(), "measuring")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(directory, hashlib.sha256(os.fsencode(common_dir)).hexdigest()[:24]),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield          # no cache to lock in: measure as before, unserialised
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+

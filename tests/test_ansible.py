@@ -61,3 +61,19 @@ def test_role_reports_changed_then_ok_and_honours_check_mode(isolated_git, monke
     out, changed = play(tmp_path, str(profile), "--check", "--diff")
     assert changed >= 1 and git_get("checkout.workers") == "4"
     assert "-checkout.workers = 4" in out and "+checkout.workers = 6" in out
+
+
+def test_role_never_installs_by_a_bare_package_name(isolated_git, tmp_path):
+    """The old default (pip install git-tune from a public index) is refused before any
+    task touches the host: anyone could register that name."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "t"),
+               ANSIBLE_REMOTE_TEMP=str(tmp_path / "t"), ANSIBLE_STDOUT_CALLBACK="default")
+    for extra in ({"git_tune_install": "pip"},
+                  {"git_tune_install": "wheel", "git_tune_wheel_src": "git-tune"}):
+        extra["ansible_python_interpreter"] = sys.executable
+        proc = subprocess.run(["ansible-playbook", "-c", "local", "-i", "localhost,", PLAYBOOK,
+                               "-e", json.dumps(extra)], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+        assert proc.returncode != 0, proc.stdout
+        assert "never by a bare name" in proc.stdout, proc.stdout

@@ -405,3 +405,84 @@ def test_a_live_scratch_directory_is_never_removed_whatever_its_pid_says(tmp_pat
     (dead / scratch.ALIVE).write_text("")
     scratch.remove_dead(str(tmp_path))
     assert not dead.exists()
+
+
+# 8. Filters a user configured never run in git-tune's scratch checkouts.
+
+def test_calibration_runs_no_smudge_filter(home, repo, tmp_path):
+    counter = tmp_path / "smudged"
+    (repo / ".gitattributes").write_text("* filter=counted\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attributes")
+    git(home, "config", "--global", "filter.counted.smudge", f"sh -c 'echo x >>{counter}; cat'")
+    git(home, "config", "--global", "filter.counted.clean", "cat")
+    proc = subprocess.run([*GIT_TUNE, "calibrate", "--budget", "4", "--json", "--repo", str(repo)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not counter.exists(), f"{len(counter.read_text().split())} smudges in scratch"
+    proc = subprocess.run([*GIT_TUNE, "probe", "--json", "--repo", str(repo)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    notes = json.loads(proc.stdout)["repository"]["notes"]
+    assert any("filter drivers are off" in n for n in notes), notes
+
+
+# 12. Keys that must not be written where their evidence cannot hold.
+
+def test_pack_threads_is_not_trialled_on_a_partial_clone(home, template, tmp_path):
+    git(template, "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "partial"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{template}", str(clone))
+    proc = subprocess.run([*GIT_TUNE, "calibrate", "--budget", "3", "--json", "--repo", str(clone)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "a partial clone: its packs hold no blobs" in proc.stdout
+
+
+# 13. Damaged state of git-tune's own never ends in a traceback; runs on one repository
+# take turns.
+
+@pytest.mark.parametrize("damage", ["[1, 2]", '{"global:x": 5, "y": [1]}', "{", '"text"'])
+def test_damaged_state_and_cache_files_are_no_traceback(home, repo, damage):
+    state = home / "state"
+    state.mkdir(exist_ok=True)
+    (state / "applied.json").write_text(damage)
+    cache = home / ".cache" / "git-tune" / "calibration"
+    cache.mkdir(parents=True, exist_ok=True)
+    for name in ("a.json", "b.json"):
+        (cache / name).write_text(damage)
+    for args in (["show"], ["revert", "--scope", "global"],
+                 ["set", "checkout.workers=2", "--scope", "global"], ["show"],
+                 ["revert", "--scope", "global"]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code in (0, 2), (args, res.output, res.exception)
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+
+
+def test_a_second_measurement_of_one_repository_waits_for_the_first(home, repo):
+    from git_tune.probes import scratch
+    from git_tune.probes.repo import locate
+    layout = locate(str(repo))
+    with scratch.one_measurement_at_a_time(layout.common_dir):
+        proc = subprocess.Popen([*GIT_TUNE, "calibrate", "--budget", "2", "--repo", str(repo)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            proc.wait(timeout=6)
+            waited = False
+        except subprocess.TimeoutExpired:
+            waited = True
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert waited
+
+
+# 14. Fleets: a host counts once.
+
+def test_fleet_merge_counts_a_profile_given_twice_once(home, repo, tmp_path):
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["profile", "export", "--repo", str(repo), "--budget", "2",
+                                   "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["fleet", "merge", str(out), str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [c["hosts"] for c in data["classes"]] == [1]
+    assert "counted once" in res.stderr

@@ -247,8 +247,28 @@ def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
     return bool(clear) and len(clear) < len(group)
 
 
+def _one_per_host(profiles: Sequence[dict]) -> Tuple[List[dict], Dict[str, int]]:
+    """The profiles with each host counted once: of several single-host profiles with
+    one fingerprint (a file passed twice, a host exported again) the last given; and
+    how many times each such host was given."""
+    last: Dict[str, int] = {}
+    given: Dict[str, int] = Counter()
+    for i, p in enumerate(profiles):
+        fp = p["provenance"].get("fingerprint")
+        if fp and p["provenance"].get("hosts", 1) == 1:
+            last[fp] = i
+            given[fp] += 1
+    kept = [p for i, p in enumerate(profiles)
+            if not (p["provenance"].get("fingerprint") in last
+                    and p["provenance"].get("hosts", 1) == 1
+                    and last[p["provenance"]["fingerprint"]] != i)]
+    return kept, {fp: n for fp, n in given.items() if n > 1}
+
+
 def merge(profiles: Sequence[dict]) -> List[MergedClass]:
-    """One profile per host class: the value most hosts chose, with the spread."""
+    """One profile per host class: the value most hosts chose, with the spread. A host
+    counts once however many of its profiles are given."""
+    profiles, repeated = _one_per_host(profiles)
     groups: Dict[Tuple[str, ...], List[dict]] = defaultdict(list)
     for p in profiles:
         groups[class_key(p)].append(p)
@@ -256,6 +276,11 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
     for key, group in sorted(groups.items()):
         keys = sorted({k for p in group for k in p["settings"]})
         settings, spread, warnings, measurements = {}, {}, [], {}
+        for p in group:
+            fp = p["provenance"].get("fingerprint")
+            if fp in repeated:
+                warnings.append(f"host {fp} was given {repeated[fp]} times: counted once, "
+                                "with the last of its profiles")
         for k in keys:
             counts = Counter(p["settings"].get(k, "(default)") for p in group)
             spread[k] = dict(counts)

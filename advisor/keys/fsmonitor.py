@@ -52,6 +52,12 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     fresh = _fresh_clones(bench.options.workload)
     if fresh:          # not measured: the decision could only be "not set"
         return Trial.not_run(key.name, fresh)
+    if bench.storage_class == "network":
+        # inotify sees only this host's writes; git 2.55's is_remote_fs() treats Lustre,
+        # GPFS, CephFS, BeeGFS and 9p (WSL's /mnt/c) as local and runs the daemon there.
+        return Trial.not_run(key.name, "the work tree is on network or shared storage, where "
+                             "the daemon (inotify) misses edits made by other hosts or the "
+                             "VM's host, and `git status` would not show them")
     if bench.git_facts.fsmonitor_daemon is not True:
         return Trial.not_run(key.name, f"git {bench.git_facts.version} has no fsmonitor "
                              f"daemon here ({bench.git_facts.fsmonitor_detail}); `true` would "

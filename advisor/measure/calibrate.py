@@ -24,7 +24,7 @@ from git_tune.errors import EngineError, UsageError
 from git_tune.models import workloads
 from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
 from git_tune.probes.report import ProbeReport, probe
-from git_tune.probes.scratch import scratch_dir
+from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
 
 RESULT_MAX_AGE = 7 * 86400
 PROBE_SHARE = 0.1
@@ -140,8 +140,9 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
         bench = bench_in(None)
         _nothing_timed(bench, before + done.waited)
         return bench
-    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                     same_fs_as=layout.worktree) as scratch:
+    with one_measurement_at_a_time(layout.common_dir), \
+            scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
+                        same_fs_as=layout.worktree) as scratch:
         if scratch is None:
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")

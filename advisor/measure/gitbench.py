@@ -207,6 +207,7 @@ class Workspace:
         try:
             run_git(["clone", "-q", "--shared", "--no-checkout", clone_source(self.layout), dest],
                     self.root, env, hooks=False)
+            without_filters(dest)
             index = os.path.join(dest, ".git", "index")
             shutil.copyfile(self.layout.index_file, index)
             if not _only_plain_entries(dest, env):
@@ -217,6 +218,22 @@ class Workspace:
             raise
         self._clone = dest
         return dest
+
+
+# In git-tune's scratch clones no file goes through a filter driver: a user's or a
+# repository's `filter.<name>.smudge/process` (Git LFS fetching objects over the network
+# on every calibration, any command at all) runs where the user checks out, not where
+# git-tune times a checkout. info/attributes outranks every .gitattributes. What the
+# checkout writes is then the blob as stored (an LFS pointer, not the object).
+NO_FILTERS = "* -filter\n"
+
+
+def without_filters(clone: str) -> None:
+    """Switch filter drivers off in the scratch clone `clone` (a work tree)."""
+    info = os.path.join(clone, ".git", "info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "attributes"), "w") as f:
+        f.write(NO_FILTERS)
 
 
 def clone_source(layout: RepoLayout) -> str:

@@ -158,11 +158,12 @@ class Calibration:
     def from_json(cls, data: Any) -> "Calibration":
         if not isinstance(data, dict) or data.get("schema") not in (1, SCHEMA_VERSION):
             raise RecordUnreadable("not a calibration record of a schema this git-tune reads")
-        if data["schema"] == 1:
-            data = _upgrade_v1(data)
         try:
+            if data["schema"] == 1:
+                data = _upgrade_v1(data)
             return _converter.structure(data, cls)
-        except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as e:
+        except (cattrs.BaseValidationError, KeyError, TypeError, ValueError,
+                AttributeError, IndexError) as e:
             raise RecordUnreadable(f"damaged calibration record: {e}") from None
 
 

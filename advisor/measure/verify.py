@@ -16,7 +16,7 @@ from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue, stats
 from git_tune.probes import repo as repo_probe
-from git_tune.probes.scratch import scratch_dir
+from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
@@ -95,6 +95,7 @@ class _Switch:
         env = gitbench.config_env({})
         gitbench.run_git(["clone", "-q", "--shared", "--no-checkout",
                           gitbench.clone_source(ws.layout), self.clone], ws.root, env, hooks=False)
+        gitbench.without_filters(self.clone)
         gitbench.run_git(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
         self.targets = [b, a]
         self.i = 0
@@ -187,8 +188,9 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
     notes: List[str] = []
     cold_method = coldcache.make_cold([]) if cold else None
     results = []
-    with scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                     same_fs_as=layout.worktree) as scratch:
+    with one_measurement_at_a_time(layout.common_dir), \
+            scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
+                        same_fs_as=layout.worktree) as scratch:
         if scratch is None:
             raise UsageError("no writable scratch directory on the repository's file system")
         ws = gitbench.Workspace(layout, scratch)

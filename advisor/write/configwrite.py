@@ -26,6 +26,8 @@ from git_tune.errors import ConfigWriteError, GitError, UsageError
 from git_tune.models import catalogue
 
 STATE_FILE = "applied.json"
+# The scopes this process wrote (apply committed), for what an interrupted command says.
+written_this_run: List[str] = []
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,11 @@ def load_state() -> Dict[str, dict]:
             state = json.load(f)
     except (OSError, ValueError):
         return {}
-    return state if isinstance(state, dict) else {}
+    # git-tune's own file, but a damaged one must not end a command in a traceback:
+    # an entry that is no record of a write is not one.
+    if not isinstance(state, dict):
+        return {}
+    return {k: e for k, e in state.items() if isinstance(e, dict) and isinstance(e.get("scope"), dict)}
 
 
 @dataclass(frozen=True)
@@ -482,6 +488,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                     del state[scope.key]
                 _save_state(state)
                 raise ConfigWriteError(f"{cause}; nothing was changed") from None
+        written_this_run.append(scope.name)
         state[scope.key]["pending"] = False
         _save_state(state)
         safefile.prune_backups(state_root, keep=_referenced_backups(state))
