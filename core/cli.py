@@ -484,7 +484,10 @@ def fleet_merge(profile_paths, output_dir, as_json):
     from dataclasses import asdict
     from git_tune.advisor.fleet import profiles
     from git_tune.views import merge_view
-    merged = profiles.merge([profiles.load(p) for p in profile_paths])
+    loaded, repeats = profiles.load_each_once(profile_paths)
+    for r in repeats:
+        click.echo(f"warning: {r}", err=True)
+    merged = profiles.merge(loaded)
     files = []
     if output_dir:
         from git_tune.advisor.write.safefile import write_atomic

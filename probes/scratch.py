@@ -17,8 +17,6 @@ import shutil
 import tempfile
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from git_tune.probes import memo
-
 PREFIX = ".git-tune-scratch-"
 
 
@@ -134,11 +132,15 @@ def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> 
 def one_measurement_at_a_time(common_dir: str) -> Iterator[None]:
     """Wait for any other git-tune timing this repository, then hold it off until done:
     two runs on one repository would each time git under the other's load. The lock is
-    an flock in the user cache, keyed by the repository's common git directory (its
-    worktrees share it), dropped by the kernel however its process ends."""
-    directory = os.path.join(memo.cache_dir(), "measuring")
+    an flock in the user's runtime directory (a dry run writes no cache), keyed by the
+    repository's common git directory (its worktrees share it), dropped by the kernel
+    however its process ends."""
+    directory = os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(),
+                             f"git-tune-measuring-{os.getuid()}")
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        if os.lstat(directory).st_uid != os.getuid():
+            raise PermissionError(directory)     # another user's: no lock to share
         fd = os.open(os.path.join(directory, hashlib.sha256(os.fsencode(common_dir)).hexdigest()[:24]),
                      os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:

@@ -16,13 +16,13 @@ def home(isolated_git, monkeypatch):
     return isolated_git
 
 
-def make_profile(small_repo, settings, measurements=None, **cls):
+def make_profile(small_repo, settings, measurements=None, fingerprint="test", **cls):
     report = probe(str(small_repo))
     here = profiles.host_class(report)
     here.update(cls)
     return {"schema": profiles.SCHEMA, "class": here, "settings": settings,
             "measurements": measurements or {}, "workload": "mixed",
-            "provenance": {"fingerprint": "test", "created": 0, "git_tune_version": "0",
+            "provenance": {"fingerprint": fingerprint, "created": 0, "git_tune_version": "0",
                            "git_version": report.git.version, "hosts": 1}}
 
 
@@ -104,7 +104,9 @@ def test_bad_profiles_are_usage_errors(home, tmp_path):
 def test_fleet_merge_one_profile_per_class_with_spread(home, small_repo, tmp_path):
     clear = {"checkout.workers": {"speedup": 1.5, "low": 1.3, "high": 1.7, "runs": 5, "workload": "checkout"}}
     a = make_profile(small_repo, {"checkout.workers": "4"}, clear)
-    b = make_profile(small_repo, {"checkout.workers": "4"}, clear)
+    # Another host's export: the same values, its own fingerprint (a file given twice is
+    # one host, test_never_touch.py).
+    b = make_profile(small_repo, {"checkout.workers": "4"}, clear, fingerprint="test-b")
     c = make_profile(small_repo, {})
     d = make_profile(small_repo, {"checkout.workers": "32"}, storage_class="network", fstype="nfs4")
     paths = [write(tmp_path, f"{n}.json", p) for n, p in zip("abcd", (a, b, c, d))]

@@ -486,3 +486,13 @@ def test_fleet_merge_counts_a_profile_given_twice_once(home, repo, tmp_path):
     data = json.loads(res.stdout)
     assert [c["hosts"] for c in data["classes"]] == [1]
     assert "counted once" in res.stderr
+
+
+def test_revert_says_what_a_value_left_in_the_index(home, repo):
+    res = CliRunner().invoke(cli, ["set", "core.untrackedCache=true", "--scope", "local",
+                                   "--repo", str(repo)])
+    assert res.exit_code == 0, res.output
+    git(repo, "status", "--porcelain")          # git adds the extension itself
+    res = CliRunner().invoke(cli, ["revert", "--scope", "local", "--repo", str(repo)])
+    assert res.exit_code == 0, res.output
+    assert "git update-index --no-untracked-cache" in res.output

@@ -216,7 +216,7 @@ TRIAL_RANK = 0     # first: what is tested is the stages, not what the budget re
 
 def trial(key, bench):
     bench.notes.append("toy trial ran")
-    st = gitbench.status(bench.worktree, bench.ws.index_copy("plain"), untracked=False)
+    st = gitbench.status(bench.repo, bench.ws.index_copy("plain"), untracked=False)
     off, on = {KEY: "false"}, {KEY: "true"}
     return Trial(KEY, (bench.ab("status", off, on, lambda: st(off), lambda: st(on)),))
 

@@ -10,6 +10,7 @@ A profile (schema "git-tune-profile/1"):
     measurements key -> {workload, speedup, low, high, runs}
     provenance   host fingerprint, created, git-tune version, repository size
 """
+import hashlib
 import json
 import math
 import statistics
@@ -198,6 +199,27 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def load_each_once(paths: Sequence[str]) -> Tuple[List[dict], List[str]]:
+    """The profiles of `paths`, a file given twice (or a byte-identical copy of it: one
+    host's one export) counted once; and a sentence for each such repeat. Profiles of
+    distinct exports always differ in their bytes (their creation time)."""
+    seen: Dict[str, str] = {}
+    out, repeats = [], []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            digest = None          # load() says what is wrong with it
+        if digest in seen:
+            repeats.append(f"'{path}' is the same profile as '{seen[digest]}': counted once")
+            continue
+        if digest:
+            seen[digest] = path
+        out.append(load(path))
+    return out, repeats
+
+
 def load(path: str) -> dict:
     try:
         with open(path, "rb") as f:
@@ -247,28 +269,8 @@ def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
     return bool(clear) and len(clear) < len(group)
 
 
-def _one_per_host(profiles: Sequence[dict]) -> Tuple[List[dict], Dict[str, int]]:
-    """The profiles with each host counted once: of several single-host profiles with
-    one fingerprint (a file passed twice, a host exported again) the last given; and
-    how many times each such host was given."""
-    last: Dict[str, int] = {}
-    given: Dict[str, int] = Counter()
-    for i, p in enumerate(profiles):
-        fp = p["provenance"].get("fingerprint")
-        if fp and p["provenance"].get("hosts", 1) == 1:
-            last[fp] = i
-            given[fp] += 1
-    kept = [p for i, p in enumerate(profiles)
-            if not (p["provenance"].get("fingerprint") in last
-                    and p["provenance"].get("hosts", 1) == 1
-                    and last[p["provenance"]["fingerprint"]] != i)]
-    return kept, {fp: n for fp, n in given.items() if n > 1}
-
-
 def merge(profiles: Sequence[dict]) -> List[MergedClass]:
-    """One profile per host class: the value most hosts chose, with the spread. A host
-    counts once however many of its profiles are given."""
-    profiles, repeated = _one_per_host(profiles)
+    """One profile per host class: the value most hosts chose, with the spread."""
     groups: Dict[Tuple[str, ...], List[dict]] = defaultdict(list)
     for p in profiles:
         groups[class_key(p)].append(p)
@@ -276,11 +278,6 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
     for key, group in sorted(groups.items()):
         keys = sorted({k for p in group for k in p["settings"]})
         settings, spread, warnings, measurements = {}, {}, [], {}
-        for p in group:
-            fp = p["provenance"].get("fingerprint")
-            if fp in repeated:
-                warnings.append(f"host {fp} was given {repeated[fp]} times: counted once, "
-                                "with the last of its profiles")
         for k in keys:
             counts = Counter(p["settings"].get(k, "(default)") for p in group)
             spread[k] = dict(counts)

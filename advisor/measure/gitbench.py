@@ -185,7 +185,11 @@ class Workspace:
         if key in self._copies:
             return self._copies[key]
         path = os.path.join(self.root, f"index.{name}")
-        shutil.copyfile(self.layout.index_file, path)
+        try:
+            shutil.copyfile(self.layout.index_file, path)
+        except OSError as e:     # a full or read-only file system: no copy, no timing
+            raise MeasurementFailed(f"cannot copy the index into scratch: "
+                                    f"{e.strerror or e}") from None
         run_git(["update-index", "--force-write-index", *shape.args], self.layout.worktree,
                 dict(config_env(dict(shape.settings)), GIT_INDEX_FILE=path), hooks=False,
                 repo=self.layout)
@@ -209,7 +213,11 @@ class Workspace:
                     self.root, env, hooks=False)
             without_filters(dest)
             index = os.path.join(dest, ".git", "index")
-            shutil.copyfile(self.layout.index_file, index)
+            try:
+                shutil.copyfile(self.layout.index_file, index)
+            except OSError as e:
+                raise MeasurementFailed(f"cannot copy the index into scratch: "
+                                        f"{e.strerror or e}") from None
             if not _only_plain_entries(dest, env):
                 os.unlink(index)
                 run_git(["read-tree", "HEAD"], dest, env, hooks=False)

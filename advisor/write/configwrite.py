@@ -454,15 +454,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
         # user's config file whose include.path switches it all on.
         order = sorted(p.files, key=lambda f: (f == scope.config_file, f == scope.include_file, f))
         with contextlib.ExitStack() as stack:
-            locks = {}
-            for path in order:
-                if p.files[path] is not None:
-                    try:
-                        safefile.makedirs(os.path.dirname(path))
-                    except OSError as e:
-                        raise ConfigWriteError(safefile.describe_os_error(
-                            e, "create the directory of", path) + "; nothing was changed") from None
-                locks[path] = stack.enter_context(safefile.git_lock(path, _ledger()))
+            locks = _take_locks(stack, p, order)
             p = _under_locks(p, locks)
             # Only now: a killed run's temporary file may hold the inode its ledger
             # record names, until git_lock has dropped that record.
@@ -498,6 +490,20 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
                        f"wrote {len(p.settings)} values to {scope.include_file}")
+
+
+def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[str, "safefile.GitLock"]:
+    """git's lock on every file the plan touches, in `order`, held until `stack` ends."""
+    locks = {}
+    for path in order:
+        if p.files[path] is not None:
+            try:
+                safefile.makedirs(os.path.dirname(path))
+            except OSError as e:
+                raise ConfigWriteError(safefile.describe_os_error(
+                    e, "create the directory of", path) + "; nothing was changed") from None
+        locks[path] = stack.enter_context(safefile.git_lock(path, _ledger()))
+    return locks
 
 
 def _under_locks(p: Plan, locks: Dict[str, "safefile.GitLock"]) -> Plan:
@@ -539,6 +545,58 @@ class RevertResult:
     stopped: Tuple[str, ...] = ()   # what the reverted values had started and revert ended
 
 
+# What a value leaves in an index git already wrote under it: revert restores config
+# files, and git keeps these until the index is written otherwise. Said, with the
+# command that undoes it (git-tune never writes the user's index unasked).
+INDEX_LEFTOVERS = {
+    ("core.untrackedcache", "true"): "indexes written meanwhile keep their untracked-cache "
+        "extension (`git update-index --no-untracked-cache` removes it)",
+    ("index.version", "4"): "indexes rewritten as version 4 stay so (`git update-index "
+        "--index-version 2` in each repository)",
+    ("index.skiphash", "true"): "indexes written meanwhile end in a zero trailer until git "
+        "next writes them (`git update-index --force-write-index`)",
+    ("core.splitindex", "true"): "split indexes and their sharedindex.* files stay until "
+        "`git update-index --no-split-index`",
+}
+
+
+def index_leftovers(undone: List[Dict[str, str]]) -> List[str]:
+    """What the reverted values may have left in indexes, each said once."""
+    seen = {(k.lower(), str(v).lower()) for values in undone for k, v in values.items()}
+    return [text for kv, text in INDEX_LEFTOVERS.items() if kv in seen]
+
+
+def _restore_files(scope: Scope, originals: Dict[str, dict],
+                   known: Dict[str, List[str]]) -> Tuple[List[str], Optional[str]]:
+    """git-tune's own files back to their bytes; the scope's config file, under git's
+    lock, too where it holds bytes git-tune left, else only without git-tune's include.
+    (the files restored, the config file edited since or None)"""
+    restored, removed_from = [], None
+    config = scope.config_file
+    with contextlib.ExitStack() as stack:
+        lock = stack.enter_context(safefile.git_lock(config, _ledger())) if config and (
+            os.path.lexists(config) or config in originals) else None
+        now = lock.read() if lock else None
+        edited = lock is not None and now is not None and _digest(now) not in (
+            known.get(config, []) + [originals.get(config, {}).get("sha256")])
+        for path, item in sorted(originals.items()):
+            if path != config:
+                restored += safefile.restore_one(item)
+        if lock and edited:
+            lock.stage(_without_include(config, scope.include_file, now))
+            lock.commit()
+            removed_from = config
+        elif lock and config in originals:
+            item = originals[config]
+            if item["existed"]:
+                lock.stage(safefile.backed_up_bytes(item))
+                lock.commit(item.get("mode", 0o644))
+            else:
+                lock.remove_file()
+            restored.append(config)
+    return restored, removed_from
+
+
 def revert(scope: Scope) -> RevertResult:
     """Put back the files from before git-tune's first write to this scope.
 
@@ -565,33 +623,14 @@ def revert(scope: Scope) -> RevertResult:
             if item.get("existed"):
                 safefile.backed_up_bytes(item)      # every backup checked before any write
         known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
-        restored, removed_from = [], None
-        with contextlib.ExitStack() as stack:
-            config = scope.config_file
-            lock = stack.enter_context(safefile.git_lock(config, _ledger())) if config and (
-                os.path.lexists(config) or config in originals) else None
-            now = lock.read() if lock else None
-            edited = lock is not None and now is not None and _digest(now) not in (
-                known.get(config, []) + [originals.get(config, {}).get("sha256")])
-            for path, item in sorted(originals.items()):
-                if path != config:
-                    restored += safefile.restore_one(item)
-            if lock and edited:
-                lock.stage(_without_include(config, scope.include_file, now))
-                lock.commit()
-                removed_from = config
-            elif lock and config in originals:
-                item = originals[config]
-                if item["existed"]:
-                    lock.stage(safefile.backed_up_bytes(item))
-                    lock.commit(item.get("mode", 0o644))
-                else:
-                    lock.remove_file()
-                restored.append(config)
+        restored, removed_from = _restore_files(scope, originals, known)
         del state[scope.key]
         _save_state(state)
         safefile.prune_backups(scopes.state_dir(), keep=_referenced_backups(state))
     msg = f"restored {len(restored)} file(s) to their bytes from before git-tune"
+    leftovers = index_leftovers(undone)
+    if leftovers:
+        msg += "; " + "; ".join(leftovers)
     if removed_from:
         msg += f"; '{removed_from}' was edited since, so only git-tune's include.path was removed"
     # A value may have started processes (a daemon per repository): its key module
