@@ -42,6 +42,13 @@ class RepoFacts:
     notes: Tuple[str, ...]
 
 
+def partial_clone(layout: RepoLayout) -> bool:
+    """Whether the repository is a partial clone (a promisor pack, or the extension)."""
+    packs = os.path.join(layout.common_dir, "objects", "pack")
+    return bool(glob.glob(os.path.join(glob.escape(packs), "*.promisor"))) or run_git(
+        ["config", "extensions.partialClone"], repo=layout).stdout.strip() != ""
+
+
 def pack_files(layout: RepoLayout) -> List[str]:
     """The repository's pack files (shared by all its worktrees)."""
     return glob.glob(os.path.join(layout.common_dir, "objects", "pack", "*.pack"))

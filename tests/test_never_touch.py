@@ -428,10 +428,10 @@ def test_calibration_runs_no_smudge_filter(home, repo, tmp_path):
 
 # 12. Keys that must not be written where their evidence cannot hold.
 
-def test_pack_threads_is_not_trialled_on_a_partial_clone(home, template, tmp_path):
-    git(template, "config", "uploadpack.allowFilter", "true")
+def test_pack_threads_is_not_trialled_on_a_partial_clone(home, repo, tmp_path):
+    git(repo, "config", "uploadpack.allowFilter", "true")
     clone = tmp_path / "partial"
-    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{template}", str(clone))
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{repo}", str(clone))
     proc = subprocess.run([*GIT_TUNE, "calibrate", "--budget", "3", "--json", "--repo", str(clone)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -496,3 +496,15 @@ def test_revert_says_what_a_value_left_in_the_index(home, repo):
     res = CliRunner().invoke(cli, ["revert", "--scope", "local", "--repo", str(repo)])
     assert res.exit_code == 0, res.output
     assert "git update-index --no-untracked-cache" in res.output
+
+
+def test_verify_on_a_partial_clone_times_what_it_can(home, repo, tmp_path):
+    git(repo, "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "partial"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{repo}", str(clone))
+    shutil.rmtree(repo)        # its remote is gone: nothing can be fetched
+    res = CliRunner().invoke(cli, ["verify", "--repo", str(clone), "--set",
+                                   "checkout.workers=2", "--runs", "5", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert any("partial clone" in n for n in report["notes"]), report["notes"]

@@ -62,15 +62,8 @@ def index_pack(pack: str, root: str):
     return run
 
 
-def partial_clone(layout) -> bool:
-    """Whether the repository is a partial clone (a promisor pack, or the extension)."""
-    packs = os.path.join(layout.common_dir, "objects", "pack")
-    return bool(glob.glob(os.path.join(glob.escape(packs), "*.promisor"))) or git.run(
-        ["config", "extensions.partialClone"], repo=layout).stdout.strip() != ""
-
-
 def trial(key, bench: Bench) -> Optional[Trial]:
-    if partial_clone(bench.repo):
+    if repo_probe.partial_clone(bench.repo):
         # Its packs lack the blobs a full clone indexes, and what it fetches later comes
         # a few objects at a time: no pack here stands for the work the key changes.
         return Trial.not_run(KEY, "a partial clone: its packs hold no blobs, so no pack "
