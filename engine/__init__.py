@@ -198,24 +198,34 @@ def _index_result(r) -> IndexResult:
                        int(r.symlinks), int(r.skip_worktree))
 
 
-def _index_opts(threads, alloc, pool_block, verify_checksum):
+# `git rev-parse --show-object-format` -> enum gt_hash_id
+_OBJECT_FORMATS = {"sha1": 0, "sha256": 1}
+
+
+def _index_opts(threads, alloc, pool_block, verify_checksum, object_format="sha1"):
+    if object_format not in _OBJECT_FORMATS:
+        raise EngineError(-1, "GT_EINVAL", f"unknown object format {object_format!r}")
     return _lib.IndexOpts(threads=threads, alloc=_ALLOCS[alloc], pool_block=pool_block,
-                          verify_checksum=int(verify_checksum))
+                          verify_checksum=int(verify_checksum),
+                          hash_algo=_OBJECT_FORMATS[object_format])
 
 
 def index_read(path, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
-               verify_checksum: bool = True, limits: Limits = NO_LIMITS) -> IndexResult:
-    """Read a Git index file and materialise its entries (see gt_index_read)."""
-    opts = _index_opts(threads, alloc, pool_block, verify_checksum)
+               verify_checksum: bool = True, limits: Limits = NO_LIMITS,
+               object_format: str = "sha1") -> IndexResult:
+    """Read a Git index file and materialise its entries (see gt_index_read); the
+    repository's object format says how long its hashes are (sha1 or sha256)."""
+    opts = _index_opts(threads, alloc, pool_block, verify_checksum, object_format)
     r = _lib.call("gt_index_read", (_enc(path), _lib.by_ref(opts)), _lib.IndexResult(),
                   limits.timeout, limits.byte_budget)
     return _index_result(r)
 
 
 def index_parse(data: bytes, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
-                verify_checksum: bool = True, limits: Limits = NO_LIMITS) -> IndexResult:
+                verify_checksum: bool = True, limits: Limits = NO_LIMITS,
+                object_format: str = "sha1") -> IndexResult:
     """Same as index_read, from bytes in memory."""
-    opts = _index_opts(threads, alloc, pool_block, verify_checksum)
+    opts = _index_opts(threads, alloc, pool_block, verify_checksum, object_format)
     r = _lib.call("gt_index_parse", (_lib.buffer_address(data), len(data), _lib.by_ref(opts)),
                   _lib.IndexResult(), limits.timeout, limits.byte_budget)
     return _index_result(r)

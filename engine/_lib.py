@@ -71,7 +71,7 @@ class CheckoutResult(ctypes.Structure):
 
 class IndexOpts(ctypes.Structure):
     _fields_ = [("threads", c_int), ("alloc", c_int), ("pool_block", c_uint64),
-                ("verify_checksum", c_int), ("reserved", c_int)]
+                ("verify_checksum", c_int), ("hash_algo", c_int)]
 
 
 class IndexResult(ctypes.Structure):

@@ -168,8 +168,14 @@ struct gt_index_opts {
 	int threads;		/* >1 uses the IEOT table when the file has one */
 	int alloc;		/* enum gt_alloc */
 	uint64_t pool_block;	/* GT_ALLOC_POOL: block size, 0 = 1 MiB like Git */
-	int verify_checksum;	/* check the trailing SHA-1 (skipped if all zero) */
-	int reserved;
+	int verify_checksum;	/* check the trailing hash (skipped if all zero) */
+	int hash_algo;		/* enum gt_hash_id: the repository's object format */
+};
+
+/* Object formats (`git rev-parse --show-object-format`); 0 is Git's default. */
+enum gt_hash_id {
+	GT_HASH_SHA1 = 0,
+	GT_HASH_SHA256 = 1,
 };
 
 struct gt_index_result {

@@ -8,7 +8,7 @@
 #include "internal.h"
 #include "index_format.h"
 #include "mem_pool.h"
-#include "sha1.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@ struct cache_entry {
 	uint32_t dev, ino, mode, uid, gid, size;
 	uint32_t flags;
 	uint32_t namelen;
-	unsigned char oid[GT_HASH_SZ];
+	unsigned char oid[GT_MAX_HASH_SZ];
 	char name[];
 };
 
@@ -36,6 +36,7 @@ struct ieot_block {
 struct index_file {
 	const unsigned char *buf;
 	size_t len;
+	const struct gt_hash_algo *algo;	/* the repository's object format */
 	uint32_t version;
 	uint32_t entries;
 	size_t entries_end;		/* where extensions start, from EOIE */
@@ -109,14 +110,15 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 	const struct index_file *ix = l->ix;
 	const unsigned char *p = ix->buf + *pos, *end = ix->buf + l->limit;
 	const unsigned char *name, *nul;
-	size_t fixed = GT_ONDISK_FIXED, len, copy_len = 0, ondisk;
+	const size_t rawsz = ix->algo->rawsz, base = gt_ondisk_fixed(rawsz);
+	size_t fixed = base, len, copy_len = 0, ondisk;
 	uint16_t flags;
 	uint64_t strip = 0;
 	struct cache_entry *ce;
 
 	if ((size_t)(end - p) < fixed)
 		return corrupt(l, "entry %u is truncated (%llu bytes left)", i, (uint64_t)(end - p));
-	flags = gt_get_be16(p + 40 + GT_HASH_SZ);
+	flags = gt_get_be16(p + 40 + rawsz);
 	if (flags & GT_CE_EXTENDED) {
 		/*
 		 * Git reads the second flags word whatever the version says and
@@ -126,9 +128,9 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 		if ((size_t)(end - p) < fixed)
 			return corrupt(l, "entry %u is truncated (%llu bytes left)", i,
 				       (uint64_t)(end - p));
-		if (((uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16) & ~GT_CE_EXTENDED_FLAGS)
+		if (((uint32_t)gt_get_be16(p + base) << 16) & ~GT_CE_EXTENDED_FLAGS)
 			return corrupt(l, "entry %u has an unknown index entry format 0x%08x", i,
-				       (uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16);
+				       (uint32_t)gt_get_be16(p + base) << 16);
 	}
 	name = p + fixed;
 	if (ix->version == 4) {
@@ -186,10 +188,10 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 	ce->uid = gt_get_be32(p + 28);
 	ce->gid = gt_get_be32(p + 32);
 	ce->size = gt_get_be32(p + 36);
-	memcpy(ce->oid, p + 40, GT_HASH_SZ);
+	memcpy(ce->oid, p + 40, rawsz);
 	ce->flags = flags;
 	if (flags & GT_CE_EXTENDED)
-		ce->flags |= (uint32_t)gt_get_be16(p + GT_ONDISK_FIXED) << 16;
+		ce->flags |= (uint32_t)gt_get_be16(p + base) << 16;
 	ce->namelen = (uint32_t)(copy_len + len);
 	if (copy_len)
 		memcpy(ce->name, prev->name, copy_len);
@@ -276,9 +278,10 @@ static void summarise(struct cache_entry *const *ce, uint32_t n, struct gt_index
 
 static int check_header(struct index_file *ix, char *err, size_t errlen)
 {
+	const size_t rawsz = ix->algo->rawsz;
 	uint32_t most;
 
-	if (ix->len < GT_INDEX_HEADER + GT_HASH_SZ)
+	if (ix->len < GT_INDEX_HEADER + rawsz)
 		return gt_error(GT_ECORRUPT, err, errlen,
 				"index is too short (%zu bytes)", ix->len);
 	if (memcmp(ix->buf, "DIRC", 4))
@@ -288,7 +291,7 @@ static int check_header(struct index_file *ix, char *err, size_t errlen)
 		return gt_error(GT_ECORRUPT, err, errlen,
 				"bad index version %u", ix->version);
 	ix->entries = gt_get_be32(ix->buf + 8);
-	most = (uint32_t)((ix->len - GT_INDEX_HEADER - GT_HASH_SZ) / GT_MIN_ENTRY);
+	most = (uint32_t)((ix->len - GT_INDEX_HEADER - rawsz) / GT_MIN_ENTRY);
 	if (ix->entries > most)
 		return gt_error(GT_ECORRUPT, err, errlen,
 				"index claims %u entries but its %zu bytes hold at most %u",
@@ -299,18 +302,19 @@ static int check_header(struct index_file *ix, char *err, size_t errlen)
 static int verify_checksum(const struct index_file *ix, int *skip_hash,
 			   char *err, size_t errlen)
 {
-	static const unsigned char zero[GT_HASH_SZ];
-	const unsigned char *trailer = ix->buf + ix->len - GT_HASH_SZ;
-	unsigned char sum[GT_HASH_SZ];
-	struct gt_sha1 c;
+	static const unsigned char zero[GT_MAX_HASH_SZ];
+	const size_t rawsz = ix->algo->rawsz;
+	const unsigned char *trailer = ix->buf + ix->len - rawsz;
+	unsigned char sum[GT_MAX_HASH_SZ];
+	union gt_hash_ctx c;
 
-	*skip_hash = !memcmp(trailer, zero, GT_HASH_SZ);
+	*skip_hash = !memcmp(trailer, zero, rawsz);
 	if (*skip_hash)
 		return GT_OK;
-	gt_sha1_init(&c);
-	gt_sha1_update(&c, ix->buf, ix->len - GT_HASH_SZ);
-	gt_sha1_final(&c, sum);
-	if (memcmp(sum, trailer, GT_HASH_SZ))
+	ix->algo->init(&c);
+	ix->algo->update(&c, ix->buf, ix->len - rawsz);
+	ix->algo->final(&c, sum);
+	if (memcmp(sum, trailer, rawsz))
 		return gt_error(GT_ECORRUPT, err, errlen, "index checksum mismatch");
 	return GT_OK;
 }
@@ -322,30 +326,31 @@ static int verify_checksum(const struct index_file *ix, int *skip_hash,
  */
 static void find_offset_tables(struct index_file *ix, struct gt_index_result *out)
 {
+	const size_t rawsz = ix->algo->rawsz, eoie_size = 4 + rawsz;
 	const unsigned char *eoie;
 	size_t at, off, end, ext_sz;
-	unsigned char sum[GT_HASH_SZ];
-	struct gt_sha1 c;
+	unsigned char sum[GT_MAX_HASH_SZ];
+	union gt_hash_ctx c;
 	uint64_t total = 0;
 	uint32_t k;
 
-	if (ix->len < GT_INDEX_HEADER + GT_EXT_HEADER + GT_EOIE_SIZE + GT_HASH_SZ)
+	if (ix->len < GT_INDEX_HEADER + GT_EXT_HEADER + eoie_size + rawsz)
 		return;
-	at = ix->len - GT_HASH_SZ - GT_EXT_HEADER - GT_EOIE_SIZE;
+	at = ix->len - rawsz - GT_EXT_HEADER - eoie_size;
 	eoie = ix->buf + at;
-	if (memcmp(eoie, "EOIE", 4) || gt_get_be32(eoie + 4) != GT_EOIE_SIZE)
+	if (memcmp(eoie, "EOIE", 4) || gt_get_be32(eoie + 4) != eoie_size)
 		return;
 	off = gt_get_be32(eoie + 8);
 	if (off < GT_INDEX_HEADER || off > at)
 		return;
-	gt_sha1_init(&c);
+	ix->algo->init(&c);
 	for (end = off; end < at; end += GT_EXT_HEADER + ext_sz) {
 		if (at - end < GT_EXT_HEADER)
 			goto drop;
 		ext_sz = gt_get_be32(ix->buf + end + 4);
 		if (ext_sz > at - end - GT_EXT_HEADER)
 			goto drop;
-		gt_sha1_update(&c, ix->buf + end, GT_EXT_HEADER);
+		ix->algo->update(&c, ix->buf + end, GT_EXT_HEADER);
 		if (!memcmp(ix->buf + end, "IEOT", 4) && ext_sz >= 4 &&
 		    !((ext_sz - 4) % 8) && gt_get_be32(ix->buf + end + 8) == 1) {
 			free(ix->ieot);
@@ -359,8 +364,8 @@ static void find_offset_tables(struct index_file *ix, struct gt_index_result *ou
 			}
 		}
 	}
-	gt_sha1_final(&c, sum);
-	if (end != at || memcmp(sum, eoie + 12, GT_HASH_SZ))
+	ix->algo->final(&c, sum);
+	if (end != at || memcmp(sum, eoie + 12, rawsz))
 		goto drop;
 	out->has_eoie = 1;
 	ix->entries_end = off;
@@ -400,7 +405,7 @@ static int extension_understood(const unsigned char *sig)
 static int walk_extensions(const struct index_file *ix, size_t pos,
 			   struct gt_index_result *out, char *err, size_t errlen)
 {
-	size_t stop = ix->len - GT_HASH_SZ, sz;
+	size_t stop = ix->len - ix->algo->rawsz, sz;
 
 	while (pos < stop) {
 		if (stop - pos < GT_EXT_HEADER)
@@ -521,6 +526,9 @@ int gt_index_parse(const unsigned char *buf, size_t len,
 	memset(out, 0, sizeof(*out));
 	if (opts->alloc != GT_ALLOC_MALLOC && opts->alloc != GT_ALLOC_POOL)
 		return gt_error(GT_EINVAL, err, errlen, "unknown allocator %d", opts->alloc);
+	ix.algo = gt_hash_algo_by_id(opts->hash_algo);
+	if (!ix.algo)
+		return gt_error(GT_EINVAL, err, errlen, "unknown object format %d", opts->hash_algo);
 	gt_run_start(&run, ctl);
 	out->file_bytes = len;
 	if ((status = check_header(&ix, err, errlen)))
@@ -538,7 +546,7 @@ int gt_index_parse(const unsigned char *buf, size_t len,
 	    (status = verify_checksum(&ix, &out->skip_hash, err, errlen)))
 		return status;
 	out->checksum_ns = gt_now_ns() - t0;
-	ix.entries_end = len - GT_HASH_SZ;
+	ix.entries_end = len - ix.algo->rawsz;
 	find_offset_tables(&ix, out);
 
 	ce = calloc(ix.entries ? ix.entries : 1, sizeof(*ce));

@@ -180,7 +180,8 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
     index = index_error = None
     if os.path.exists(layout.index_file):
         try:
-            r = engine.index_read(layout.index_file, threads=1)
+            r = engine.index_read(layout.index_file, threads=1,
+                                  object_format=layout.object_format)
             index = asdict(r)
         except EngineError as e:
             index_error = e.message

@@ -508,3 +508,29 @@ def test_verify_on_a_partial_clone_times_what_it_can(home, repo, tmp_path):
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert any("partial clone" in n for n in report["notes"]), report["notes"]
+
+
+# 9. SHA-256 repositories are read as git reads them.
+
+def test_a_sha256_repository_is_probed_and_calibrated(home, tmp_path, any_git):
+    repo = tmp_path / "sha256"
+    subprocess.run([any_git, "init", "-q", "--object-format=sha256", str(repo)], check=True)
+    for d in ("a", "b"):
+        (repo / d).mkdir()
+        for i in range(60):
+            (repo / d / f"f{i}").write_text(f"{d} {i}\n")
+    subprocess.run([any_git, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([any_git, "-C", str(repo), "commit", "-qm", "x"], check=True)
+    subprocess.run([any_git, "-C", str(repo), "-c", "index.threads=2", "update-index",
+                    "--index-version", "4", "--force-write-index"], check=True)
+    before = snapshot(repo)
+    for args in (["probe", "--json"], ["calibrate", "--budget", "3", "--json"]):
+        proc = subprocess.run([*GIT_TUNE, "--git", any_git, *args, "--repo", str(repo)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "checksum mismatch" not in proc.stdout + proc.stderr
+    report = json.loads(subprocess.run([*GIT_TUNE, "probe", "--json", "--repo", str(repo)],
+                                       stdout=subprocess.PIPE, text=True).stdout)
+    assert report["repository"]["tracked_files"] == 120
+    assert report["repository"]["index"]["version"] == 4
+    assert changed(before, snapshot(repo)) == []

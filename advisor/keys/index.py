@@ -55,17 +55,20 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             Dim(ALLOC, categories=(engine.ALLOC_POOL, engine.ALLOC_MALLOC),
                 default=engine.ALLOC_POOL)]
 
+    fmt = bench.repo.object_format     # the copies are the user's index, in its format
+
     def load(point):
-        r = engine.index_read(ieot, threads=point[THREADS], alloc=point[ALLOC])
+        r = engine.index_read(ieot, threads=point[THREADS], alloc=point[ALLOC],
+                              object_format=fmt)
         return r.parse + r.free
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
                   opts.budget * SWEEP_SHARE, max_evals=40)
     v2, v4 = (ws.index_copy(f"v{v}", _shape(VERSION, str(v))) for v in (2, 4))
-    facts = Facts(engine.index_read(ieot).ieot_blocks, len(bench.names),
+    facts = Facts(engine.index_read(ieot, object_format=fmt).ieot_blocks, len(bench.names),
                   os.path.getsize(v2), os.path.getsize(v4),
-                  min(engine.index_read(v2).parse for _ in range(3)),
-                  min(engine.index_read(v4).parse for _ in range(3)))
+                  min(engine.index_read(v2, object_format=fmt).parse for _ in range(3)),
+                  min(engine.index_read(v4, object_format=fmt).parse for _ in range(3)))
     return Sweep.of(r, dims, asdict(facts))
 
 
@@ -152,7 +155,7 @@ def on_disk(key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
     if not layout or not os.path.exists(layout.index_file):
         return {}, []
     try:
-        now = engine.index_read(layout.index_file).version
+        now = engine.index_read(layout.index_file, object_format=layout.object_format).version
     except EngineError as e:
         return {"index": f"unreadable: {e.message}"}, []
     todo = []

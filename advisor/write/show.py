@@ -56,7 +56,7 @@ def _grew(entry: configwrite.Applied) -> Optional[str]:
     if not layout or not os.path.exists(layout.index_file):
         return None
     try:
-        now = engine.index_read(layout.index_file).entries
+        now = engine.index_read(layout.index_file, object_format=layout.object_format).entries
     except EngineError:
         return None
     if now >= 2 * entry.entries:

@@ -17,11 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 
 	/* The checksum would reject almost every mutation: skip it, and try
-	 * both allocators and the threaded path on each input. */
+	 * both allocators and the threaded path on each input, read as SHA-1
+	 * and as SHA-256 (an entry's hash, EOIE and the trailer change size). */
 	gt_ctl_init(&ctl, 0, 64u << 20);
 	opts.threads = size & 1 ? 3 : 1;
 	opts.alloc = size & 2 ? GT_ALLOC_POOL : GT_ALLOC_MALLOC;
 	opts.pool_block = 4096;
+	opts.hash_algo = GT_HASH_SHA1;
+	gt_index_parse(data, size, &opts, &ctl, &out, err, sizeof(err));
+	opts.hash_algo = GT_HASH_SHA256;
 	gt_index_parse(data, size, &opts, &ctl, &out, err, sizeof(err));
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include "gittune.h"
 #include "index_format.h"
 #include "sha1.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +105,35 @@ static int test_sha1(void)
 	gt_sha1_update(&c, "bc", 2);
 	gt_sha1_final(&c, out);
 	CHECK(!memcmp(out, abc, 20), "sha1(abc) wrong");
+	return 0;
+}
+
+/* FIPS 180-4's examples: "abc" in pieces, and the 56-byte message that pads into two blocks. */
+static int test_sha256(void)
+{
+	static const char two[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	static const unsigned char abc[32] = {
+		0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae,
+		0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61,
+		0xf2, 0x00, 0x15, 0xad
+	};
+	static const unsigned char two_blocks[32] = {
+		0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26, 0x93, 0x0c, 0x3e,
+		0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff, 0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4,
+		0x19, 0xdb, 0x06, 0xc1
+	};
+	struct gt_sha256 c;
+	unsigned char out[32];
+
+	gt_sha256_init(&c);
+	gt_sha256_update(&c, "a", 1);
+	gt_sha256_update(&c, "bc", 2);
+	gt_sha256_final(&c, out);
+	CHECK(!memcmp(out, abc, 32), "sha256(abc) wrong");
+	gt_sha256_init(&c);
+	gt_sha256_update(&c, two, sizeof(two) - 1);
+	gt_sha256_final(&c, out);
+	CHECK(!memcmp(out, two_blocks, 32), "sha256 of 56 bytes wrong");
 	return 0;
 }
 
@@ -441,6 +471,7 @@ int main(void)
 		return 2;
 	}
 	run("sha1", test_sha1);
+	run("sha256", test_sha256);
 	run("sizeof", test_sizeof);
 	run("histogram buckets", test_hist);
 	run("preload slices and streams", test_preload);
