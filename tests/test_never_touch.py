@@ -534,3 +534,32 @@ def test_a_sha256_repository_is_probed_and_calibrated(home, tmp_path, any_git):
     assert report["repository"]["tracked_files"] == 120
     assert report["repository"]["index"]["version"] == 4
     assert changed(before, snapshot(repo)) == []
+
+
+def test_a_full_home_never_shows_a_value_that_was_not_written(home, monkeypatch):
+    from testbeds.mount import available, bed
+    reason = available("tmpfs")
+    if reason:
+        pytest.skip(reason)
+    with bed("tmpfs", size_mb=1) as mnt:
+        # The include file's disk fills up; the state (journal, backups) has room.
+        monkeypatch.setenv("XDG_CONFIG_HOME", os.path.join(mnt, "config"))
+        res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "global"])
+        assert res.exit_code == 0, res.output
+        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        for size in (65536, 4096, 1):                         # the disk fills up
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+        os.close(fd)
+        res = CliRunner().invoke(cli, ["set", "checkout.workers=4", "index.threads=2",
+                                       "--scope", "global"])
+        assert res.exit_code == 5, res.output
+        shown = CliRunner().invoke(cli, ["show", "--json"])
+        assert shown.exit_code == 0, shown.output
+        settings = [a["settings"] for a in json.loads(shown.stdout)["applied"]]
+        assert settings == [{"checkout.workers": "2"}], settings
+        os.unlink(os.path.join(mnt, "filler"))
+        assert CliRunner().invoke(cli, ["revert", "--scope", "global"]).exit_code == 0

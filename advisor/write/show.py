@@ -64,6 +64,14 @@ def _grew(entry: configwrite.Applied) -> Optional[str]:
     return None
 
 
+def _written(include_file: str) -> Dict[str, str]:
+    """The values the include file holds now ({} when it is absent or unreadable)."""
+    try:
+        return configwrite.read_include(include_file)
+    except Exception:   # a damaged include file: _stale says so
+        return {}
+
+
 def _stale(entry: configwrite.Applied, now_git: Optional[str], max_age_days: float) -> List[str]:
     scope = entry.scope
     stale = []
@@ -106,6 +114,9 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
         per_repo = configwrite.read_per_repo(scope.include_file)
         if per_repo != entry.per_repo:
             stale.append("the per-repository files were changed outside git-tune")
-        out.append(Applied(scope.name, scope.include_file, scope.config_file, entry.settings,
-                           per_repo, entry.time, tuple(stale), index_state, tuple(todo)))
+        # What git reads, not what the journal meant to write: a write that failed half
+        # way (a full disk) may have journalled values that never reached the file.
+        out.append(Applied(scope.name, scope.include_file, scope.config_file,
+                           _written(scope.include_file), per_repo, entry.time, tuple(stale),
+                           index_state, tuple(todo)))
     return out
