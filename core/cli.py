@@ -390,9 +390,13 @@ def revert(repo, scope, as_json):
     from git_tune.probes import repo as repo_probe
     if scope is None:
         written = configwrite.applied()
+        if not written:     # the state the user asked for: nothing of git-tune's is there
+            emit(asdict(configwrite.nothing_to_revert(None)), as_json, lambda r: r["message"])
+            return
         if len(written) != 1:
-            raise click.UsageError("git-tune wrote to %s scopes; say which with --scope"
-                                   % len(written) if written else "git-tune has written nothing")
+            raise click.UsageError(f"git-tune wrote to {len(written)} scopes ("
+                                   + ", ".join(w.scope.name for w in written)
+                                   + "); say which with --scope")
         target = written[0].scope
     else:
         layout = repo_probe.locate(repo)

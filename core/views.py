@@ -142,7 +142,13 @@ def calibration_view(c: dict) -> str:
     return "\n".join(out)
 
 
-def write_view(r: dict) -> str:
+def after_write(scope: dict) -> list:
+    """The last lines of every write: how to see it and how to undo it."""
+    spec = scope["name"] if scope["name"] != "file" else "file:" + scope["include_file"]
+    return ["see: git-tune show", f"undo: git-tune revert --scope {spec}"]
+
+
+def write_view(r: dict, footer: bool = True) -> str:
     p = r["plan"]
     out = []
     for c in p["conflicts"]:
@@ -158,6 +164,8 @@ def write_view(r: dict) -> str:
         out.append(w["message"] + (f" (backup: {w['backup']})" if w["backup"] else ""))
         for k, origin in w["overridden"].items():
             out.append(f"warning: {k} is still taken from {origin}")
+        if footer:
+            out += after_write(w["scope"])
     elif r.get("dry_run"):
         out.append("dry run: nothing was written")
     return "\n".join(out)
@@ -218,13 +226,15 @@ def auto_view(r: dict) -> str:
     out = [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"]:
         out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
-    out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]})
-               if r["plan"]["changes"] else "")
+    out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]},
+                          footer=False) if r["plan"]["changes"] else "")
     if r.get("index"):
         out.append(r["index"])
     if r.get("verify"):
         out += ["", verify_view(r["verify"])]
     out.append(r["message"])
+    if r["written"]:        # the last lines of a write: how to see it, how to undo it
+        out += after_write(r["written"]["scope"])
     return "\n".join(l for l in out if l is not None)
 
 
@@ -244,6 +254,7 @@ def apply_view(r: dict, show_diff: bool) -> str:
         out.append("would change (--check: nothing was written)")
     elif r["written"]:
         out.append(r["written"]["message"])
+        out += after_write(r["written"]["scope"])
     return "\n".join(out)
 
 

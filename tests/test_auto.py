@@ -245,3 +245,20 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
             "faster", "no change", "slower")
     res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4", "--runs", "3")
     assert res.exit_code == 2
+
+
+def test_every_write_ends_with_how_to_see_and_undo_it(home):
+    res = invoke("set", "checkout.workers=4")
+    assert res.exit_code == 0, res.output
+    lines = res.output.rstrip("\n").splitlines()
+    assert "wrote 1 value to" in res.output
+    assert lines[-2:] == ["see: git-tune show", "undo: git-tune revert --scope global"]
+
+
+def test_revert_with_nothing_written_is_not_an_error(home):
+    for args in (["revert"], ["revert", "--scope", "global"]):
+        res = invoke(*args)
+        assert res.exit_code == 0, res.output
+        assert "nothing to revert" in res.output
+    res = invoke("revert", "--json")
+    assert json.loads(res.stdout)["message"].startswith("nothing to revert")

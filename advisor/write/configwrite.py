@@ -489,7 +489,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
     return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
-                       f"wrote {len(p.settings)} values to {scope.include_file}")
+                       f"wrote {_values(len(p.settings))} to {scope.include_file}")
 
 
 def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[str, "safefile.GitLock"]:
@@ -525,6 +525,10 @@ def _under_locks(p: Plan, locks: Dict[str, "safefile.GitLock"]) -> Plan:
                                    + "; nothing was changed") from None
         _validate_file(path, locks[path].lock_path)
     return dataclasses.replace(p, files=files)
+
+
+def _values(n: int) -> str:
+    return f"{n} value" if n == 1 else f"{n} values"
 
 
 def _roll_back(backup_dir: str, cause: str) -> None:
@@ -564,6 +568,14 @@ def index_leftovers(undone: List[Dict[str, str]]) -> List[str]:
     """What the reverted values may have left in indexes, each said once."""
     seen = {(k.lower(), str(v).lower()) for values in undone for k, v in values.items()}
     return [text for kv, text in INDEX_LEFTOVERS.items() if kv in seen]
+
+
+def nothing_to_revert(scope: Optional[Scope]) -> RevertResult:
+    """What revert says where git-tune has written nothing: the state asked for is
+    already there (exit 0, like `git config --unset` of a key never set is not)."""
+    where = f" for scope {scope.name} ({scope.include_file})" if scope else ""
+    return RevertResult(asdict(scope) if scope else {}, (), None,
+                        f"nothing to revert: git-tune has written nothing{where}")
 
 
 def _restore_files(scope: Scope, originals: Dict[str, dict],
@@ -611,8 +623,7 @@ def revert(scope: Scope) -> RevertResult:
         state = load_state()
         entry = state.get(scope.key)
         if not entry:
-            raise UsageError(f"git-tune has written nothing for scope {scope.name} "
-                             f"({scope.include_file}); nothing to revert")
+            return nothing_to_revert(scope)
         undone = [read_include(scope.include_file),
                   *read_per_repo(scope.include_file).values()]
         originals = entry.get("originals") or _originals_of(entry.get("first_backup", entry.get("backup")))
