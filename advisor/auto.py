@@ -56,7 +56,26 @@ class AutoOptions:
                        workload=self.workload)
 
 
-Confirm = Callable[[str], bool]
+@dataclass(frozen=True)
+class Question:
+    """What auto asks before it writes: the question, the answer that holds when the
+    user just presses Enter, and what is shown before asking (the recommendation and
+    the diff, as the result so far)."""
+
+    text: str
+    default: bool
+    preview: Optional[dict] = None
+
+
+# The answer: True (write), False (declined), or None: nobody could be asked (no
+# terminal and no --yes), which never writes, as apt-get refuses without -y.
+Confirm = Callable[[Question], Optional[bool]]
+
+# Who a write to each scope reaches, for the question; the wide ones default to No.
+REACH = {"global": ("every repository of this user", False),
+         "system": ("every user's repositories on this host", False),
+         "local": ("this repository only", True),
+         "file": ("wherever that file is included", True)}
 Say = Callable[[str], None]
 
 
@@ -73,8 +92,8 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
         entry = registry.entry(key)
         if not (entry.key.needs_index_rewrite and entry.rewrites_index):
             continue
-        if confirm(f"rewrite {repo}'s index for {key}={value} now ({key} only applies to new "
-                   "index files)?"):
+        if confirm(Question(f"rewrite {repo}'s index for {key}={value} now ({key} only "
+                            "applies to new index files)?", default=True)):
             done.append(entry.rewrite_index(value, repo))
         else:
             done.append(f"not rewritten: {key} takes effect on the next new index")
@@ -142,8 +161,13 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     if opts.dry_run:
         out["message"] = "dry run: nothing was written"
         return out
-    if not confirm(f"write {len(written)} values to {scope.include_file}?"):
-        out["message"] = "not written: declined"
+    reach, default = REACH[scope.name]
+    answer = confirm(Question(f"write {configwrite.count_values(len(written))} to "
+                              f"{scope.include_file}, read by {reach}?", default, out))
+    if not answer:
+        out["message"] = ("not written: declined" if answer is False else
+                          "not written: there is no terminal to ask on; run again with "
+                          "--yes to write, or --dry-run to only look")
         return out
     result = configwrite.apply(plan, prov, cwd=repo)
     out["written"] = asdict(result)

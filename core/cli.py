@@ -4,6 +4,7 @@ Exit codes: the table in errors.py (also in README.md), mapped in TuneGroup.
 """
 import signal
 import sys
+from typing import Optional
 
 import click
 
@@ -269,13 +270,24 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
     emit(advise(record, workload).to_dict(), as_json, recommend_view)
 
 
-def _confirmer(yes: bool):
-    """Ask on a terminal unless --yes; never ask without a terminal."""
-    def confirm(question: str) -> bool:
-        if yes or not sys.stdin.isatty():
+class _Confirmer:
+    """--yes answers yes; a terminal is asked, after the recommendation and the diff
+    are shown (`shown` then says the final output need not repeat them); without a
+    terminal nobody can be asked, and nothing is written."""
+
+    def __init__(self, yes: bool, as_json: bool):
+        self.yes, self.as_json, self.shown = yes, as_json, False
+
+    def __call__(self, question) -> Optional[bool]:
+        if self.yes:
             return True
-        return click.confirm(question, default=True, err=True)
-    return confirm
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            return None
+        if question.preview is not None and not self.as_json and not self.shown:
+            from git_tune.views import auto_preview
+            click.echo(auto_preview(question.preview))
+            self.shown = True
+        return click.confirm(question.text, default=question.default, err=True)
 
 
 @cli.command()
@@ -310,11 +322,12 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
         options = AutoOptions(scope=scope, workload=workload, budget=budget, strategy=strategy,
                               runs=runs, dry_run=dry_run, override=override,
                               recalibrate=recalibrate, verify=not no_verify)
-        result = run_auto(repo, options, _confirmer(yes), update,
+        confirm = _Confirmer(yes, as_json)
+        result = run_auto(repo, options, confirm, update,
                           say=lambda m: chatter(f"git-tune: {m}"))
     finally:
         close()
-    emit(result, as_json, auto_view)
+    emit(result, as_json, lambda r: auto_view(r, preview_shown=confirm.shown))
 
 
 @cli.command()
@@ -384,7 +397,6 @@ def show(max_age, as_json):
 @json_option
 def revert(repo, scope, as_json):
     """Restore the config files git-tune touched to their exact earlier bytes."""
-    import os
     from dataclasses import asdict
     from git_tune.advisor.write import configwrite, scopes
     from git_tune.probes import repo as repo_probe

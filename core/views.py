@@ -103,8 +103,10 @@ def recommend_view(r: dict) -> str:
     rows = [(k["key"], k["value"] if k["status"] == "set" else "-", k["git_default"],
              _gain(k["gain"]), k["reason"]) for k in r["keys"]]
     out = [f"Recommendation for git {r['git_version']} on {r['storage_class']} storage "
-           f"(workload: {r['workload']})", "",
-           table(("key", "value", "git default", "speedup (95% CI)", "why"), rows)]
+           f"(workload: {r['workload']})", ""]
+    # A busy host is said first: every figure below is to be read with it in mind.
+    out += [f"warning: {n}" for n in r.get("notes", ()) if n.startswith("unreliable:")]
+    out += [table(("key", "value", "git default", "speedup (95% CI)", "why"), rows)]
     if r["findings"]:
         out += ["", "Findings (no Git key):"] + [f"  - {f}" for f in r["findings"]]
     if r.get("notes"):
@@ -222,12 +224,26 @@ def show_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def auto_view(r: dict) -> str:
+def auto_preview(r: dict) -> str:
+    """What auto shows before it asks: the recommendation, then the diff it would write."""
     out = [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"]:
         out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
-    out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]},
-                          footer=False) if r["plan"]["changes"] else "")
+    out.append(write_view({"plan": r["plan"], "written": None, "dry_run": False}, footer=False)
+               if r["plan"]["changes"] else "")
+    return "\n".join(out)
+
+
+def auto_view(r: dict, preview_shown: bool = False) -> str:
+    out = [] if preview_shown else [recommend_view(r["recommendation"]), ""]
+    if r["calibration_reused"] and not preview_shown:
+        out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
+    if preview_shown and r["written"]:
+        out.append(write_view({"plan": dict(r["plan"], diff="", conflicts=[]),
+                               "written": r["written"], "dry_run": False}, footer=False))
+    elif not preview_shown:
+        out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]},
+                              footer=False) if r["plan"]["changes"] else "")
     if r.get("index"):
         out.append(r["index"])
     if r.get("verify"):

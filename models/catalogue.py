@@ -3,6 +3,7 @@
 GIT_TUNE_KEYS names more catalogue files (os.pathsep-separated), read after
 the bundled one: a key added there, with its module, is a key like any other.
 """
+import difflib
 import os
 import re
 import sys
@@ -91,13 +92,22 @@ class Key:
         if canonical in self.online_cpus:
             raise UsageError(f"{self.name}={canonical} means as many as Git's online_cpus(), "
                              "which ignores cgroup CPU quotas; git-tune writes a number "
-                             f"({self.describe_range()})")
+                             f"({self.describe_writable()})")
         return canonical
 
     def require_writable(self) -> None:
         """UsageError for a key git-tune reports on but never writes."""
         if not self.writable:
             raise UsageError(f"git-tune never writes {self.name}: {self.not_written_because}")
+
+    def describe_writable(self) -> str:
+        """The values git-tune writes: the range, less those meaning online_cpus()."""
+        if self.type not in ("int", "bool-or-int") or not self.online_cpus:
+            return self.describe_range()
+        low = self.min + 1 if str(self.min) in self.online_cpus else self.min
+        extra = " or false" if self.type == "bool-or-int" and "false" not in self.online_cpus \
+            else ""
+        return f"{low}..{self.max}{extra}"
 
     def describe_range(self) -> str:
         if self.type == "bool":
@@ -158,6 +168,11 @@ def lookup(name: str) -> Key:
     for key_name, key in catalogue().items():
         if key_name.lower() == name.lower():
             return key
+    near = difflib.get_close_matches(name.lower(), [k.lower() for k in catalogue()], n=1,
+                                     cutoff=0.75)
+    if near:
+        match = next(k for k in catalogue() if k.lower() == near[0])
+        raise UsageError(f"{_shown(name)} is not a key git-tune knows; did you mean {match}?")
     raise UsageError(f"{_shown(name)} is not a key git-tune knows; known keys: "
                      + ", ".join(sorted(catalogue())))
 

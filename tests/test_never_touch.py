@@ -9,7 +9,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import textwrap
 import threading
 
 import pytest
@@ -563,3 +562,4 @@ def test_a_full_home_never_shows_a_value_that_was_not_written(home, monkeypatch)
         assert settings == [{"checkout.workers": "2"}], settings
         os.unlink(os.path.join(mnt, "filler"))
         assert CliRunner().invoke(cli, ["revert", "--scope", "global"]).exit_code == 0
+

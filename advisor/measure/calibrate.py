@@ -14,7 +14,7 @@ from typing import Optional
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench, search, settle
+from git_tune.advisor.measure import gitbench, hostload, search, settle
 from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget, Progress
 from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
                                              RecordUnreadable, Repository, SCHEMA_VERSION,
@@ -212,7 +212,11 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     budget = Budget(opts.budget, progress, spent=sum(report.timings.values()))
     layout = _layout(report)
     storage = report.primary_storage()
+    watch = hostload.Watch(report.host.effective_cores)
     bench = _bench_run(report, opts, budget, layout)
+    load = watch.load()
+    if load.note():
+        bench.notes.insert(0, load.note())
     if bench.unfinished and not bench.flushing:
         bench.notes.append("the budget ended before real git could decide "
                            + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
@@ -228,7 +232,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     record = Calibration(
         SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
         Host(report.host.effective_cores, report.host.logical_cpus,
-             report.host.cgroup.cpu_quota, report.host.cgroup.pids_max),
+             report.host.cgroup.cpu_quota, report.host.cgroup.pids_max, load.others_cpus),
         Storage(storage.fstype, storage.storage_class, tuple(storage.evidence),
                 tuple(storage.notes)),
         report.git.version,

@@ -176,6 +176,7 @@ class Workspace:
     root: str
     _clone: Optional[str] = None
     _copies: Dict[tuple, str] = field(default_factory=dict)
+    _parts: Dict[int, "Part"] = field(default_factory=dict)
 
     def index_copy(self, name: str, shape: "IndexShape" = None) -> str:
         """A copy of the user's index, rewritten by `git update-index` with the shape's
@@ -195,6 +196,27 @@ class Workspace:
                 repo=self.layout)
         self._copies[key] = path
         return path
+
+    def part(self, n: int) -> "Part":
+        """A part repository of n entries (made once per n; its files are absent until
+        a workload writes them). The user's index is listed once (`ls-files -s`, no
+        lstat): the one step whose cost grows with the repository, in memory."""
+        if n in self._parts:
+            return self._parts[n]
+        listed = run_git(["ls-files", "-s", "-z"], self.layout.worktree, config_env({}),
+                         hooks=False, output=True, repo=self.layout).stdout.split("\0")
+        records = part_entries([r for r in listed if r], n)
+        dest = os.path.join(self.root, f"part-{len(records)}")
+        try:
+            _part_repo(self.layout, dest, records)
+            without_filters(dest)
+        except (MeasurementFailed, OSError) as e:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise MeasurementFailed(f"cannot make a part repository: {e}") from None
+        part = Part(dest, tuple(r.split("\t", 1)[1] for r in records),
+                    sum(1 for r in listed if r))
+        self._parts[n] = part
+        return part
 
     def clone(self) -> str:
         """A --shared, no-checkout clone whose index is a copy of the user's (HEAD and what
@@ -234,6 +256,62 @@ class Workspace:
 # git-tune times a checkout. info/attributes outranks every .gitattributes. What the
 # checkout writes is then the blob as stored (an LFS pointer, not the object).
 NO_FILTERS = "* -filter\n"
+
+
+@dataclass(frozen=True)
+class Part:
+    """A scratch repository holding a part of the user's tree: its index and HEAD hold
+    `paths` (runs of consecutive entries of the user's index, spread over all of it),
+    its objects are the user's (alternates). What git does there (write the files, a
+    whole status, refresh the index) is proportional to the part, whatever the size of
+    the repository it stands for."""
+
+    worktree: str
+    paths: Tuple[str, ...]
+    entries: int            # the user's index's entries, of which these are a part
+
+
+# Runs of consecutive entries keep a part's directory locality like the whole tree's
+# (git's checkout caches the leading directories it has made or seen): files spread one
+# by one each sit in a directory of their own, which on the NFS-like bed made a file
+# cost 50 ms to git where the whole tree's cost 12.
+PART_RUNS = 16
+
+
+def part_entries(listed: Sequence[str], n: int, runs: int = PART_RUNS) -> List[str]:
+    """n of the `git ls-files -s -z` records `listed` (regular files, stage 0), as `runs`
+    runs of consecutive entries starting at evenly spread points."""
+    plain = [r for r in listed if r[:6] in ("100644", "100755") and r.split("\t", 1)[0].endswith(" 0")]
+    if n >= len(plain):
+        return plain
+    runs = max(1, min(runs, n))
+    length, extra = divmod(n, runs)
+    stride = len(plain) / runs
+    out: List[str] = []
+    for k in range(runs):
+        start = int(k * stride)
+        out += plain[start:start + length + (1 if k < extra else 0)]
+    return out[:n]
+
+
+def _part_repo(layout: RepoLayout, dest: str, records: Sequence[str]) -> None:
+    """git init (no templates) with the user's objects as alternates; the records as its
+    index; a commit of that index as HEAD (tree and commit objects in dest's own store)."""
+    env = config_env({})
+    run_git(["init", "-q", "--template=", f"--object-format={layout.object_format}", dest],
+            os.path.dirname(dest), env, hooks=False)
+    info = os.path.join(dest, ".git", "objects", "info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "alternates"), "w") as f:
+        f.write(os.path.join(layout.common_dir, "objects") + "\n")
+    run_git(["update-index", "-z", "--index-info"], dest, env, hooks=False,
+            input="".join(r + "\0" for r in records))
+    tree = run_git(["write-tree"], dest, env, hooks=False, output=True).stdout.strip()
+    who = {"GIT_AUTHOR_NAME": "git-tune", "GIT_AUTHOR_EMAIL": "git-tune@localhost",
+           "GIT_COMMITTER_NAME": "git-tune", "GIT_COMMITTER_EMAIL": "git-tune@localhost"}
+    commit = run_git(["commit-tree", "-m", "git-tune part", tree], dest, {**env, **who},
+                     hooks=False, output=True).stdout.strip()
+    run_git(["update-ref", "HEAD", commit], dest, env, hooks=False)
 
 
 def without_filters(clone: str) -> None:

@@ -38,6 +38,7 @@ class Host:
     logical_cpus: int
     cpu_quota: Optional[float] = None    # cgroup CPU quota the calibration ran under (CPUs)
     pids_max: Optional[int] = None       # cgroup pid limit it ran under
+    others_cpus: Optional[float] = None  # CPUs other processes kept busy meanwhile (hostload)
 
 
 @dataclass(frozen=True)

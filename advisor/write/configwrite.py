@@ -22,7 +22,7 @@ from git_tune import __version__, git
 from git_tune.advisor.keys import registry
 from git_tune.advisor.write import configtext, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError, GitError, UsageError
+from git_tune.errors import ConfigWriteError, GitError
 from git_tune.models import catalogue
 
 STATE_FILE = "applied.json"
@@ -489,7 +489,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
     return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
-                       f"wrote {_values(len(p.settings))} to {scope.include_file}")
+                       f"wrote {count_values(len(p.settings))} to {scope.include_file}")
 
 
 def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[str, "safefile.GitLock"]:
@@ -527,7 +527,7 @@ def _under_locks(p: Plan, locks: Dict[str, "safefile.GitLock"]) -> Plan:
     return dataclasses.replace(p, files=files)
 
 
-def _values(n: int) -> str:
+def count_values(n: int) -> str:
     return f"{n} value" if n == 1 else f"{n} values"
 
 

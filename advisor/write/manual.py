@@ -1,5 +1,4 @@
 """`git-tune set`: values chosen by hand, written through the same safe path as auto."""
-import os
 from dataclasses import asdict
 from typing import Optional, Sequence
 

@@ -1,0 +1,62 @@
+"""What else ran on the host while git-tune measured: other processes' CPU time.
+
+A calibration's comparisons are interleaved, so load that holds steady cancels in
+the ratios; load that comes and goes adds noise, and any load competes with the
+parallel settings being measured (checkout workers, preload and index threads): a
+busy host can flip a result between runs. The CPU time of the whole host minus
+git-tune's own and its children's (git, waited for), over the wall time, is how
+many CPUs other processes kept busy.
+"""
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import psutil
+
+# Other processes keeping more than this share of the CPUs git-tune may use busy make
+# its result one to re-check: on two cores, one busy loop elsewhere.
+BUSY_SHARE = 0.25
+
+
+def _host_busy() -> float:
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0) \
+        - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+
+def _own() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@dataclass(frozen=True)
+class Load:
+    seconds: float          # wall time watched
+    others_cpus: float      # CPUs other processes kept busy on average
+    cores: float            # the CPUs git-tune may use (affinity, quota)
+
+    @property
+    def busy(self) -> bool:
+        return self.others_cpus > self.cores * BUSY_SHARE
+
+    def note(self) -> Optional[str]:
+        if not self.busy:
+            return None
+        return (f"unreliable: other processes kept {self.others_cpus:.1f} of {self.cores:g} "
+                f"CPUs busy during the {self.seconds:.0f} s of measuring, so the timings are "
+                "noisier and parallel settings competed with them; run again when the host "
+                "is quieter (git-tune auto --recalibrate)")
+
+
+class Watch:
+    """Started before measuring; `load()` says what other processes used since."""
+
+    def __init__(self, cores: float):
+        self.cores = max(1.0, float(cores))
+        self.t0, self.host0, self.own0 = time.monotonic(), _host_busy(), _own()
+
+    def load(self) -> Load:
+        wall = max(1e-6, time.monotonic() - self.t0)
+        others = max(0.0, (_host_busy() - self.host0) - (_own() - self.own0))
+        return Load(round(wall, 2), round(others / wall, 2), self.cores)
