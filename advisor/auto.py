@@ -30,10 +30,12 @@ DEMO_SHAPE = repogen.RepoShape(depth=3, width=10, files=9)   # 9,999 files
 DEMO_CHANGED = 200
 
 
-def demo_repo() -> str:
-    """A generated repository for trying git-tune out (made once, then reused)."""
+def demo_repo(say: Callable[[str], None] = lambda m: None) -> str:
+    """A generated repository for trying git-tune out (made once, then reused; `say`
+    hears about it only when it is made)."""
     root = os.path.join(platformdirs.user_cache_dir("git-tune"), "demo-repo")
     if not os.path.exists(os.path.join(root, ".git", "index")):
+        say(f"making the demo repository ({DEMO_SHAPE.file_count:,} files, once) in {root}")
         shutil.rmtree(root, ignore_errors=True)
         repogen.generate(root, DEMO_SHAPE, second_commit_changes=DEMO_CHANGED)
     return root

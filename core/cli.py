@@ -173,21 +173,37 @@ def plot_option(f):
                         help="Write the sweep curves as a PNG.")(f)
 
 
+# What each phase of a calibration is, in the words of the one waiting for it.
+PHASES = {"settle": "waiting for the disk", "preload": "timing git status",
+          "checkout": "timing checkouts", "index": "timing index reads",
+          "untracked": "timing the untracked cache", "fsmonitor": "timing fsmonitor",
+          "pack": "timing clone's indexing", "validate": "checking with real git",
+          "done": "done"}
+
+
 def _progress_bar():
-    """A progress bar on a terminal's stderr; returns (callback, close)."""
+    """A progress bar on a terminal's stderr; returns (callback, close). The bar starts
+    with the first progress a calibration reports: a reused calibration shows none, and
+    what was said before it is on lines of its own."""
     if not sys.stderr.isatty():
         return None, lambda: None
-    bar = click.progressbar(length=1000, label="calibrating", file=sys.stderr)
-    bar.__enter__()
-    state = {"done": 0}
+    state = {"done": 0, "bar": None}
 
     def update(phase, fraction):
-        bar.label = f"calibrating ({phase})"
+        bar = state["bar"]
+        if bar is None:
+            bar = state["bar"] = click.progressbar(length=1000, label="calibrating",
+                                                   file=sys.stderr, width=24)
+            bar.__enter__()
+        bar.label = f"calibrating: {PHASES.get(phase, phase)}".ljust(40)
         step = int(fraction * 1000) - state["done"]
-        if step > 0:
-            bar.update(step)
-            state["done"] += step
-    return update, lambda: bar.__exit__(None, None, None)
+        bar.update(max(0, step))       # a redraw per report: the label moves on
+        state["done"] += max(0, step)
+
+    def close():
+        if state["bar"] is not None:
+            state["bar"].__exit__(None, None, None)
+    return update, close
 
 
 def _options(budget, strategy, seed, cold, runs, workload="mixed"):
@@ -284,8 +300,9 @@ class _Confirmer:
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             return None
         if question.preview is not None and not self.as_json and not self.shown:
+            from git_tune.output import fit, width
             from git_tune.views import auto_preview
-            click.echo(auto_preview(question.preview))
+            click.echo(fit(auto_preview(question.preview), width()))
             self.shown = True
         return click.confirm(question.text, default=question.default, err=True)
 
@@ -308,13 +325,12 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
          recalibrate, no_verify, as_json):
     """Probe, calibrate, recommend, write the config safely and verify the gain."""
     from git_tune.advisor.auto import AutoOptions, auto as run_auto, demo_repo
-    from git_tune.views import auto_view
+    from git_tune.views import auto_view, next_steps
     from git_tune.output import chatter
     if demo:
         if repo:
             raise click.UsageError("--demo and --repo exclude each other")
-        chatter("git-tune: preparing the demo repository (once)")
-        repo = demo_repo()
+        repo = demo_repo(say=lambda m: chatter(f"git-tune: {m}"))
         if scope == "global":
             scope = "local"  # the demo never touches the user's own config
     update, close = _progress_bar()
@@ -327,7 +343,8 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
                           say=lambda m: chatter(f"git-tune: {m}"))
     finally:
         close()
-    emit(result, as_json, lambda r: auto_view(r, preview_shown=confirm.shown))
+    emit(result, as_json, lambda r: "\n".join(
+        [auto_view(r, preview_shown=confirm.shown), *next_steps(r, demo=demo)]))
 
 
 @cli.command()

@@ -3,17 +3,52 @@
 Results go to stdout; progress and chatter to stderr.
 """
 import json
+import os
+import shutil
 import sys
-from typing import Callable, Iterable, Sequence
+import textwrap
+from typing import Callable, Iterable, List, Optional, Sequence
 
 import click
+
+MIN_WIDTH = 40          # narrower than this, text is not worth wrapping
+MIN_COLUMN = 8          # a table column is never squeezed narrower
+
+
+def width() -> Optional[int]:
+    """The width people read this output at: COLUMNS, or the terminal's; None when the
+    output goes to a file or a pipe with no COLUMNS (nothing is wrapped there)."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return max(MIN_WIDTH, int(cols))
+    if sys.stdout.isatty():
+        return max(MIN_WIDTH, shutil.get_terminal_size().columns)
+    return None
+
+
+def fit(text: str, columns: Optional[int]) -> str:
+    """Every line at most `columns` wide: a longer one is wrapped at spaces (a word
+    longer than the line is cut), its continuations indented under its text."""
+    if not columns:
+        return text
+    out: List[str] = []
+    for line in text.split("\n"):
+        if len(line) <= columns:
+            out.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip())]
+        hang = lead + "  " if len(lead) + 2 < columns // 2 else ""
+        out += textwrap.wrap(line, columns, initial_indent="", subsequent_indent=hang,
+                             break_long_words=True, break_on_hyphens=False,
+                             drop_whitespace=True) or [""]
+    return "\n".join(out)
 
 
 def emit(data: dict, as_json: bool, human: Callable[[dict], str]) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
-        click.echo(human(data))
+        click.echo(fit(human(data), width()))
 
 
 def chatter(message: str) -> None:
@@ -43,20 +78,47 @@ def size(n) -> str:
     return str(n)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "") -> str:
-    """A plain text table; align is one letter per column, 'l' or 'r' (default l)."""
+def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "",
+          columns: Optional[int] = None) -> str:
+    """A plain text table; align is one letter per column, 'l' or 'r' (default l). It
+    fits `columns` (default: width()): the widest columns are narrowed, widest first,
+    and their cells wrapped onto more lines of the row."""
     rows = [[("" if c is None else str(c)) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    columns = width() if columns is None else columns
+    if columns:
+        widths = _narrowed(widths, columns - 2 * (len(widths) - 1))
 
-    def line(cells):
+    def lines(cells) -> List[str]:
+        wrapped = [textwrap.wrap(c, widths[i], break_long_words=True, break_on_hyphens=False)
+                   or [""] for i, c in enumerate(cells)]
         out = []
-        for i, c in enumerate(cells):
-            right = i < len(align) and align[i] == "r"
-            out.append(c.rjust(widths[i]) if right else c.ljust(widths[i]))
-        return "  ".join(out).rstrip()
+        for k in range(max(len(w) for w in wrapped)):
+            row = []
+            for i, w in enumerate(wrapped):
+                c = w[k] if k < len(w) else ""
+                right = i < len(align) and align[i] == "r"
+                row.append(c.rjust(widths[i]) if right else c.ljust(widths[i]))
+            out.append("  ".join(row).rstrip())
+        return out
 
     sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), sep] + [line(r) for r in rows])
+    return "\n".join(lines(headers) + [sep] + [l for r in rows for l in lines(r)])
+
+
+def _narrowed(widths: List[int], room: int) -> List[int]:
+    """Column widths summing to at most `room`: the widest narrowed first, none below
+    MIN_COLUMN (a table that cannot fit even so is left as wide as that)."""
+    widths = list(widths)
+    while sum(widths) > room:
+        i = max(range(len(widths)), key=lambda j: widths[j])
+        if widths[i] <= MIN_COLUMN:
+            break
+        others = sorted(widths[:i] + widths[i + 1:], reverse=True)
+        target = max(MIN_COLUMN, others[0] if others else MIN_COLUMN,
+                     widths[i] - (sum(widths) - room))
+        widths[i] = target if target < widths[i] else widths[i] - 1
+    return widths
 
 
 def progress(iterable=None, length=None, label: str = "", enabled: bool = True):

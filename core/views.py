@@ -234,6 +234,23 @@ def auto_preview(r: dict) -> str:
     return "\n".join(out)
 
 
+def next_steps(r: dict, demo: bool = False) -> list:
+    """What to try next, whatever auto found: its last lines when it wrote nothing."""
+    if r["written"]:
+        steps = []
+    elif r["dry_run"]:
+        steps = ["next: run it again without --dry-run to write these values (it asks first)"]
+    elif r["message"].startswith("not written"):
+        steps = ["next: run it again and answer y, or with --yes; --dry-run only looks"]
+    else:       # nothing to change
+        steps = ["next: `git-tune verify --set KEY=VALUE` times any value you want to try, "
+                 "before and after, with real git"]
+    if demo:
+        steps.append("next: tune your own repository with `git-tune auto --repo PATH` "
+                     "(it shows what it would write and asks first)")
+    return steps
+
+
 def auto_view(r: dict, preview_shown: bool = False) -> str:
     out = [] if preview_shown else [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"] and not preview_shown:

@@ -56,6 +56,8 @@ def on_pty(args, env, answer: bytes, timeout: float = 240):
         if not answered and b"]: " in out:
             before, answered = out, True
             os.write(fd, answer)
+    else:
+        os.kill(pid, 9)     # a test that waits forever is a failure, said below
     _, status = os.waitpid(pid, 0)
     return out.decode(errors="replace"), (before or b"").decode(errors="replace"), \
         os.waitstatus_to_exitcode(status)
@@ -124,9 +126,10 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
             p.kill()
             p.wait()
     assert busy.returncode == 0, busy.stderr
-    first = busy.stdout.splitlines()[2]
-    assert first.startswith("warning: unreliable: other processes kept"), busy.stdout
-    assert "--recalibrate" in first
+    lines = busy.stdout.splitlines()
+    assert lines[2].startswith("warning: unreliable: other processes kept"), busy.stdout
+    warning = " ".join(lines[2:lines.index("", 2)] if "" in lines[2:] else lines[2:4])
+    assert "--recalibrate" in warning, warning
 
 
 def test_refusals_name_what_is_valid_and_what_was_meant(isolated_git):
@@ -140,3 +143,49 @@ def test_refusals_name_what_is_valid_and_what_was_meant(isolated_git):
     assert res.exit_code == 2 and "did you mean checkout.workers?" in res.output, res.output
     res = CliRunner().invoke(cli, ["set", "foo.bar=2", "--dry-run"])
     assert res.exit_code == 2 and "known keys:" in res.output, res.output
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_no_output_line_is_wider_than_the_terminal(small_repo, tmp_path, isolated_git,
+                                                   monkeypatch, columns):
+    from click.testing import CliRunner
+    from git_tune.cli import cli
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    profile = tmp_path / "p.json"
+    commands = [["probe", "--repo", repo], ["calibrate", "--repo", repo, "--budget", "4"],
+                ["recommend", "--repo", repo, "--budget", "4"],
+                ["auto", "--repo", repo, "--budget", "4", "--dry-run"],
+                ["set", "checkout.workers=2", "core.preloadIndex=true"], ["show"],
+                ["verify", "--repo", repo, "--runs", "5", "--workload", "status"],
+                ["profile", "export", "--repo", repo, "--budget", "4", "-o", profile],
+                ["apply", profile, "--check", "--diff", "--force"],
+                ["fleet", "merge", profile], ["revert"], ["revert"]]
+    for args in commands:
+        res = CliRunner().invoke(cli, [str(a) for a in args])
+        assert res.exit_code in (0, 6), (args, res.output)
+        wide = [l for l in res.stdout.splitlines() if len(l) > columns]
+        assert not wide, (args, wide)
+
+
+def test_auto_ends_with_what_to_do_next_whatever_it_found(toy_env):
+    repo, env = toy_env
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
+            "--scope", "local"]
+
+    def last_line(*extra):
+        proc = subprocess.run(args + list(extra), env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.rstrip().splitlines()
+        last = len(lines) - 1
+        while last and lines[last].startswith("  "):    # a wrapped line's continuation
+            last -= 1
+        return " ".join(l.strip() for l in lines[last:])
+
+    assert last_line("--dry-run").startswith("next: run it again without --dry-run")
+    assert last_line().startswith("next: run it again and answer y")     # nobody to ask
+    assert last_line("--yes") == "undo: git-tune revert --scope local"
+    assert last_line("--yes").startswith("next: `git-tune verify --set")  # already applied

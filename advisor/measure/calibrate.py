@@ -96,7 +96,8 @@ def _measure(bench: Bench, understood) -> None:
         try:
             # Every git run of the trial, its scratch clones and index copies too, ends
             # with the budget.
-            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()):
+            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
+                    gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
                 trial = entry.trial(bench)
         except gitbench.DeadlineReached:
             bench.unfinished[entry.key.name] = None

@@ -89,6 +89,21 @@ def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
     return proc
 
 
+_after_run: contextvars.ContextVar[Optional[Callable[[], None]]] = contextvars.ContextVar(
+    "after_run", default=None)
+
+
+@contextlib.contextmanager
+def after_each_run(hook: Callable[[], None]):
+    """Within this block `hook` is called after every timed git run (a progress bar
+    that moves with the runs, not only between keys)."""
+    token = _after_run.set(hook)
+    try:
+        yield
+    finally:
+        _after_run.reset(token)
+
+
 def attempt(run: Callable[[], float]) -> Optional[str]:
     """None when the git run worked, else git's error (the deadline is not a failure)."""
     try:
@@ -111,7 +126,11 @@ def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional
         env["GIT_TRACE2_EVENT_NESTING"] = "10"
     t0 = time.perf_counter()
     run_git(args, cwd, env, repo=repo, ok=ok)
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    hook = _after_run.get()
+    if hook:
+        hook()
+    return took
 
 
 def trace_phases(trace_file: str) -> Dict[str, float]:
