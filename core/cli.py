@@ -119,7 +119,7 @@ def probe(repo, thorough, as_json):
     """Report the host, its storage, the cache state, git and the repository."""
     from git_tune.views import probe_view
     from git_tune.probes.report import probe as run_probe
-    emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view)
+    emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view, "probe")
 
 
 class Finite(click.ParamType):
@@ -236,7 +236,7 @@ def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_
     if plot_file:
         from git_tune import plot
         plot.sweeps(record, plot_file)
-    emit(record, as_json, calibration_view)
+    emit(record, as_json, calibration_view, "calibration")
 
 
 @cli.command()
@@ -274,7 +274,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         if write:
             data["written"] = _write_many(many, scope)
         from git_tune.views import multi_view
-        emit(data, as_json, multi_view)
+        emit(data, as_json, multi_view, "calibrations")
         return
     report = probe_repository(repos[0] if repos else None, budget)
     record = None if recalibrate else load_fresh(report, workload)
@@ -283,7 +283,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
     if plot_file:
         from git_tune import plot
         plot.sweeps(record.to_json(), plot_file)
-    emit(advise(record, workload).to_dict(), as_json, recommend_view)
+    emit(advise(record, workload).to_dict(), as_json, recommend_view, "recommendation")
 
 
 class _Confirmer:
@@ -344,7 +344,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
     finally:
         close()
     emit(result, as_json, lambda r: "\n".join(
-        [auto_view(r, preview_shown=confirm.shown), *next_steps(r, demo=demo)]))
+        [auto_view(r, preview_shown=confirm.shown), *next_steps(r, demo=demo)]), "auto")
 
 
 @cli.command()
@@ -379,7 +379,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
     if plot_file:
         from git_tune import plot
         plot.verify(report.to_dict(), plot_file)
-    emit(report.to_dict(), as_json, verify_view)
+    emit(report.to_dict(), as_json, verify_view, "verify")
 
 
 @cli.command(name="set")
@@ -393,7 +393,7 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
     from git_tune.advisor.write.manual import set_values as run_set
     from git_tune.views import write_view
-    emit(run_set(assignments, repo, scope, override, dry_run), as_json, write_view)
+    emit(run_set(assignments, repo, scope, override, dry_run), as_json, write_view, "write")
 
 
 @cli.command()
@@ -405,7 +405,7 @@ def show(max_age, as_json):
     from dataclasses import asdict
     from git_tune.advisor.write.show import show as run_show
     from git_tune.views import show_view
-    emit({"applied": [asdict(a) for a in run_show(max_age)]}, as_json, show_view)
+    emit({"applied": [asdict(a) for a in run_show(max_age)]}, as_json, show_view, "show")
 
 
 @cli.command()
@@ -420,7 +420,8 @@ def revert(repo, scope, as_json):
     if scope is None:
         written = configwrite.applied()
         if not written:     # the state the user asked for: nothing of git-tune's is there
-            emit(asdict(configwrite.nothing_to_revert(None)), as_json, lambda r: r["message"])
+            emit(asdict(configwrite.nothing_to_revert(None)), as_json, lambda r: r["message"],
+                 "revert")
             return
         if len(written) != 1:
             raise click.UsageError(f"git-tune wrote to {len(written)} scopes ("
@@ -431,7 +432,7 @@ def revert(repo, scope, as_json):
         layout = repo_probe.locate(repo)
         target = scopes.resolve(scope, layout)
     result = configwrite.revert(target)
-    emit(asdict(result), as_json, lambda r: r["message"])
+    emit(asdict(result), as_json, lambda r: r["message"], "revert")
 
 
 def _write_many(many, scope_spec: str) -> dict:
@@ -475,7 +476,7 @@ def profile_export(repo, workload, budget, output, as_json):
     if output:
         from git_tune.advisor.write.safefile import write_atomic
         write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-    emit(data, as_json or not output, lambda d: "")
+    emit(data, as_json or not output, lambda d: "", "profile")
     if output and not as_json:
         click.echo(f"wrote {output}", err=True)
 
@@ -494,7 +495,7 @@ def apply(profile_path, repo, scope, check, show_diff, force, override, as_json)
     from git_tune.advisor.fleet.apply import apply_profile
     from git_tune.views import apply_view
     result = apply_profile(profile_path, scope, repo, check, force, override)
-    emit(result, as_json, lambda r: apply_view(r, show_diff))
+    emit(result, as_json, lambda r: apply_view(r, show_diff), "apply")
     if check and result["would_change"]:
         raise WouldChange("this host is not in the profile's state (--check: nothing was written)")
 
@@ -532,7 +533,7 @@ def fleet_merge(profile_paths, output_dir, as_json):
             write_atomic(path, (json.dumps(m.profile, indent=1, sort_keys=True) + "\n").encode())
             files.append(path)
     data = {"classes": [asdict(m) for m in merged], "files": files}
-    emit(data, as_json, merge_view)
+    emit(data, as_json, merge_view, "fleet-merge")
     for m in merged:
         for w in m.warnings:
             click.echo(f"warning: {w}", err=True)

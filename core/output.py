@@ -44,8 +44,22 @@ def fit(text: str, columns: Optional[int]) -> str:
     return "\n".join(out)
 
 
-def emit(data: dict, as_json: bool, human: Callable[[dict], str]) -> None:
+# Every --json output says what it is in one form, "git-tune-<kind>/<version>" (a
+# fleet profile's own since the start): the version changes when a field changes meaning
+# or goes away; new fields may appear within a version.
+SCHEMAS = {"probe": 1, "calibration": 2, "calibrations": 1, "recommendation": 1, "auto": 1,
+           "verify": 1, "write": 1, "show": 1, "revert": 1, "profile": 1, "apply": 1,
+           "fleet-merge": 1}
+
+
+def schema(kind: str) -> str:
+    return f"git-tune-{kind}/{SCHEMAS[kind]}"
+
+
+def emit(data: dict, as_json: bool, human: Callable[[dict], str], kind: str) -> None:
+    """The result: JSON with its `schema` first, or text for people fitted to the width."""
     if as_json:
+        data = {"schema": schema(kind), **{k: v for k, v in data.items() if k != "schema"}}
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
         click.echo(fit(human(data), width()))

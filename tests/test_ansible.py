@@ -77,3 +77,21 @@ def test_role_never_installs_by_a_bare_package_name(isolated_git, tmp_path):
                               timeout=300)
         assert proc.returncode != 0, proc.stdout
         assert "never by a bare name" in proc.stdout, proc.stdout
+
+
+def test_a_host_of_another_class_is_skipped_not_failed(isolated_git, monkeypatch, tmp_path,
+                                                      small_repo):
+    """A mixed fleet: the profile is for another storage class; the play goes on, this
+    host's config stays as it was, and the output says why."""
+    monkeypatch.chdir(small_repo)
+    report = probe(str(small_repo))
+    here = profiles.host_class(report)
+    other = "network" if here["storage_class"] != "network" else "local-hdd"
+    data = {"schema": profiles.SCHEMA, "class": dict(here, storage_class=other),
+            "settings": {"checkout.workers": "4"}, "measurements": {}, "workload": "mixed",
+            "provenance": {"fingerprint": "other", "hosts": 1}}
+    profile = tmp_path / "other.json"
+    profile.write_text(json.dumps(data))
+    out, changed = play(tmp_path, str(profile), "-v")     # -v: each task's message
+    assert changed == 0 and "not of the profile's class" in out, out
+    assert git_get("checkout.workers") is None

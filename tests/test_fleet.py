@@ -47,6 +47,12 @@ def test_export_is_a_versioned_profile(home, small_repo, monkeypatch, tmp_path):
     assert data["schema"] == "git-tune-profile/1"
     assert set(data["class"]) == set(profiles.CLASS_FIELDS)
     assert data["class"]["git"].startswith(">=") and data["provenance"]["hosts"] == 1
+    # Read by people in pull requests: dates, and ratios of three digits.
+    import re
+    for when in ("created", "calibrated"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data["provenance"][when])
+    for m in data["measurements"].values():
+        assert all(round(v, 3) == v for v in m.values() if isinstance(v, float)), m
     for key in data["settings"]:
         assert key in data["measurements"]  # every value carries its measurement
     assert profiles.load(str(out)) == data

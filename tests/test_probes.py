@@ -242,7 +242,7 @@ def test_cli_probe_json_schema_and_exit_codes(small_repo):
     res = runner.invoke(cli, ["probe", "--repo", str(small_repo), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["schema"] == 1
+    assert data["schema"] == "git-tune-probe/1"
     assert set(data) == {"schema", "git_tune_version", "path", "host", "repository", "storage",
                          "same_file_system", "cache", "git", "timings", "notes"}
     res = runner.invoke(cli, ["probe", "--repo", str(small_repo / "nope")])

@@ -189,3 +189,33 @@ def test_auto_ends_with_what_to_do_next_whatever_it_found(toy_env):
     assert last_line().startswith("next: run it again and answer y")     # nobody to ask
     assert last_line("--yes") == "undo: git-tune revert --scope local"
     assert last_line("--yes").startswith("next: `git-tune verify --set")  # already applied
+
+
+def test_every_json_output_says_its_schema_in_one_form(small_repo, tmp_path, isolated_git,
+                                                      monkeypatch):
+    import json
+    import re
+    from click.testing import CliRunner
+    from git_tune.cli import cli
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    profile = tmp_path / "p.json"
+    commands = {"probe": ["probe", "--repo", repo],
+                "calibration": ["calibrate", "--repo", repo, "--budget", "3"],
+                "recommendation": ["recommend", "--repo", repo, "--budget", "3"],
+                "calibrations": ["recommend", "--repo", repo, "--repo", small_repo,
+                                 "--budget", "3"],
+                "auto": ["auto", "--repo", repo, "--budget", "3", "--dry-run"],
+                "write": ["set", "checkout.workers=2"], "show": ["show"],
+                "verify": ["verify", "--repo", repo, "--runs", "5", "--workload", "status"],
+                "profile": ["profile", "export", "--repo", repo, "--budget", "3", "-o", profile],
+                "apply": ["apply", profile, "--check", "--force"],
+                "fleet-merge": ["fleet", "merge", profile], "revert": ["revert"]}
+    for kind, args in commands.items():
+        res = CliRunner().invoke(cli, [str(a) for a in args] + ["--json"])
+        assert res.exit_code in (0, 6), (args, res.output)
+        data = json.loads(res.stdout)
+        assert re.fullmatch(r"git-tune-[a-z-]+/[0-9]+", data["schema"]), (args, data["schema"])
+        assert data["schema"].split("/")[0] == f"git-tune-{kind}", (args, data["schema"])
+    assert json.loads(profile.read_text())["schema"] == "git-tune-profile/1"

@@ -81,16 +81,29 @@ def host_class(report) -> Dict[str, str]:
             "git": git_range(report.git.version) if report.git.version else "none"}
 
 
+# A profile is reviewed by people (in pull requests): times as UTC dates, ratios to the
+# three digits a 95% interval of a few runs can carry.
+RATIO_DIGITS = 3
+
+
+def utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _rounded(values: Dict) -> Dict:
+    return {k: round(v, RATIO_DIGITS) if isinstance(v, float) else v for k, v in values.items()}
+
+
 def export(report, record, rec) -> dict:
     """A profile from a probe report, a calibration record and its recommendation."""
     # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
     fleet = {k: v for k, v in rec.settings().items() if not catalogue.lookup(k).per_repository}
-    measurements = {k.key: asdict(k.gain) for k in rec.keys
+    measurements = {k.key: _rounded(asdict(k.gain)) for k in rec.keys
                     if k.status == "set" and k.gain and k.key in fleet}
     return {"schema": SCHEMA, "class": host_class(report), "settings": fleet,
             "measurements": measurements, "workload": rec.workload,
-            "provenance": {"fingerprint": record.fingerprint, "created": time.time(),
-                           "calibrated": record.created, "git_tune_version": __version__,
+            "provenance": {"fingerprint": record.fingerprint, "created": utc(time.time()),
+                           "calibrated": utc(record.created), "git_tune_version": __version__,
                            "git_version": record.git_version,
                            "repository_entries": record.repository.entries,
                            "hosts": 1}}
@@ -179,10 +192,14 @@ def parse(data, source: str) -> dict:
                 raise MalformedProfile("provenance.fingerprints must be a list")
             provenance["fingerprints"] = [_text(f, "provenance.fingerprints[]")
                                           for f in prov["fingerprints"]]
-        for name in ("created", "calibrated", "repository_entries"):
+        for name in ("created", "calibrated"):      # a UTC date; a number before 2026-11
             if name in prov:
-                provenance[name] = _number(prov[name], f"provenance.{name}",
-                                           integer=name == "repository_entries")
+                provenance[name] = (_text(prov[name], f"provenance.{name}")
+                                    if isinstance(prov[name], str)
+                                    else _number(prov[name], f"provenance.{name}"))
+        if "repository_entries" in prov:
+            provenance["repository_entries"] = _number(
+                prov["repository_entries"], "provenance.repository_entries", integer=True)
         for name in ("git_tune_version", "git_version"):
             if name in prov:
                 provenance[name] = _text(prov[name], f"provenance.{name}")
@@ -286,8 +303,9 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
                 settings[k] = value
             gains = [p["measurements"][k]["speedup"] for p in group if k in p["measurements"]]
             if gains:
-                measurements[k] = {"hosts": len(gains), "speedup_min": min(gains),
-                                   "speedup_median": statistics.median(gains), "speedup_max": max(gains)}
+                measurements[k] = _rounded({"hosts": len(gains), "speedup_min": min(gains),
+                                            "speedup_median": statistics.median(gains),
+                                            "speedup_max": max(gains)})
             if _disagree_beyond_noise(k, group):
                 warnings.append(f"{k}: hosts of this class disagree beyond noise ({dict(counts)}); "
                                 "check what differs between them before rolling out")
@@ -295,7 +313,7 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
                 warnings.append(f"{k}: hosts chose {dict(counts)}; the majority value is used")
         merged = {"schema": SCHEMA, "class": dict(zip(CLASS_FIELDS, key)), "settings": settings,
                   "measurements": measurements, "workload": group[0].get("workload"),
-                  "provenance": {"hosts": len(group), "created": time.time(),
+                  "provenance": {"hosts": len(group), "created": utc(time.time()),
                                  "git_tune_version": __version__,
                                  "fingerprints": sorted({f for p in group
                                                          for f in [p["provenance"].get("fingerprint"),
