@@ -107,7 +107,15 @@ def _use_git(ctx, _param, value):
               callback=_use_git, type=click.Path(exists=True, dir_okay=False),
               help="The git to tune and time (default: git on PATH).")
 def cli():
-    """Measure this host's storage and CPUs, then tune Git's performance settings for it."""
+    """Measure this host's storage and CPUs, then tune Git's performance settings for it.
+
+    \b
+    Examples:
+      git-tune auto --demo             try it on a generated repository
+      git-tune auto --repo ~/src/big   tune for a repository (shows, asks)
+      git-tune show                    what was written; is it current?
+      git-tune revert --scope global   put the config back as it was
+    """
 
 
 @cli.command()
@@ -160,7 +168,8 @@ def strategy_option(f):
 def calibration_options(f):
     f = budget_option(f)
     f = strategy_option(f)
-    f = click.option("--seed", type=int, default=0, show_default=True)(f)
+    f = click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the search's order and of the intervals' resampling.")(f)
     f = click.option("--cold", is_flag=True,
                      help="Measure lstat with a cold cache (drops caches as root).")(f)
     f = click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
@@ -314,7 +323,8 @@ class _Confirmer:
 @workload_option
 @budget_option
 @strategy_option
-@click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True)
+@click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
+              help="Runs of each side in every real-git comparison (more: narrower intervals).")
 @dry_run_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before writing.")
 @override_option
@@ -323,7 +333,17 @@ class _Confirmer:
 @json_option
 def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
          recalibrate, no_verify, as_json):
-    """Probe, calibrate, recommend, write the config safely and verify the gain."""
+    """Probe, calibrate, recommend, write the config safely and verify the gain.
+
+    It shows the recommendation and the diff, then asks (global and system scopes
+    default to No); without a terminal it writes only with --yes.
+
+    \b
+    Examples:
+      git-tune auto --repo ~/src/big --dry-run   look, write nothing
+      git-tune auto --repo . --scope local       this repository only
+      git-tune auto --repo . --budget 60 --yes   longer; no question
+    """
     from git_tune.advisor.auto import AutoOptions, auto as run_auto, demo_repo
     from git_tune.views import auto_view, next_steps
     from git_tune.output import chatter
@@ -360,7 +380,13 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
 @plot_option
 @json_option
 def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
-    """Time real git before and after git-tune's values, with confidence intervals."""
+    """Time real git before and after git-tune's values, with confidence intervals.
+
+    \b
+    Examples:
+      git-tune verify --repo .                     the values applied
+      git-tune verify --set checkout.workers=8     a value of your own
+    """
     from git_tune.advisor.write import configwrite
     from git_tune.advisor.measure import verify as verify_mod
     from git_tune.views import verify_view

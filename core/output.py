@@ -82,6 +82,11 @@ def seconds(s) -> str:
     return f"{s:.2f} s"
 
 
+def counted(n, noun: str) -> str:
+    """'1 thread', '2 threads': a count with its noun in the right number."""
+    return f"{n} {noun}" if str(n) == "1" else f"{n} {noun}s"
+
+
 def size(n) -> str:
     if n is None:
         return "-"

@@ -262,3 +262,19 @@ def test_revert_with_nothing_written_is_not_an_error(home):
         assert "nothing to revert" in res.output
     res = invoke("revert", "--json")
     assert json.loads(res.stdout)["message"].startswith("nothing to revert")
+
+
+def test_revert_names_the_files_and_keeps_hand_edits_of_its_own(home):
+    assert invoke("set", "checkout.workers=4").exit_code == 0
+    inc = include_file(home)
+    with open(inc, "a") as f:
+        f.write("[user]\n\tsignature = mine\n")        # edited by hand
+    res = invoke("revert", "--scope", "global", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert str(home / ".gitconfig") in out["message"] and str(inc) in out["message"]
+    kept = out["kept_edits"]
+    assert kept and "hand edits" in out["message"]
+    copies = [os.path.join(kept, f) for f in os.listdir(kept) if f.endswith(".bak")]
+    assert any("signature = mine" in open(c).read() for c in copies)
+    assert not inc.exists()

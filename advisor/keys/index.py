@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine, git
+from git_tune.output import counted
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench, search
 from git_tune.advisor.measure.bench import Bench
@@ -104,7 +105,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
         quota = cal.host.cpu_quota
         # Loading is CPU-bound: beyond a CPU quota only a measurement that beats it counts,
         # and that is what validated() asks; the reason says the count is above the quota.
-        above = (f"; {threads} threads is above the {quota:g}-CPU quota it was measured under"
+        above = (f"; {counted(threads, 'thread')} is above the {quota:g}-CPU quota it was "
+                 "measured under"
                  if quota is not None and int(threads) > quota else "")
         ev = {"best": s.best if s else None}
         if quota is not None:
@@ -128,7 +130,7 @@ def findings(cal: Calibration) -> List[str]:
     s = cal.sweeps.get("index")
     if not s:
         return []
-    return [f"index load: fastest with {s.best[THREADS]} threads and {s.best[ALLOC]} "
+    return [f"index load: fastest with {counted(s.best[THREADS], 'thread')} and {s.best[ALLOC]} "
             f"allocation ({s.best_value * 1e3:.2f} ms, engine)."]
 
 

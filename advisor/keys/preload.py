@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional
 
 from git_tune import engine
+from git_tune.output import counted
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import coldcache, gitbench, search
@@ -161,7 +162,7 @@ def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
             try:
                 groups[key] = [lstat_all(dict(key))]
             except EngineError as e:    # threads a pid limit refuses: the point stays unmeasured
-                bench.notes.append(f"preload sweep: {threads} threads failed: {e.message}")
+                bench.notes.append(f"preload sweep: {counted(threads, 'thread')} failed: {e.message}")
         at[label] = sorted(groups[key])[len(groups[key]) // 2] if key in groups else None
     return at
 
@@ -257,12 +258,12 @@ def findings(cal: Calibration) -> List[str]:
         return []
     f = Facts(**s.facts)
 
-    def ms(t):
-        return "not measured" if t is None else f"{t * 1e3:.1f} ms"
-    return [f"lstat of {f.entries} files: fastest with {s.best[THREADS]} threads "
-            f"({s.best[SPLIT]}, {s.best_value * 1e3:.1f} ms); Git starts {f.git_threads} "
-            f"({ms(f.git_default)}), one thread takes {ms(f.single_thread)}. "
-            "Git has no key for the thread count."]
+    def took(t) -> str:
+        return "not timed" if t is None else f"{t * 1e3:.1f} ms"
+    return [f"lstat of {f.entries} files: fastest with {counted(s.best[THREADS], 'thread')} "
+            f"({s.best[SPLIT]}, {s.best_value * 1e3:.1f} ms); Git starts "
+            f"{counted(f.git_threads, 'thread')} ({took(f.git_default)}), one thread: "
+            f"{took(f.single_thread)}. Git has no key for the thread count."]
 
 
 def verify_workloads(key):

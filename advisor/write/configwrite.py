@@ -547,6 +547,7 @@ class RevertResult:
     include_removed_from: Optional[str]   # edited since: only our include.path was removed
     message: str
     stopped: Tuple[str, ...] = ()   # what the reverted values had started and revert ended
+    kept_edits: Optional[str] = None  # a backup of git-tune's files as someone had edited them
 
 
 # What a value leaves in an index git already wrote under it: revert restores config
@@ -579,12 +580,14 @@ def nothing_to_revert(scope: Optional[Scope]) -> RevertResult:
 
 
 def _restore_files(scope: Scope, originals: Dict[str, dict],
-                   known: Dict[str, List[str]]) -> Tuple[List[str], Optional[str]]:
+                   known: Dict[str, List[str]]) -> Tuple[List[str], Optional[str], Optional[str]]:
     """git-tune's own files back to their bytes; the scope's config file, under git's
     lock, too where it holds bytes git-tune left, else only without git-tune's include.
-    (the files restored, the config file edited since or None)"""
+    (the files restored, the config file edited since or None, the backup that keeps
+    hand edits of git-tune's own files or None)"""
     restored, removed_from = [], None
     config = scope.config_file
+    kept = _keep_hand_edits(originals, known, skip=config)
     with contextlib.ExitStack() as stack:
         lock = stack.enter_context(safefile.git_lock(config, _ledger())) if config and (
             os.path.lexists(config) or config in originals) else None
@@ -606,7 +609,20 @@ def _restore_files(scope: Scope, originals: Dict[str, dict],
             else:
                 lock.remove_file()
             restored.append(config)
-    return restored, removed_from
+    return restored, removed_from, kept
+
+
+def _keep_hand_edits(originals: Dict[str, dict], known: Dict[str, List[str]],
+                     skip: Optional[str]) -> Optional[str]:
+    """A file of git-tune's own (an include file) that someone edited by hand since
+    git-tune wrote it: its bytes are copied into a backup before revert puts back what
+    was there before git-tune; the backup's directory, or None when nothing was edited."""
+    edited = [path for path in originals if path != skip and os.path.exists(path)
+              and safefile.digest(path) not in known.get(path, [])
+              + [originals[path].get("sha256")]]
+    if not edited:
+        return None
+    return safefile.backup(edited, scopes.state_dir(), "hand-edited")
 
 
 def revert(scope: Scope) -> RevertResult:
@@ -634,11 +650,14 @@ def revert(scope: Scope) -> RevertResult:
             if item.get("existed"):
                 safefile.backed_up_bytes(item)      # every backup checked before any write
         known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
-        restored, removed_from = _restore_files(scope, originals, known)
+        restored, removed_from, kept = _restore_files(scope, originals, known)
         del state[scope.key]
         _save_state(state)
         safefile.prune_backups(scopes.state_dir(), keep=_referenced_backups(state))
-    msg = f"restored {len(restored)} file(s) to their bytes from before git-tune"
+    msg = (f"restored {', '.join(restored)} to the bytes from before git-tune"
+           if restored else "restored nothing: the files were as before git-tune")
+    if kept:
+        msg += f"; hand edits of git-tune's files were kept in {kept}"
     leftovers = index_leftovers(undone)
     if leftovers:
         msg += "; " + "; ".join(leftovers)
@@ -649,4 +668,5 @@ def revert(scope: Scope) -> RevertResult:
     stopped = registry.after_revert(undone)
     if stopped:
         msg += "; " + "; ".join(stopped)
-    return RevertResult(asdict(scope), tuple(restored), removed_from, msg, tuple(stopped))
+    return RevertResult(asdict(scope), tuple(restored), removed_from, msg, tuple(stopped),
+                        kept)
