@@ -289,10 +289,11 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
     record = None if recalibrate else load_fresh(report, workload)
     if record is None:
         record = _run_calibration(report, _options(budget, strategy, seed, cold, runs, workload))
+    advice = advise(record, workload).to_dict()
     if plot_file:
         from git_tune import plot
-        plot.sweeps(record.to_json(), plot_file)
-    emit(advise(record, workload).to_dict(), as_json, recommend_view, "recommendation")
+        plot.recommendation(record.to_json(), advice, plot_file)
+    emit(advice, as_json, recommend_view, "recommendation")
 
 
 class _Confirmer:

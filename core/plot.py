@@ -1,4 +1,7 @@
-"""PNG plots of the sweep curves (matplotlib, an optional extra)."""
+"""PNG plots: what real git measured per key, and the engine's curves (matplotlib, an
+optional extra)."""
+import sys
+
 from git_tune.errors import UsageError
 
 
@@ -8,7 +11,9 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'git-tune[plot]'") from None
+        # The pip of the Python git-tune runs in (its venv), not whatever pip is on PATH.
+        raise UsageError(f"--plot needs matplotlib: {sys.executable} -m pip install "
+                         "matplotlib") from None
     return plt
 
 
@@ -22,6 +27,45 @@ def _series(evaluations, x_key, group_key=None):
     return {g: sorted((x, sorted(v)[len(v) // 2]) for x, v in pts.items()) for g, pts in groups.items()}
 
 
+def _real_git(ax, calibration: dict, recommendation: dict) -> None:
+    """Every comparison real git ran, per key: the candidate's speedup over Git's
+    default with its 95% interval; green where the key was set, grey where not."""
+    status = {k["key"]: k["status"] for k in recommendation["keys"]}
+    rows = []
+    for key, trial in calibration["trials"].items():
+        for c in trial.get("comparisons", ()):
+            e = c.get("estimate")
+            if e:
+                value = c["candidate"].get(key, ",".join(map(str, c["candidate"].values())))
+                what = f"{c['workload']}, {c['files']} files" if c.get("files") else c["workload"]
+                rows.append((f"{key}={value}\n{what}", 1 / e["ratio"], 1 / e["high"],
+                             1 / e["low"], status.get(key) == "set"))
+    for i, (label, speedup, low, high, was_set) in enumerate(rows):
+        ax.errorbar([speedup], [i], xerr=[[speedup - low], [high - speedup]], fmt="o",
+                    color="tab:green" if was_set else "tab:gray", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over Git's default (95% interval); green: set")
+    ax.set_title("real git: what decides")
+
+
+def recommendation(calibration: dict, recommendation: dict, path: str) -> str:
+    """Real git's measurements per key (what decides) beside the engine's sweeps (its
+    predictions, drawn as such)."""
+    plt = _pyplot()
+    panels = list(calibration["sweeps"].items())
+    fig, axes = plt.subplots(1, 1 + len(panels), figsize=(6 + 4.5 * len(panels), 5),
+                             squeeze=False, gridspec_kw={"width_ratios": [1.4] + [1] * len(panels)})
+    _real_git(axes[0][0], calibration, recommendation)
+    _engine_panels(axes[0][1:], panels, prediction=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def sweeps(calibration: dict, path: str) -> str:
     """One panel per engine sweep: seconds against its first dimension, one line per value
     of a second (categorical) one, and the cost model where the sweep fitted one."""
@@ -29,7 +73,15 @@ def sweeps(calibration: dict, path: str) -> str:
     panels = list(calibration["sweeps"].items())
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4),
                              squeeze=False)
-    for ax, (name, sweep) in zip(axes[0], panels):
+    _engine_panels(axes[0], panels)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _engine_panels(axes, panels, prediction: bool = False) -> None:
+    for ax, (name, sweep) in zip(axes, panels):
         x_key = sweep["dims"][0]["name"]
         group = sweep["dims"][1]["name"] if len(sweep["dims"]) > 1 else None
         for g, pts in _series(sweep["evaluations"], x_key, group).items():
@@ -42,14 +94,11 @@ def sweeps(calibration: dict, path: str) -> str:
             ys = [model["serial"] + n * model["per_item"] / min(w, model["parallelism"])
                   + w * model["per_worker"] for w in xs]
             ax.plot(list(xs), ys, "--", label="cost model")
-        ax.set_title(f"engine {name} sweep: seconds vs {x_key}")
+        ax.set_title(f"engine {name} sweep" + ("\n(the engine's prediction; real git "
+                                              "decides)" if prediction else ""), fontsize=9)
         ax.set_xlabel(x_key)
         ax.set_ylabel("seconds (median)")
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def verify(report: dict, path: str) -> str:
