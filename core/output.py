@@ -125,10 +125,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "",
     return "\n".join(lines(headers) + [sep] + [l for r in rows for l in lines(r)])
 
 
+# The last column is the reason, prose that wraps well: it gives way first, down to this.
+PROSE_COLUMN = 24
+
+
 def _narrowed(widths: List[int], room: int) -> List[int]:
-    """Column widths summing to at most `room`: the widest narrowed first, none below
-    MIN_COLUMN (a table that cannot fit even so is left as wide as that)."""
+    """Column widths summing to at most `room`: the last (prose) column narrowed first,
+    down to PROSE_COLUMN, then the widest, none below MIN_COLUMN (a table that cannot
+    fit even so is left as wide as that). Names in the first columns stay whole where
+    the prose can make room for them."""
     widths = list(widths)
+    excess = sum(widths) - room
+    if excess > 0 and widths[-1] > PROSE_COLUMN:
+        widths[-1] = max(PROSE_COLUMN, widths[-1] - excess)
     while sum(widths) > room:
         i = max(range(len(widths)), key=lambda j: widths[j])
         if widths[i] <= MIN_COLUMN:
