@@ -513,7 +513,7 @@ def profile_export(repo, workload, budget, output, as_json):
 @repo_option
 @scope_option()
 @click.option("--check", is_flag=True, help="Change nothing; exit 0 if already applied, 6 if it would change.")
-@click.option("--diff", "show_diff", is_flag=True, help="Show the change as a diff.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show the change as a diff (it is written too; with --check only shown).")
 @click.option("--force", is_flag=True, help="Apply even where the host is not of the profile's class.")
 @override_option
 @json_option

@@ -219,3 +219,16 @@ def test_every_json_output_says_its_schema_in_one_form(small_repo, tmp_path, iso
         assert re.fullmatch(r"git-tune-[a-z-]+/[0-9]+", data["schema"]), (args, data["schema"])
         assert data["schema"].split("/")[0] == f"git-tune-{kind}", (args, data["schema"])
     assert json.loads(profile.read_text())["schema"] == "git-tune-profile/1"
+
+
+def test_the_demo_ends_with_how_to_tune_your_own_repository_whatever_it_found():
+    from git_tune.views import next_steps
+    outcomes = [{"written": {"scope": {}}, "dry_run": False, "message": "wrote 1 value"},
+                {"written": None, "dry_run": True, "message": "dry run: nothing was written"},
+                {"written": None, "dry_run": False, "message": "not written: declined"},
+                {"written": None, "dry_run": False,
+                 "message": "nothing to change: no setting beat Git's defaults here"}]
+    for r in outcomes:
+        steps = next_steps(r, demo=True)
+        assert steps[-1].startswith("next: tune your own repository with `git-tune auto"), r
+        assert all(s.startswith("next: ") for s in steps)
