@@ -231,6 +231,34 @@ def index_parse(data: bytes, threads: int = 1, alloc: str = ALLOC_POOL, pool_blo
     return _index_result(r)
 
 
+@dataclass(frozen=True)
+class StatCheck:
+    """The index's stat data against lstat, over a sample (gt_stat_check): how many
+    entries differ in each field, and how many git's default checks find changed."""
+
+    sampled: int
+    missing: int
+    mtime_sec: int
+    mtime_nsec: int
+    ctime_sec: int
+    ctime_nsec: int
+    ino: int
+    dev: int
+    owner: int
+    size: int
+    changed: int
+
+
+def index_stat_check(path, base, sample: int = 200, object_format: str = "sha1",
+                     limits: Limits = NO_LIMITS) -> StatCheck:
+    """Compare up to `sample` entries' stat data in the index at `path` with lstat of
+    their files below `base` (the work tree), field by field."""
+    opts = _index_opts(1, ALLOC_POOL, 0, True, object_format)
+    r = _lib.call("gt_index_stat_check", (_enc(path), _enc(base), _lib.by_ref(opts), sample),
+                  _lib.StatCheck(), limits.timeout, limits.byte_budget)
+    return StatCheck(*(int(getattr(r, name)) for name, _ in _lib.StatCheck._fields_))
+
+
 def index_write_synthetic(path, entries: int, version: int = 2, depth: int = 4,
                           width: int = 10, files: int = 9, ieot_blocks: int = 0,
                           limits: Limits = NO_LIMITS) -> None:

@@ -116,6 +116,12 @@ class Residency(ctypes.Structure):
     _fields_ = [("bytes", c_uint64), ("pages", c_uint64), ("resident", c_uint64)]
 
 
+class StatCheck(ctypes.Structure):
+    _fields_ = [(name, c_uint32) for name in (
+        "sampled", "missing", "mtime_sec", "mtime_nsec", "ctime_sec", "ctime_nsec",
+        "ino", "dev", "owner", "size", "changed")]
+
+
 _CTL = POINTER(Ctl)
 _ERR = (c_char_p, c_size_t)
 
@@ -141,6 +147,8 @@ _FUNCTIONS = {
                                POINTER(LatencyResult)) + _ERR),
     "gt_fs_info": (c_int, (c_char_p, POINTER(FsInfo)) + _ERR),
     "gt_cache_residency": (c_int, (c_char_p, c_char_p, POINTER(Residency)) + _ERR),
+    "gt_index_stat_check": (c_int, (c_char_p, c_char_p, POINTER(IndexOpts), c_uint32, _CTL,
+                                    POINTER(StatCheck)) + _ERR),
 }
 
 _STRUCTS = {
@@ -148,6 +156,7 @@ _STRUCTS = {
     "struct gt_preload_opts": PreloadOpts, "struct gt_preload_result": PreloadResult,
     "struct gt_checkout_opts": CheckoutOpts, "struct gt_checkout_result": CheckoutResult,
     "struct gt_index_opts": IndexOpts, "struct gt_index_result": IndexResult,
+    "struct gt_stat_check": StatCheck,
     "struct gt_index_shape": IndexShape, "struct gt_smallfile_opts": SmallfileOpts,
     "struct gt_smallfile_result": SmallfileResult, "struct gt_latency_result": LatencyResult,
     "struct gt_fs_info": FsInfo, "struct gt_residency": Residency,

@@ -207,6 +207,7 @@ size_t gt_sizeof(const char *name)
 		{ "struct gt_latency_result", sizeof(struct gt_latency_result) },
 		{ "struct gt_fs_info", sizeof(struct gt_fs_info) },
 		{ "struct gt_residency", sizeof(struct gt_residency) },
+		{ "struct gt_stat_check", sizeof(struct gt_stat_check) },
 	};
 	size_t i;
 

@@ -206,8 +206,8 @@ struct gt_index_result {
 };
 
 /*
- * Parse the index file at `path` (SHA-1 repositories), materialise every
- * entry and release them again, timing each phase. Corrupt input returns
+ * Parse the index file at `path` (in the object format opts->hash_algo says),
+ * materialise every entry and release them again, timing each phase. Corrupt input returns
  * GT_ECORRUPT with the reason; nothing is leaked on any path.
  */
 int gt_index_read(const char *path, const struct gt_index_opts *opts,
@@ -221,6 +221,29 @@ int gt_index_read(const char *path, const struct gt_index_opts *opts,
 int gt_index_parse(const unsigned char *buf, size_t len,
 		   const struct gt_index_opts *opts, struct gt_ctl *ctl,
 		   struct gt_index_result *out, char *err, size_t errlen);
+
+/*
+ * How the stat data an index holds compares with what lstat() says now, field
+ * by field as Git's match_stat_data() compares them, over up to `sample`
+ * entries spread evenly over the index (regular files and links; gitlinks and
+ * skip-worktree entries are not in the work tree). An entry git finds changed
+ * is re-read and hashed by every `git status` until the index is written again:
+ * where that never happens, or the fields never settle (a mount that renumbers
+ * inodes), every command re-reads those files.
+ */
+struct gt_stat_check {
+	uint32_t sampled;	/* entries compared */
+	uint32_t missing;	/* no longer in the work tree, or of another type */
+	uint32_t mtime_sec, mtime_nsec, ctime_sec, ctime_nsec;
+	uint32_t ino, dev, owner, size;	/* owner: uid or gid */
+	uint32_t changed;	/* entries git's default checks find changed (mtime or
+				   ctime seconds, owner, inode, size; not nsec nor dev,
+				   which need USE_NSEC / USE_STDEV builds) */
+};
+
+int gt_index_stat_check(const char *path, const char *base, const struct gt_index_opts *opts,
+			uint32_t sample, struct gt_ctl *ctl, struct gt_stat_check *out,
+			char *err, size_t errlen);
 
 struct gt_index_shape {
 	uint32_t version;	/* 2, 3 or 4 */

@@ -509,9 +509,27 @@ static int load_all(struct index_file *ix, const struct gt_index_opts *opts,
 	return status;
 }
 
+/* Something done with the entries while they are loaded (before they are released). */
+struct visit {
+	int (*fn)(struct cache_entry *const *ce, uint32_t n, struct gt_run *run, void *data,
+		  char *err, size_t errlen);
+	void *data;
+};
+
+static int parse(const unsigned char *buf, size_t len, const struct gt_index_opts *opts,
+		 struct gt_ctl *ctl, struct gt_index_result *out, const struct visit *visit,
+		 char *err, size_t errlen);
+
 int gt_index_parse(const unsigned char *buf, size_t len,
 		   const struct gt_index_opts *opts, struct gt_ctl *ctl,
 		   struct gt_index_result *out, char *err, size_t errlen)
+{
+	return parse(buf, len, opts, ctl, out, NULL, err, errlen);
+}
+
+static int parse(const unsigned char *buf, size_t len, const struct gt_index_opts *opts,
+		 struct gt_ctl *ctl, struct gt_index_result *out, const struct visit *visit,
+		 char *err, size_t errlen)
 {
 	struct index_file ix = { .buf = buf, .len = len };
 	struct gt_mem_pool pool;
@@ -561,6 +579,8 @@ int gt_index_parse(const unsigned char *buf, size_t len,
 	out->peak_bytes += (uint64_t)ix.entries * sizeof(*ce);
 	if (!status)
 		summarise(ce, ix.entries, out);
+	if (!status && visit)
+		status = visit->fn(ce, ix.entries, &run, visit->data, err, errlen);
 
 	t0 = gt_now_ns();
 	if (opts->alloc == GT_ALLOC_MALLOC)
@@ -642,5 +662,90 @@ int gt_index_read(const char *path, const struct gt_index_opts *opts,
 	status = gt_index_parse(buf, len, opts, ctl, out, err, errlen);
 	out->read_ns = t0;
 	free(buf);
+	return status;
+}
+
+struct stat_sample {
+	int dirfd;
+	uint32_t sample;
+	struct gt_stat_check *out;
+};
+
+/* One entry against lstat, as match_stat_data() compares them (all fields counted). */
+static void compare_stat(const struct cache_entry *ce, const struct stat *st,
+			 struct gt_stat_check *out)
+{
+	int changed = 0;
+
+	if (ce->mtime_sec != (uint32_t)st->st_mtim.tv_sec)
+		out->mtime_sec++, changed = 1;
+	if (ce->mtime_nsec != (uint32_t)st->st_mtim.tv_nsec)
+		out->mtime_nsec++;
+	if (ce->ctime_sec != (uint32_t)st->st_ctim.tv_sec)
+		out->ctime_sec++, changed = 1;
+	if (ce->ctime_nsec != (uint32_t)st->st_ctim.tv_nsec)
+		out->ctime_nsec++;
+	if (ce->ino != (uint32_t)st->st_ino)
+		out->ino++, changed = 1;
+	if (ce->dev != (uint32_t)st->st_dev)
+		out->dev++;
+	if (ce->uid != (uint32_t)st->st_uid || ce->gid != (uint32_t)st->st_gid)
+		out->owner++, changed = 1;
+	if (ce->size != (uint32_t)st->st_size)
+		out->size++, changed = 1;
+	out->changed += changed;
+}
+
+static int sample_stat(struct cache_entry *const *ce, uint32_t n, struct gt_run *run,
+		       void *data, char *err, size_t errlen)
+{
+	struct stat_sample *s = data;
+	uint32_t step = s->sample && n > s->sample ? n / s->sample : 1, i;
+	struct stat st;
+	int status;
+
+	for (i = 0; i < n && s->out->sampled + s->out->missing < s->sample; i += step) {
+		uint32_t type = ce[i]->mode & S_IFMT;
+
+		if ((type != S_IFREG && type != S_IFLNK) || (ce[i]->flags & CE_SKIP_WORKTREE))
+			continue;
+		if ((status = gt_run_check(run)))
+			return gt_error_run(status, err, errlen, "stat check");
+		/* Only what git itself would look at: the entry's own path, no link followed. */
+		if (fstatat(s->dirfd, ce[i]->name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    (st.st_mode & S_IFMT) != type) {
+			s->out->missing++;
+			continue;
+		}
+		s->out->sampled++;
+		compare_stat(ce[i], &st, s->out);
+	}
+	return GT_OK;
+}
+
+int gt_index_stat_check(const char *path, const char *base, const struct gt_index_opts *opts,
+			uint32_t sample, struct gt_ctl *ctl, struct gt_stat_check *out,
+			char *err, size_t errlen)
+{
+	struct gt_index_result result;
+	struct stat_sample s = { .sample = sample, .out = out };
+	struct visit visit = { sample_stat, &s };
+	unsigned char *buf = NULL;
+	struct gt_run run;
+	size_t len = 0;
+	int status;
+
+	if (!path || !base || !opts || !out)
+		return gt_error(GT_EINVAL, err, errlen, "path, base, opts and out are required");
+	memset(out, 0, sizeof(*out));
+	s.dirfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.dirfd < 0)
+		return gt_error_errno(errno, err, errlen, "unable to open '%s'", base);
+	gt_run_start(&run, ctl);
+	status = read_file(path, &run, &buf, &len, err, errlen);
+	if (!status)
+		status = parse(buf, len, opts, ctl, &result, &visit, err, errlen);
+	free(buf);
+	close(s.dirfd);
 	return status;
 }

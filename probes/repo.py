@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from git_tune import engine, git
 from git_tune.errors import EngineError, GitError, UsageError
+from git_tune.probes import statdata
 from git_tune.probes.gitinfo import run_git
 
 
@@ -40,6 +41,7 @@ class RepoFacts:
     submodules: int
     worktrees: int
     notes: Tuple[str, ...]
+    stat_data: Optional[dict] = None     # statdata.StatData: the index's stat data vs lstat
 
 
 def partial_clone(layout: RepoLayout) -> bool:
@@ -188,6 +190,10 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
             notes.append(f"the index could not be read: {e.message}")
     elif not layout.bare:
         notes.append("no index file yet")
+    stat = statdata.check(layout.index_file, layout.worktree, layout.object_format,
+                          allowance) if index and layout.worktree else None
+    if stat and stat.diagnosis:
+        notes.append(stat.diagnosis)
     packs = pack_files(layout)
     sparse = run_git(["config", "--bool", "core.sparseCheckout"], repo=layout).stdout.strip() == "true"
     submodules = 0
@@ -208,4 +214,5 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
         untracked_estimate=untracked, untracked_note=untracked_note,
         packs=len(packs), pack_bytes=sum(os.path.getsize(p) for p in packs),
         loose_objects=_loose_objects(layout), commit_graph=commit_graph,
-        sparse_checkout=sparse, submodules=submodules, worktrees=worktrees, notes=tuple(notes))
+        sparse_checkout=sparse, submodules=submodules, worktrees=worktrees, notes=tuple(notes),
+        stat_data=asdict(stat) if stat else None)

@@ -314,3 +314,24 @@ def test_read_only_file_system_reports_and_writes_nothing(small_repo):
             assert s["latency"]["lstat_hit"]["count"] > 0
         finally:
             remount(mnt, read_only=False)
+
+
+def test_probe_names_the_stat_fields_a_copy_changed_and_what_ends_the_rehash(small_repo,
+                                                                             tmp_path):
+    """A copy that kept mtimes (cp -a) has new inodes and ctimes: every git status would
+    re-read and hash every file. The probe says which fields differ and what fixes it;
+    once git has written the index again (one git status), it says nothing."""
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(small_repo), str(copy)], check=True)
+    r = probe(str(copy))
+    stat = r.repository.stat_data
+    assert stat["sampled"] > 100 and stat["changed"] == stat["sampled"], stat
+    assert "inode" in stat["fields"] and "mtime" not in stat["fields"], stat
+    note = next(n for n in r.repository.notes if "no longer match" in n)
+    assert "core.checkStat=minimal" in note and "git update-index --refresh" in note
+    subprocess.run(["git", "-C", str(copy), "status", "--porcelain"], check=True,
+                   stdout=subprocess.DEVNULL)
+    again = probe(str(copy)).repository
+    assert again.stat_data["changed"] == 0 and again.stat_data["diagnosis"] is None
+    assert not any("no longer match" in n for n in again.notes)
+    assert probe(str(small_repo)).repository.stat_data["diagnosis"] is None
