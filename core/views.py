@@ -104,8 +104,7 @@ def recommend_view(r: dict) -> str:
              _gain(k["gain"]), k["reason"]) for k in r["keys"]]
     out = [f"Recommendation for git {r['git_version']} on {r['storage_class']} storage "
            f"(workload: {r['workload']})", ""]
-    # A busy host is said first: every figure below is to be read with it in mind.
-    out += [f"warning: {n}" for n in r.get("notes", ()) if n.startswith("unreliable:")]
+    out += _warnings(r.get("notes", ()))
     out += [table(("key", "value", "git default", "speedup (95% CI)", "why"), rows)]
     if r["findings"]:
         out += ["", "Findings (no Git key):"] + [f"  - {f}" for f in r["findings"]]
@@ -187,8 +186,9 @@ def verify_view(r: dict) -> str:
                      f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})", e["verdict"]))
     settings = ", ".join(f"{k}={v}" for k, v in sorted(r["after"].items()))
     out = [f"Real git in {r['repo']}, {r['runs']} interleaved runs a side"
-           f"{' (cold)' if r['cold'] else ''}: Git's defaults vs {settings}", "",
-           table(("workload", "before", "after", "speedup (95% CI)", "verdict"), rows, "lrrrl")]
+           f"{' (cold)' if r['cold'] else ''}: Git's defaults vs {settings}", ""]
+    out += _warnings(r["notes"])
+    out += [table(("workload", "before", "after", "speedup (95% CI)", "verdict"), rows, "lrrrl")]
     phase_rows = []
     for w in r["workloads"]:
         keys = sorted(set(w["phases_before"]) | set(w["phases_after"]))
@@ -200,8 +200,13 @@ def verify_view(r: dict) -> str:
     if phase_rows:
         out += ["", "Where the time went (trace2, one traced run a side):",
                 table(("workload", "region", "before", "after"), phase_rows, "llrr")]
-    out += [f"note: {n}" for n in r["notes"]]
+    out += [f"note: {n}" for n in r["notes"] if not n.startswith("unreliable:")]
     return "\n".join(out)
+
+
+def _warnings(notes) -> list:
+    """A busy host (hostload) is said before any figure: every one is read with it."""
+    return [f"warning: {n}" for n in notes if n.startswith("unreliable:")]
 
 
 def show_view(r: dict) -> str:

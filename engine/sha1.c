@@ -1,10 +1,11 @@
 #include "sha1.h"
+#include "md_block.h"
 
 #include <string.h>
 
 #define ROL(x, n) (((x) << (n)) | ((x) >> (32 - (n))))
 
-static void block(uint32_t h[5], const unsigned char *p)
+static void block(uint32_t *h, const unsigned char *p)
 {
 	uint32_t w[80], a, b, c, d, e, f, k, t;
 	int i;
@@ -48,36 +49,15 @@ void gt_sha1_init(struct gt_sha1 *c)
 
 void gt_sha1_update(struct gt_sha1 *c, const void *data, size_t len)
 {
-	const unsigned char *p = data;
-
-	c->len += len;
-	if (c->used) {
-		size_t n = 64 - c->used < len ? 64 - c->used : len;
-		memcpy(c->buf + c->used, p, n);
-		c->used += n;
-		p += n;
-		len -= n;
-		if (c->used < 64)
-			return;
-		block(c->h, c->buf);
-		c->used = 0;
-	}
-	for (; len >= 64; p += 64, len -= 64)
-		block(c->h, p);
-	memcpy(c->buf, p, len);
-	c->used = len;
+	gt_md_update(c->h, c->buf, &c->used, &c->len, data, len, block);
 }
 
 void gt_sha1_final(struct gt_sha1 *c, unsigned char out[20])
 {
-	uint64_t bits = c->len * 8;
-	unsigned char pad[72] = { 0x80 };
-	size_t padlen = (c->used < 56 ? 56 : 120) - c->used;
+	unsigned char pad[72];
 	int i;
 
-	for (i = 0; i < 8; i++)
-		pad[padlen + i] = (unsigned char)(bits >> (56 - 8 * i));
-	gt_sha1_update(c, pad, padlen + 8);
+	gt_sha1_update(c, pad, gt_md_padding(pad, c->used, c->len));
 	for (i = 0; i < 20; i++)
 		out[i] = (unsigned char)(c->h[i / 4] >> (24 - 8 * (i % 4)));
 }

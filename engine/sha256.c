@@ -1,5 +1,6 @@
 /* SHA-256 as FIPS 180-4 specifies it, written like sha1.c beside it. */
 #include "sha256.h"
+#include "md_block.h"
 
 #include <string.h>
 
@@ -16,7 +17,7 @@ static const uint32_t K[64] = {
 	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
 
-static void block(uint32_t h[8], const unsigned char *p)
+static void block(uint32_t *h, const unsigned char *p)
 {
 	uint32_t w[64], a, b, c, d, e, f, g, k, t1, t2;
 	int i;
@@ -55,37 +56,15 @@ void gt_sha256_init(struct gt_sha256 *c)
 
 void gt_sha256_update(struct gt_sha256 *c, const void *data, size_t len)
 {
-	const unsigned char *p = data;
-	size_t take;
-
-	c->len += len;
-	if (c->used) {
-		take = 64 - c->used < len ? 64 - c->used : len;
-		memcpy(c->buf + c->used, p, take);
-		c->used += take;
-		p += take;
-		len -= take;
-		if (c->used < 64)
-			return;
-		block(c->h, c->buf);
-		c->used = 0;
-	}
-	for (; len >= 64; p += 64, len -= 64)
-		block(c->h, p);
-	memcpy(c->buf, p, len);
-	c->used = len;
+	gt_md_update(c->h, c->buf, &c->used, &c->len, data, len, block);
 }
 
 void gt_sha256_final(struct gt_sha256 *c, unsigned char out[32])
 {
-	uint64_t bits = c->len * 8;
-	unsigned char pad[72] = { 0x80 };
-	size_t n = (c->used < 56 ? 56 : 120) - c->used;
+	unsigned char pad[72];
 	int i;
 
-	for (i = 0; i < 8; i++)
-		pad[n + i] = (unsigned char)(bits >> (56 - 8 * i));
-	gt_sha256_update(c, pad, n + 8);
+	gt_sha256_update(c, pad, gt_md_padding(pad, c->used, c->len));
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (unsigned char)(c->h[i] >> 24);
 		out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);

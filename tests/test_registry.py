@@ -11,6 +11,7 @@
 import ast
 import glob
 import json
+import re
 import os
 import subprocess
 import sys
@@ -53,6 +54,21 @@ def _threshold_within_noise(recorded_key: dict) -> bool:
     gain = recorded_key.get("gain")
     return (recorded_key["key"] == "checkout.thresholdForParallelism" and gain is not None
             and gain["low"] <= 1 / (1 - stats.MIN_EFFECT))
+
+
+def _reworded(findings):
+    """The recorded findings in today's words: #34 made counts agree with their nouns
+    ("1 thread", "Git starts 5 threads") and says "one thread: 5.7 ms"; the figures and
+    what they say are the recordings' own."""
+    out = []
+    for f in findings:
+        f = re.sub(r"\b1 threads\b", "1 thread", f)
+        f = re.sub(r"Git starts (\d+) \(", lambda m: f"Git starts {m.group(1)} thread"
+                   + ("" if m.group(1) == "1" else "s") + " (", f)
+        f = f.replace("one thread takes not measured", "one thread: not timed")
+        f = f.replace("one thread takes ", "one thread: ").replace("(not measured)", "(not timed)")
+        out.append(f)
+    return out
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[os.path.basename(p) for p in RECORDED])
@@ -98,7 +114,7 @@ def test_recorded_calibration_gives_the_same_decisions(path):
             w = workloads.weights(workload)
             share = (sum(w.values()) - w["write"]) / sum(w.values())
             assert got["weighted_speedup"] == pytest.approx(want["weighted_speedup"] ** share)
-        assert sorted(got["findings"]) == sorted(want["findings"])
+        assert sorted(got["findings"]) == sorted(_reworded(want["findings"]))
 
 
 def test_recorded_decisions_are_not_all_defaults():

@@ -121,6 +121,9 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     try:
         busy = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
+        verify = subprocess.run([*GIT_TUNE, "verify", "--repo", str(repo), "--set",
+                                 "checkout.workers=2", "--workload", "status"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         for p in loops:
             p.kill()
@@ -130,6 +133,10 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     assert lines[2].startswith("warning: unreliable: other processes kept"), busy.stdout
     warning = " ".join(lines[2:lines.index("", 2)] if "" in lines[2:] else lines[2:4])
     assert "--recalibrate" in warning, warning
+    assert verify.returncode == 0, verify.stderr
+    before_table = verify.stdout.split("workload ")[0]
+    assert "\nwarning: unreliable:" in before_table and "git-tune verify" in before_table, \
+        verify.stdout
 
 
 def test_refusals_name_what_is_valid_and_what_was_meant(isolated_git):

@@ -40,13 +40,15 @@ class Load:
     def busy(self) -> bool:
         return self.others_cpus > self.cores * BUSY_SHARE
 
-    def note(self) -> Optional[str]:
+    def note(self, again: str = "git-tune auto --recalibrate") -> Optional[str]:
+        """The warning where other processes were busy, naming the command to run again."""
         if not self.busy:
             return None
+        took = f"{self.seconds:.1f}" if self.seconds < 10 else f"{self.seconds:.0f}"
         return (f"unreliable: other processes kept {self.others_cpus:.1f} of {self.cores:g} "
-                f"CPUs busy during the {self.seconds:.0f} s of measuring, so the timings are "
-                "noisier and parallel settings competed with them; run again when the host "
-                "is quieter (git-tune auto --recalibrate)")
+                f"CPUs busy during the {took} s of measuring, so the timings are noisier and "
+                f"parallel settings competed with them; run again when the host is quieter "
+                f"({again})")
 
 
 class Watch:

@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune import git
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import coldcache, gitbench
+from git_tune.advisor.measure import coldcache, gitbench, hostload
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue, stats
@@ -193,6 +193,8 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
     notes: List[str] = []
     cold_method = coldcache.make_cold([]) if cold else None
     results = []
+    # Other processes' CPU while verify times git: the same warning as calibration's.
+    watch = hostload.Watch(len(os.sched_getaffinity(0)))
     with one_measurement_at_a_time(layout.common_dir), \
             scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
                         same_fs_as=layout.worktree) as scratch:
@@ -210,5 +212,8 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
             results.append(_time_workload(name, ws, copies, switch, settings, runs, cold, seed))
     if cold and cold_method and "only file data" in cold_method:
         notes.append(f"cold runs: {cold_method}")
+    busy = watch.load().note(again="git-tune verify")
+    if busy:
+        notes.insert(0, busy)
     return VerifyReport(SCHEMA_VERSION, layout.worktree, settings["before"], after, runs, cold,
                         cold_method, tuple(results), tuple(notes))
