@@ -239,3 +239,13 @@ def test_the_demo_ends_with_how_to_tune_your_own_repository_whatever_it_found():
         steps = next_steps(r, demo=True)
         assert steps[-1].startswith("next: tune your own repository with `git-tune auto"), r
         assert all(s.startswith("next: ") for s in steps)
+
+
+def test_a_busy_host_is_one_that_left_git_tune_too_few_idle_cpus():
+    """What decides 'unreliable' is whether the CPUs git-tune could use were free, not how
+    busy a big host was: a container given 2 of 64 CPUs beside 30 busy ones was not
+    crowded; on 2 CPUs, one busy loop elsewhere is."""
+    from git_tune.advisor.measure.hostload import Load
+    assert Load(5, 1.0, cores=2, cpus=2).busy and Load(5, 63, cores=2, cpus=64).busy
+    assert not Load(5, 0.3, cores=2, cpus=2).busy and not Load(5, 30, cores=2, cpus=64).busy
+    assert Load(5, 0.3, cores=2, cpus=2).note() is None

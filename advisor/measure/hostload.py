@@ -14,15 +14,28 @@ from typing import Optional
 
 import psutil
 
-# Other processes keeping more than this share of the CPUs git-tune may use busy make
-# its result one to re-check: on two cores, one busy loop elsewhere.
+# Other processes leaving idle fewer CPUs than git-tune may use, less this share of them,
+# make its result one to re-check: on two cores, one busy loop elsewhere; on a 64-CPU host
+# that gives a container 2, only a host nearly saturated.
 BUSY_SHARE = 0.25
 
 
-def _host_busy() -> float:
-    t = psutil.cpu_times()
+def _busy(t) -> float:
     return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0) \
         - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+
+def _cpus() -> list:
+    """The CPUs this process may run on (its affinity), those whose time counts."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(psutil.cpu_count() or 1))
+
+
+def _host_busy(cpus) -> float:
+    per_cpu = psutil.cpu_times(percpu=True)
+    return sum(_busy(per_cpu[c]) for c in cpus if c < len(per_cpu))
 
 
 def _own() -> float:
@@ -33,20 +46,22 @@ def _own() -> float:
 @dataclass(frozen=True)
 class Load:
     seconds: float          # wall time watched
-    others_cpus: float      # CPUs other processes kept busy on average
-    cores: float            # the CPUs git-tune may use (affinity, quota)
+    others_cpus: float      # CPUs other processes kept busy on average (of those below)
+    cores: float            # the CPUs git-tune may use (affinity, bounded by a quota)
+    cpus: int = 0           # the CPUs it may run on (affinity), whose time was watched
 
     @property
     def busy(self) -> bool:
-        return self.others_cpus > self.cores * BUSY_SHARE
+        idle_left = max(self.cpus, self.cores) - self.others_cpus
+        return idle_left < self.cores * (1 - BUSY_SHARE)
 
     def note(self, again: str = "git-tune auto --recalibrate") -> Optional[str]:
         """The warning where other processes were busy, naming the command to run again."""
         if not self.busy:
             return None
         took = f"{self.seconds:.1f}" if self.seconds < 10 else f"{self.seconds:.0f}"
-        return (f"unreliable: other processes kept {self.others_cpus:.1f} of {self.cores:g} "
-                f"CPUs busy during the {took} s of measuring, so the timings are noisier and "
+        return (f"unreliable: other processes kept {self.others_cpus:.1f} of "
+                f"{max(self.cpus, int(self.cores))} CPUs busy during the {took} s of measuring, so the timings are noisier and "
                 f"parallel settings competed with them; run again when the host is quieter "
                 f"({again})")
 
@@ -55,10 +70,10 @@ class Watch:
     """Started before measuring; `load()` says what other processes used since."""
 
     def __init__(self, cores: float):
-        self.cores = max(1.0, float(cores))
-        self.t0, self.host0, self.own0 = time.monotonic(), _host_busy(), _own()
+        self.cores, self.cpus = max(1.0, float(cores)), _cpus()
+        self.t0, self.host0, self.own0 = time.monotonic(), _host_busy(self.cpus), _own()
 
     def load(self) -> Load:
         wall = max(1e-6, time.monotonic() - self.t0)
-        others = max(0.0, (_host_busy() - self.host0) - (_own() - self.own0))
-        return Load(round(wall, 2), round(others / wall, 2), self.cores)
+        others = max(0.0, (_host_busy(self.cpus) - self.host0) - (_own() - self.own0))
+        return Load(round(wall, 2), round(others / wall, 2), self.cores, len(self.cpus))
