@@ -8,16 +8,26 @@ keys real git decided (a trial with its full runs), and for the keys the budget 
 Git's default, how many seconds more would have decided the first of them.
 
     python3 bench/calibrate_speed.py [--tiny] [--beds disk latfs-nfs] [--sizes 3000 20000]
-                                     [--budgets 10 20 60]
+                                     [--budgets 10 20 60] [--quality [--repeat 2]]
+                                     [--settled]
+
+With --quality, each cell also says what the sequence a clone lives with (the whole tree
+written, then the next git status -uno) takes under the calibration's checkout values,
+against Git's defaults and against the best worker count of a grid (1-32) timed on that
+repository beforehand.
 
 A run over some beds keeps the other beds' rows of the last run in bench/results.
 """
 import json
 import os
+import statistics
+import subprocess
 import time
 
-from common import RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
+from common import (RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage,
+                    tracked)
 
+from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.bench import STOPPED_SLOWER
 from git_tune.advisor.measure.record import Options
@@ -31,13 +41,54 @@ def timed_calibration(repo: str, budget: float):
     record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget),
                            store=False)
     wall = time.monotonic() - t0
+    settings = recommend(record).settings()
     # A key is decided when its main comparison ran its full runs, stopped clearly apart
     # in 3 pairs (clearly faster), or was dropped clearly slower after its first pairs.
     decided = sorted(k for k, t in record.trials.items() if t.comparisons
                      and (t.main.stopped == STOPPED_SLOWER
                           or stats.conclusive(t.main.times_default, t.main.times_candidate)))
     kept = sorted(k for k, t in record.trials.items() if t.why_not_run)
-    return wall, decided, kept, dict(record.unfinished)
+    return wall, decided, kept, dict(record.unfinished), settings
+
+
+COUNTS = (1, 2, 4, 8, 16, 32)
+CHECKOUT_KEYS = ("checkout.workers", "checkout.thresholdForParallelism")
+
+
+class Quality:
+    """The sequence a clone lives with, on the whole tree (every file written, then the
+    next git status -uno, in a scratch clone): Git's defaults, each worker count of a grid
+    (timed once per bed and size, `rounds` times in turn), and each calibration's values."""
+
+    def __init__(self, repo: str, scratch: str, rounds: int):
+        from git_tune.advisor.measure import gitbench
+        from git_tune.probes.repo import locate
+        os.mkdir(scratch)
+        ws = gitbench.Workspace(locate(repo), scratch)
+        clone = ws.clone()
+        self.work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
+        self.work.run({})       # makes the directories later runs find made
+        times = {w: [] for w in COUNTS}
+        for r in range(rounds):
+            for w in (COUNTS if r % 2 == 0 else COUNTS[::-1]):
+                times[w].append(self.work.run(self.settings({"checkout.workers": str(w)})))
+        self.grid = {w: statistics.median(t) for w, t in times.items()}
+        self.best = min(self.grid, key=self.grid.get)
+
+    @staticmethod
+    def settings(values):
+        w = int(values.get("checkout.workers", "1"))
+        return {} if w == 1 else {"checkout.workers": str(w), "checkout.thresholdForParallelism":
+                                  values.get("checkout.thresholdForParallelism", "100")}
+
+    def of(self, values) -> dict:
+        """git-tune's values against Git's defaults and the grid's best count."""
+        w = int(values.get("checkout.workers", "1"))
+        mine = self.grid[w] if w in self.grid else statistics.median(
+            [self.work.run(self.settings(values)) for _ in range(2)])
+        return {"workers": w, "seconds": mine, "vs_default": self.grid[1] / mine,
+                "vs_grid_best": mine / self.grid[self.best], "grid_best": self.best,
+                "grid": self.grid}
 
 
 def _with_other_sizes(rows, data, sizes):
@@ -49,7 +100,9 @@ def _with_other_sizes(rows, data, sizes):
     except (OSError, ValueError):
         return rows, data
     kept = lambda files: int(files) not in sizes
-    rows = [r for r in old.get("rows", []) if r[0] in data and kept(r[1])] + list(rows)
+    width = len(rows[0]) if rows else 0
+    rows = [list(r) + ["-"] * (width - len(r)) for r in old.get("rows", [])
+            if r[0] in data and kept(r[1])] + list(rows)
     for bed in data:
         data[bed] = {**{cell: v for cell, v in old.get("data", {}).get(bed, {}).items()
                         if kept(cell.split("|")[0])}, **data[bed]}
@@ -58,11 +111,23 @@ def _with_other_sizes(rows, data, sizes):
     return rows, data
 
 
+def _quality_cell(q) -> str:
+    if not q:
+        return "-"
+    return (f"{q['workers']} workers: {q['vs_default']:.2f}x Git's default, "
+            f"{q['vs_grid_best']:.2f} of the grid's best ({q['grid_best']})")
+
+
 def main():
     p = parser(__doc__)
     p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
     p.add_argument("--sizes", nargs="+", type=int)
     p.add_argument("--budgets", nargs="+", type=float)
+    p.add_argument("--settled", action="store_true",
+                   help="write the generated repository back (sync) before its cells")
+    p.add_argument("--quality", action="store_true",
+                   help="also time the whole tree written then git status under each "
+                        "calibration's values, Git's defaults and a grid of worker counts")
     args = p.parse_args()
     sizes = args.sizes or ([300] if args.tiny else [3000, 20000])
     budgets = args.budgets or ([5] if args.tiny else [10, 20, 60])
@@ -74,18 +139,27 @@ def main():
                 data[kind] = {}
                 for files in sizes:
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")
+                    if args.settled:
+                        # Untimed: the repository written back, as a day-old checkout is
+                        # (the cell then times git, not the flush of its generation).
+                        subprocess.run(["sync", "--file-system", mnt], check=False)
+                    quality = (Quality(repo, os.path.join(mnt, f"quality{files}"),
+                                       1 if args.tiny else args.repeat or 2)
+                               if args.quality or args.tiny else None)
                     for budget in budgets:
-                        wall, decided, kept, unfinished = timed_calibration(repo, budget)
+                        wall, decided, kept, unfinished, values = timed_calibration(repo, budget)
                         short = [s for s in unfinished.values() if s is not None]
+                        q = quality.of(values) if quality else None
                         data[kind][f"{files}|{budget:g}"] = {
                             "wall": wall, "decided": decided, "kept_by_prediction": kept,
-                            "unfinished": unfinished}
+                            "unfinished": unfinished, "values": values, "quality": q}
                         rows.append((kind, files, f"{budget:g} s", f"{wall:.1f} s",
                                      f"{wall / budget:.2f}" + ("" if wall <= PROMISE * budget
                                                                else " OVER"),
                                      ", ".join(decided) or "-", ", ".join(kept) or "-",
                                      (f"{len(unfinished)} (first: +{min(short):.0f} s)"
-                                      if short else str(len(unfinished)))))
+                                      if short else str(len(unfinished))),
+                                     _quality_cell(q)))
         except BedUnavailable as e:
             notes.append(f"{kind}: {e}")
     if args.sizes and not args.tiny:
@@ -95,7 +169,8 @@ def main():
     report("calibrate_speed", "Whole calibration (probe included) against its --budget: "
            "bed x repository size x budget",
            ("bed", "files", "budget", "wall", "wall / budget", "decided by real git",
-            "kept by the engine's prediction", "left at Git's default"),
+            "kept by the engine's prediction", "left at Git's default",
+            "whole tree then status (--quality)"),
            rows, data, args.tiny,
            notes + [f"{b}: worst wall / budget {w:.2f}" for b, w in worst.items()]
            + [f"promise: wall / budget <= {PROMISE} in every cell",

@@ -3,7 +3,7 @@
 On each bed, a generated repository; for every worker count of a grid, the sequence a
 clone leaves the user with (every file written, then the next `git status -uno`) timed
 on the whole tree and on part repositories (gitbench.Workspace.part: runs of consecutive
-entries spread over the index, the user's objects, HEAD = the part) of a few sizes.
+entries spread over the index, the user's objects, HEAD unborn) of a few sizes.
 Each cell is the median of interleaved rounds; the table gives each count's speedup over
 sequential on the part and on the whole, which count each picks, and how far the part's
 pick is from the whole's best (on the whole tree). Part repositories cost what git's

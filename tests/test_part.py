@@ -1,7 +1,7 @@
-"""A part of the repository (issue #30's groundwork): a scratch repository whose index
-and HEAD hold runs of the user's entries, so the git work a trial makes there (files
-written, entries read and lstat-ed by the next status) is the part's, whatever the size
-of the repository. Real git, generated repositories, trace2's own counts."""
+"""A part of the repository (issue #30): a scratch repository whose index holds runs of
+the user's entries, so the git work a trial makes there (files written, entries read
+and lstat-ed by the next status) is the part's, whatever the size of the repository.
+Real git, generated repositories, trace2's own counts."""
 import json
 import os
 
@@ -33,6 +33,8 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         data = {e["key"].rsplit("/", 1)[-1]: int(e["value"]) for e in map(json.loads, open(trace))
                 if e.get("event") == "data" and e.get("category") == "index"}
         seen[files] = (written, data.get("cache_nr"), data.get("sum_lstat"))
-        status = git(part.worktree, "status", "--porcelain").stdout
-        assert status == "", status          # HEAD and the index hold the same part
+        # The work tree holds what the index does (HEAD is unborn: every entry is added).
+        assert git(part.worktree, "diff", "--name-only").stdout == ""
+        status = git(part.worktree, "status", "--porcelain", "-uno").stdout.splitlines()
+        assert len(status) == 120 and all(line.startswith("A  ") for line in status), status
     assert seen[300] == seen[3000] == (120, 120, 120), seen

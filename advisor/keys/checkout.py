@@ -37,6 +37,9 @@ CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
 PILOT_FILES = 50           # the restore that prices a file before the batch is sized
 BATCH_SHARE = 0.4          # of the budget left, for the workers' A/B
 TINY_FILES = 20            # the batch that prices one worker process
+PART_PILOT = 48            # entries of the part that prices a file where the tree may not fit
+PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
+PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
 # The worker counts' rounds together (batch and tree write at each count), of the budget
 # left when they start: parallel checkout holds the largest gains on slow storage, and the
 # keys after it (index threads, the untracked cache) keep the rest. A second count starts
@@ -179,12 +182,13 @@ def trial(key, bench: Bench) -> Optional[Trial]:
 
 
 def _trial_workers(bench: Bench) -> Optional[Trial]:
-    """Real git restores a batch, and for profiles that weigh clones writes the tree,
-    sequentially against the engine's pick of workers, then against twice the pick.
-    The engine orders worker counts well where they matter most (latfs) but its
-    threads start cheaper than Git's worker processes: on tmpfs and the disk git's
-    best count was twice the pick (bench/fidelity.py, bench/tuner_quality.py), so
-    real git sees both and the profile's objective chooses (chosen())."""
+    """Real git writes files sequentially against the engine's pick of workers, then
+    against twice the pick. The engine orders worker counts well where they matter most
+    (latfs) but its threads start cheaper than Git's worker processes: on tmpfs and the
+    disk git's best count was twice the pick (bench/fidelity.py, bench/tuner_quality.py),
+    so real git sees both and the profile's objective chooses (chosen()). Where the
+    whole tree fits the budget, a batch and the whole tree are timed in a scratch clone;
+    where it does not (slow storage, a large repository), a part of the tree (_route)."""
     s = bench.sweeps.get("checkout")
     if s is None:
         return None
@@ -192,11 +196,33 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
                            "below its default threshold, so checkout.workers was not timed")
         return None
-    size = _batch_files(bench)
-    batch = _workload(bench, size.files)
     pick = _engine_pick(s)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
-    tree: Optional[Tuple[gitbench.TreeWrite, Optional[float]]] = None
+    route = _route(bench, len(counts))
+    if route is not None:
+        return _trial_on_part(bench, route, _part_counts(bench, counts, len(route.part.paths)))
+    size = _batch_files(bench)
+    batch = _workload(bench, size.files)
+    tree: List[Optional[Tuple[gitbench.TreeWrite, Optional[float]]]] = []
+
+    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+        c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
+                     files=len(batch.paths), warm_default=None if i else size.warm)
+        if c.fails or c.stopped == STOPPED_SLOWER or not bench.counts(CLONE):
+            return [c]
+        warm = None
+        if not tree:
+            tree.append(_tree_workload(bench, c, size))
+            warm = tree[0][1] if tree[0] else None
+        return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
+
+    # Records from before the batch was timed with its next status lack this fact.
+    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)), {"next_status": True})
+
+
+def _ladder(bench: Bench, counts: List[int], compare) -> List[Comparison]:
+    """Each worker count's comparisons (compare(i, candidate), its main one first), while
+    one more count like those so far fits LADDER_SHARE of the budget left at the start."""
     comparisons: List[Comparison] = []
     start, allowance = time.monotonic(), bench.budget.left() * LADDER_SHARE
     for i, w in enumerate(counts):
@@ -207,27 +233,131 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
                                f"{LADDER_SHARE:.0%} of the budget left that the worker "
                                "counts share")
             break
-        cand = _candidate(w)
         try:
-            c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
-                         files=len(batch.paths), warm_default=None if i else size.warm)
+            these = compare(i, _candidate(w))
         except OutOfBudget as e:
             if not comparisons:
                 raise
             bench.notes.append(f"{WORKERS}={w} not timed: {e}")
             break
-        comparisons.append(c)
-        if c.fails or c.stopped == STOPPED_SLOWER:
+        comparisons.extend(these)
+        if these[0].fails or these[0].stopped == STOPPED_SLOWER:
             break       # more workers fail as well, or cost more still
-        if bench.counts(CLONE):
-            warm = None
-            if tree is None:
-                tree = _tree_workload(bench, c, size)
-                warm = tree[1] if tree else None
-            if tree is not None:
-                comparisons.extend(_tree_write(bench, tree[0], cand, warm))
-    # Records from before the batch was timed with its next status lack this fact.
-    return Trial(WORKERS, tuple(comparisons), {"next_status": True})
+    return comparisons
+
+
+@dataclass(frozen=True)
+class Route:
+    """A part of the tree the worker counts are timed on, and where it is the pilot's
+    part, the pilot's seconds (a run of Git's default there already)."""
+    part: gitbench.Part
+    warm: Optional[float]
+
+
+def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
+    """Every file of the part written, then the part's whole status: the sequence a clone
+    or a branch switch lives with, with the part's work only (its pathspec list, unused,
+    is kept in the part's own git directory)."""
+    return gitbench.WholeTreeWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"))
+
+
+def stakes(key, bench: Bench) -> Optional[float]:
+    """The seconds the engine predicts its pick saves on what the key changes: every file
+    of the tree written (workers), a batch of Git's threshold (the threshold: below it
+    git writes sequentially, at any worker count)."""
+    s = bench.sweeps.get("checkout")
+    medians = _engine_medians(s) if s else {}
+    if 1 not in medians or not s.facts.get("files"):
+        return None
+    pick = _engine_pick(s)
+    per_file = medians[1] / s.facts["files"]
+    files = len(bench.names) if key.name == WORKERS else min(len(bench.names), int(key.default))
+    return files * per_file * max(0.0, 1 - 1 / _predicted_gain(s, pick))
+
+
+def _engine_medians(s: Sweep) -> Dict[int, float]:
+    return {dict(k)[WORKERS]: statistics.median(v)
+            for k, v in sweep_points(s.evaluations).items()}
+
+
+def _predicted_gain(s: Sweep, pick: int) -> float:
+    """The engine's one thread against its pick, on its sample: the gain it predicts."""
+    medians = _engine_medians(s)
+    if 1 not in medians or pick not in medians or medians[pick] <= 0:
+        return 1.0
+    return medians[1] / medians[pick]
+
+
+def _route(bench: Bench, counts: int) -> Optional[Route]:
+    """Where the worker counts are timed, priced by two pilots of Git's default: parts of
+    PART_PILOT // 8 and PART_PILOT entries written sequentially, then their status (git's
+    cost beside the files, and a file's). The whole tree at that price (a part's files
+    cost git more than the tree's: its runs change directory more often) fits a run of
+    the counts' share within PILOT_SLACK: None, the whole tree. Else the largest part
+    whose runs fit, at least the pilot's: its work does not grow with the repository,
+    and a larger part tells more of the whole (on the NFS-like bed at 20,000 files, 8
+    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 3.5x on the tree). A
+    run may cost the share, split between the counts, over bench.runs pairs and the
+    warm-up pair. Not the CLEAR_RUNS pairs a gain beyond stats.APART needs, even where the
+    engine predicts one: a part shows less of it (at 20,000 files on the NFS-like bed, a
+    part sized for 3 pairs showed 1.2x in its warm-up, then needed 5 and did not fit)."""
+    entries = len(bench.names)
+    try:
+        small, pilot = (bench.ws.part(min(k, entries)) for k in (PART_PILOT // 8, PART_PILOT))
+        with gitbench.deadline(bench.budget.left()):
+            t_small, t_pilot = _on_part(small).run({}), _on_part(pilot).run({})
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
+    except MeasurementFailed as e:
+        bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
+                           "whole tree is")
+        return None
+    k_small, k_pilot = len(small.paths), len(pilot.paths)
+    per_file = max((t_pilot - t_small) / max(1, k_pilot - k_small), t_pilot / k_pilot / 10)
+    fixed = max(0.0, t_pilot - per_file * k_pilot)
+    per_run = bench.budget.left() * LADDER_SHARE / counts / (2 * (bench.runs + 1))
+    if fixed + entries * per_file <= per_run * PILOT_SLACK:
+        return None
+    n = min(entries - 1, int((per_run - fixed) / per_file))
+    if n < k_pilot * PART_GROWTH:
+        return Route(pilot, t_pilot)
+    try:
+        return Route(bench.ws.part(n), None)
+    except MeasurementFailed:
+        return Route(pilot, t_pilot)
+
+
+def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
+    """The counts timed on a part of `files` files: none above PART_FILES_PER_WORKER files
+    a worker. More workers than that each start for a few files, which the whole tree's
+    never do: on the NFS-like bed at 20,000 files a 48-file part showed 25 workers 1.02x,
+    4-8 workers 1.3x, and the tree's own curve is flat from 8 to 32 workers (2.8-2.9x)."""
+    top = max(2, files // PART_FILES_PER_WORKER)
+    out = list(dict.fromkeys(min(c, top) for c in counts))
+    if out != counts:
+        bench.notes.append(f"{WORKERS}: on a part of {files} files, at most {top} workers "
+                           f"were timed ({PART_FILES_PER_WORKER} files a worker), not "
+                           + " and ".join(str(c) for c in counts if c > top))
+    return out
+
+
+def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
+    """The worker counts on a part: its files written, then its status. The part stands
+    for the whole tree written (a clone) where the profile weighs that, else for a
+    branch switch (a slice of the tree written, then the next status)."""
+    work = _on_part(route.part)
+    workload = CLONE if bench.counts(CLONE) else "checkout"
+    n = len(route.part.paths)
+    bench.notes.append(f"{WORKERS}: timed on a part of the tree, {n} of its "
+                       f"{route.part.entries} files (runs of consecutive entries from all "
+                       "over it): the whole tree written does not fit the budget")
+
+    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+        return [bench.ab(workload, {}, cand, lambda: work.run({}), lambda: work.run(cand),
+                         files=n, warm_default=None if i else route.warm)]
+
+    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
+                 {"next_status": True, "part": n, "entries": route.part.entries})
 
 
 def _engine_pick(s: Sweep) -> int:
@@ -237,8 +367,7 @@ def _engine_pick(s: Sweep) -> int:
     tmpfs on two cores the engine's fastest was 7 threads on a flat curve, and git's best
     2 workers (bench/tuner_quality.py); the cost model's parallelism, fitted to a few
     points, moved from 4 to 32 between runs on the NFS-like bed and cannot say this."""
-    medians = {dict(k)[WORKERS]: statistics.median(v)
-               for k, v in sweep_points(s.evaluations).items()}
+    medians = _engine_medians(s)
     if not medians:
         return max(2, s.best[WORKERS])
     fastest = min(medians.values())
@@ -322,11 +451,18 @@ def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyA
           "curve": s.facts.get("model_samples") if s else None,
           "model": s.facts.get("model") if s else None}
     then = ", then git status of them" if t.facts.get("next_status") else ""
-    what = {c.workload: (f"checkout of {c.files} files with {w} workers{then}"
+    part = t.facts.get("part")
+    what = {c.workload: (f"writing {c.files} of the tree's {t.facts.get('entries')} files "
+                         f"(a part) then git status of them, {w} workers" if part
+                         else f"checkout of {c.files} files with {w} workers{then}"
                          if c.workload != CLONE
                          else f"writing {c.files} files then git status, {w} workers")
             for c in t.comparisons}
-    return advice.weighed(key, t, weights, str(w), what, ev)
+    # A part's gain stands for the tree's, unmeasured: say so (bench/part_fidelity.py).
+    extrapolated = ("; timed on a part of the tree only: the whole tree's own gain was not "
+                    "timed, and a part's files, whose runs change directory more often, "
+                    "gain less" if part else "")
+    return advice.weighed(key, t, weights, str(w), what, ev, suffix=extrapolated)
 
 
 def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
@@ -359,7 +495,8 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
         return None
     w = chosen(catalogue.lookup(WORKERS), bench, workloads.weights(bench.options.workload))[0]
     cand = _candidate(w)
-    tiny = _workload(bench, TINY_FILES)
+    on_part = bool(workers.facts.get("part"))
+    tiny = _batch(bench, TINY_FILES, on_part)
     first = bench.ab("checkout", {}, cand, lambda: tiny.run({}), lambda: tiny.run(cand),
                      files=len(tiny.paths), extensions=0)
     if first.fails:
@@ -373,17 +510,23 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
         n = _bisect(points)
         if n is None:
             break
-        work = _workload(bench, n)
         try:
+            work = _batch(bench, n, on_part)
             point = bench.ab("checkout", {}, cand, lambda: work.run({}),
                              lambda: work.run(cand), files=len(work.paths), extensions=0)
-        except OutOfBudget:
+        except (OutOfBudget, MeasurementFailed):
             break   # the threshold rests on the batches timed so far
         if point.fails:
             break
         points.append(point)
     points.sort(key=lambda c: c.files)
     return Trial(THRESHOLD, tuple(points), {"workers": w, "per_worker": per_worker})
+
+
+def _batch(bench: Bench, n: int, on_part: bool) -> gitbench.CheckoutWorkload:
+    """n files written then their status: a part of n entries where the workers were
+    timed on a part (no scratch clone is made), else n files restored in the clone."""
+    return _on_part(bench.ws.part(n)) if on_part else _workload(bench, n)
 
 
 def _wins(c: Comparison) -> bool:

@@ -94,6 +94,13 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return None
 
 
+def stakes(key, bench: Bench) -> Optional[float]:
+    """What a key that changes how the index is loaded can save a command at most: the
+    engine's parse of the whole index (milliseconds below 100,000 entries)."""
+    s = bench.sweeps.get("index")
+    return Facts(**s.facts).parse_v2 if s else None
+
+
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")

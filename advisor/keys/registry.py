@@ -19,6 +19,10 @@ A key module may provide, for the keys it owns (all optional):
     TRIAL_RANK                    when its trials run, lower first (default 1): where the
                                   budget cannot reach every trial, the cheap ones with the
                                   most at stake go first; ties keep catalogue order
+    stakes(key, bench)            seconds a command of the key's workloads could save at
+                                  most, from what the engine or git measured so far (None:
+                                  not known yet); a key with far less at stake than another
+                                  of its rank waits for the rest (advisor/measure/calibrate)
 
 A key without a module (or without decide) is reported and left at Git's default.
 Adding a key is one toml entry and, to measure it, one module here.
@@ -69,6 +73,14 @@ class Entry:
         fn = self._get("decide")
         return fn(self.key, cal, weights) if fn else advice.unmeasured(self.key)
 
+    def stakes(self, bench) -> Optional[float]:
+        fn = self._get("stakes")
+        return fn(self.key, bench) if fn else None
+
+    @property
+    def rank(self) -> int:
+        return getattr(self.module, "TRIAL_RANK", 1)
+
     def verify_workloads(self) -> Tuple[str, ...]:
         fn = self._get("verify_workloads")
         return tuple(fn(self.key)) if fn else DEFAULT_VERIFY
@@ -116,7 +128,7 @@ def entries() -> Tuple[Entry, ...]:
 
 def trial_order() -> Tuple[Entry, ...]:
     """Every entry in the order its trial runs (TRIAL_RANK, then catalogue order)."""
-    return tuple(sorted(_entries(), key=lambda e: getattr(e.module, "TRIAL_RANK", 1)))
+    return tuple(sorted(_entries(), key=lambda e: e.rank))
 
 
 def entry(name: str) -> Entry:

@@ -10,7 +10,7 @@ registry's business (advisor/keys/): nothing here names a Git key.
 import dataclasses
 import os
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
@@ -73,8 +73,8 @@ def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
 
 
 def _measure(bench: Bench, understood) -> None:
-    """Every key's trial (registry.trial_order), each family's engine sweep just before
-    its first, and last the sweeps a family left for after the trials (findings no
+    """Every key's trial (registry.trial_order, stakes first: next_trial), each family's
+    engine sweep just before its first, and last the sweeps a family left for after the trials (findings no
     trial needs). A family later in the order then never spends the budget before an
     earlier one's trials: with every sweep first, the index sweep's share went before
     checkout.workers' real-git runs, which on the NFS-like bed missed the default budget
@@ -84,9 +84,17 @@ def _measure(bench: Bench, understood) -> None:
     # Every sweeping family has its keys in trial_order(): each sweep is reached there.
     sweeps = dict(registry.sweepers())
     not_reached = set()     # families whose sweep the budget's end left out
-    for entry in registry.trial_order():
-        if entry.family in sweeps and not _sweep(bench, entry.family, sweeps.pop(entry.family)):
-            not_reached.add(entry.family)
+    order = registry.trial_order()
+    pending = list(order)
+    while pending:
+        entry = next_trial(pending, order, bench)
+        if entry.family in sweeps:
+            # Its family's sweep first: then its keys' stakes are known, and the next key
+            # is chosen again.
+            if not _sweep(bench, entry.family, sweeps.pop(entry.family)):
+                not_reached.add(entry.family)
+            continue
+        pending.remove(entry)
         if entry.key.name not in understood:
             continue
         if entry.family in not_reached and entry.has_trial:
@@ -118,6 +126,30 @@ def _measure(bench: Bench, understood) -> None:
     for family, later in bench.later:
         # Findings only (no trial needs them): what the trials left, if anything.
         _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
+
+
+# A key whose stakes are below this share of the highest known among the keys of its
+# rank waits until the others have run: on the NFS-like bed, 3,000 files, checkout's
+# threshold (a 100-file batch at stake) and the index keys (one index load, milliseconds)
+# spent the default budget that core.untrackedCache needed, beside a tree write of seconds.
+LOW_STAKES = 0.05
+
+
+def next_trial(pending: Sequence[registry.Entry], order: Sequence[registry.Entry],
+               bench: Bench) -> registry.Entry:
+    """Stakes first: among the pending keys of the lowest rank, in order, the first whose
+    stakes are not far below the highest known of that rank, trialled or not
+    (LOW_STAKES); a key whose stakes are not known yet (its family's sweep has not run)
+    keeps its place. Where every key left has low stakes, the one with the most."""
+    rank = min(e.rank for e in pending)
+    group = [e for e in pending if e.rank == rank]
+    stakes = {e.key.name: e.stakes(bench) for e in order if e.rank == rank}
+    top = max((v for v in stakes.values() if v is not None), default=0.0)
+    for e in group:
+        v = stakes[e.key.name]
+        if v is None or v >= top * LOW_STAKES:
+            return e
+    return max(group, key=lambda e: stakes[e.key.name] or 0.0)
 
 
 def _bench_run(report: ProbeReport, opts: Options, budget: Budget,

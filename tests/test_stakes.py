@@ -1,0 +1,114 @@
+"""Issue #30: the budget goes where the gain is. Keys are trialled stakes first (what the
+engine measured a key could save), and where the whole tree does not fit the budget,
+checkout.workers is timed on a part of it whose git work does not grow with the
+repository. Real git, the real engine, the latency FUSE bed (root)."""
+import dataclasses
+import json
+import os
+import types
+
+from git_tune import repogen
+from git_tune.advisor.keys import registry
+from git_tune.models import catalogue
+
+
+def _entry(name: str, stakes, rank: int = 1) -> registry.Entry:
+    module = types.ModuleType(f"toy_{name.replace('.', '_')}")
+    module.TRIAL_RANK = rank
+    if stakes is not None:
+        module.stakes = lambda key, bench, v=stakes: v
+    key = dataclasses.replace(catalogue.lookup("index.threads"), name=name)
+    return registry.Entry(key, module)
+
+
+def _order_taken(entries):
+    from git_tune.advisor.measure.calibrate import next_trial
+    pending, taken = list(entries), []
+    while pending:
+        e = next_trial(pending, entries, bench=None)
+        pending.remove(e)
+        taken.append(e.key.name)
+    return taken
+
+
+def test_the_key_with_the_most_at_stake_is_trialled_before_keys_with_a_few_percent_of_it():
+    # Catalogue order puts the index load (2 ms at stake) before a tree write (14 s).
+    entries = (_entry("toy.index", 0.002), _entry("toy.threshold", 0.46),
+               _entry("toy.workers", 14.0), _entry("toy.untracked", None))
+    assert _order_taken(entries) == ["toy.workers", "toy.untracked", "toy.threshold",
+                                     "toy.index"]
+
+
+def test_stakes_not_known_yet_keep_their_place_and_ranks_still_come_first():
+    entries = (_entry("toy.first", None, rank=0), _entry("toy.small", 0.01),
+               _entry("toy.unknown", None), _entry("toy.large", 5.0))
+    # The rank-0 key first whatever its stakes; then the large one; the small one waits
+    # for the key whose stakes are not known (its sweep may show them large).
+    assert _order_taken(entries) == ["toy.first", "toy.unknown", "toy.large", "toy.small"]
+    # Keys of comparable stakes keep catalogue order.
+    entries = (_entry("toy.a", 1.0), _entry("toy.b", 2.0), _entry("toy.c", 1.5))
+    assert _order_taken(entries) == ["toy.a", "toy.b", "toy.c"]
+
+
+def _part_worktrees_work(trace: str):
+    """For each git run in a part repository (trace2 def_repo), the largest index it read
+    and the most entries its refresh lstat-ed; and the part directories seen."""
+    where, counts = {}, {}
+    with open(trace) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("event") == "def_repo":
+                where[e["sid"]] = e.get("worktree", "")
+            elif e.get("event") == "data" and e.get("category") == "index":
+                key = e["key"].rsplit("/", 1)[-1]
+                counts.setdefault(e["sid"], {})[key] = max(
+                    int(e["value"]), counts.get(e["sid"], {}).get(key, 0))
+    parts = {sid: w for sid, w in where.items() if "/part-" in w}
+    return [counts.get(sid, {}) for sid in parts], set(parts.values())
+
+
+def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_not_grow(
+        tmp_path, monkeypatch, latfs_bed):
+    """On the NFS-like bed (1 ms a metadata operation) the whole tree written does not fit
+    a 16 s budget: the worker counts are timed on a part, and every git run there reads
+    an index of the part's entries and refreshes no more, for a repository of 600 files
+    as for one four times that size."""
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget
+    from git_tune.advisor.measure.record import Options
+    from git_tune.probes import repo as repo_probe
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    seen = {}
+    for files in (600, 2400):
+        backing = os.path.join(os.path.dirname(latfs_bed), "backing", f"r{files}")
+        repogen.generate(backing, repogen.RepoShape.for_files(files), limit=files)
+        report = calibrate.probe_repository(os.path.join(latfs_bed, f"r{files}"))
+        layout = report.repository.layout
+        scratch = os.path.join(latfs_bed, f"scratch{files}")
+        os.mkdir(scratch)
+        trace = str(tmp_path / f"trace{files}")
+        monkeypatch.setenv("GIT_TRACE2_EVENT", trace)
+        opts = Options(budget=16)
+        bench = Bench(gitbench.Workspace(layout, scratch),
+                      repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
+                      opts, Budget(opts.budget))
+        bench.sweeps["checkout"] = checkout.sweep(bench)
+        try:
+            with gitbench.deadline(bench.budget.left()):
+                trial = checkout.trial(catalogue.lookup(checkout.WORKERS), bench)
+        except OutOfBudget:
+            trial = None    # a loaded host: the part was still made and timed once
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        runs, worktrees = _part_worktrees_work(trace)
+        assert runs and all(w.startswith(scratch) for w in worktrees), worktrees
+        part = max(bench.ws.parts, key=lambda p: len(p.paths))
+        assert part.entries == files and len(part.paths) < files
+        assert max(r.get("cache_nr", 0) for r in runs) <= len(part.paths)
+        assert max(r.get("sum_lstat", 0) for r in runs) <= len(part.paths)
+        if trial is not None:
+            assert trial.facts["part"] == len(part.paths) and trial.facts["entries"] == files
+            assert all(c.files == len(part.paths) for c in trial.comparisons)
+        seen[files] = len(part.paths)
+    # The part is sized by the budget and the price of a file, not by the repository.
+    assert seen[2400] <= 2 * max(seen[600], checkout.PART_PILOT), seen
