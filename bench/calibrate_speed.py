@@ -26,6 +26,7 @@ import time
 
 from common import (RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage,
                     tracked)
+from part_fidelity import COUNTS, grid
 
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
@@ -51,10 +52,6 @@ def timed_calibration(repo: str, budget: float):
     return wall, decided, kept, dict(record.unfinished), settings
 
 
-COUNTS = (1, 2, 4, 8, 16, 32)
-CHECKOUT_KEYS = ("checkout.workers", "checkout.thresholdForParallelism")
-
-
 class Quality:
     """The sequence a clone lives with, on the whole tree (every file written, then the
     next git status -uno, in a scratch clone): Git's defaults, each worker count of a grid
@@ -67,12 +64,7 @@ class Quality:
         ws = gitbench.Workspace(locate(repo), scratch)
         clone = ws.clone()
         self.work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
-        self.work.run({})       # makes the directories later runs find made
-        times = {w: [] for w in COUNTS}
-        for r in range(rounds):
-            for w in (COUNTS if r % 2 == 0 else COUNTS[::-1]):
-                times[w].append(self.work.run(self.settings({"checkout.workers": str(w)})))
-        self.grid = {w: statistics.median(t) for w, t in times.items()}
+        self.grid = grid(self.work, COUNTS, rounds)
         self.best = min(self.grid, key=self.grid.get)
 
     @staticmethod

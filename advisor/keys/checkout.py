@@ -160,15 +160,22 @@ def _batch_files(bench: Bench) -> BatchSize:
         raise OutOfBudget(None) from None
     except MeasurementFailed:
         return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
-    k_small, k_large = len(small.paths), len(large.paths)
-    per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
-    fixed = max(0.0, t_large - per_file * k_large)
+    k_large = len(large.paths)
+    per_file, fixed = _price(len(small.paths), t_small, k_large, t_large)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
     per_side = bench.budget.left() * BATCH_SHARE / (2 * (bench.runs + 1))
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
+
+
+def _price(k_small: int, t_small: float, k_large: int, t_large: float) -> Tuple[float, float]:
+    """(seconds a file, seconds beside the files) from two sequential runs of k_small and
+    k_large files; a file costs at least a tenth of the larger run's average (the two
+    runs' noise can make their difference anything)."""
+    per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
+    return per_file, max(0.0, t_large - per_file * k_large)
 
 
 def _candidate(workers: int) -> Dict[str, str]:
@@ -264,28 +271,23 @@ def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
 def stakes(key, bench: Bench) -> Optional[float]:
     """The seconds the engine predicts its pick saves on what the key changes: every file
     of the tree written (workers), a batch of Git's threshold (the threshold: below it
-    git writes sequentially, at any worker count)."""
+    git writes sequentially, at any worker count). Its one thread against its pick."""
     s = bench.sweeps.get("checkout")
     medians = _engine_medians(s) if s else {}
     if 1 not in medians or not s.facts.get("files"):
         return None
-    pick = _engine_pick(s)
+    # The pick is at least 2 workers, which an engine whose one thread was fastest may
+    # not have measured: no gain predicted.
+    at_pick = medians.get(_engine_pick(s), medians[1])
     per_file = medians[1] / s.facts["files"]
     files = len(bench.names) if key.name == WORKERS else min(len(bench.names), int(key.default))
-    return files * per_file * max(0.0, 1 - 1 / _predicted_gain(s, pick))
+    saved = 1 - at_pick / medians[1] if at_pick > 0 and medians[1] > 0 else 0.0
+    return files * per_file * max(0.0, saved)
 
 
 def _engine_medians(s: Sweep) -> Dict[int, float]:
     return {dict(k)[WORKERS]: statistics.median(v)
             for k, v in sweep_points(s.evaluations).items()}
-
-
-def _predicted_gain(s: Sweep, pick: int) -> float:
-    """The engine's one thread against its pick, on its sample: the gain it predicts."""
-    medians = _engine_medians(s)
-    if 1 not in medians or pick not in medians or medians[pick] <= 0:
-        return 1.0
-    return medians[1] / medians[pick]
 
 
 def _route(bench: Bench, counts: int) -> Optional[Route]:
@@ -312,9 +314,8 @@ def _route(bench: Bench, counts: int) -> Optional[Route]:
         bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
                            "whole tree is")
         return None
-    k_small, k_pilot = len(small.paths), len(pilot.paths)
-    per_file = max((t_pilot - t_small) / max(1, k_pilot - k_small), t_pilot / k_pilot / 10)
-    fixed = max(0.0, t_pilot - per_file * k_pilot)
+    k_pilot = len(pilot.paths)
+    per_file, fixed = _price(len(small.paths), t_small, k_pilot, t_pilot)
     per_run = bench.budget.left() * LADDER_SHARE / counts / (2 * (bench.runs + 1))
     if fixed + entries * per_file <= per_run * PILOT_SLACK:
         return None
@@ -450,19 +451,24 @@ def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyA
     ev = {"best": s.best if s else None,
           "curve": s.facts.get("model_samples") if s else None,
           "model": s.facts.get("model") if s else None}
-    then = ", then git status of them" if t.facts.get("next_status") else ""
     part = t.facts.get("part")
-    what = {c.workload: (f"writing {c.files} of the tree's {t.facts.get('entries')} files "
-                         f"(a part) then git status of them, {w} workers" if part
-                         else f"checkout of {c.files} files with {w} workers{then}"
-                         if c.workload != CLONE
-                         else f"writing {c.files} files then git status, {w} workers")
-            for c in t.comparisons}
+    what = {c.workload: _timed(c, w, t) for c in t.comparisons}
     # A part's gain stands for the tree's, unmeasured: say so (bench/part_fidelity.py).
     extrapolated = ("; timed on a part of the tree only: the whole tree's own gain was not "
                     "timed, and a part's files, whose runs change directory more often, "
                     "gain less" if part else "")
     return advice.weighed(key, t, weights, str(w), what, ev, suffix=extrapolated)
+
+
+def _timed(c: Comparison, w: int, t: Trial) -> str:
+    """What real git timed in comparison c of the workers trial t, at w workers."""
+    if t.facts.get("part"):
+        return (f"writing {c.files} of the tree's {t.facts.get('entries')} files (a part) "
+                f"then git status of them, {w} workers")
+    if c.workload == CLONE:
+        return f"writing {c.files} files then git status, {w} workers"
+    then = ", then git status of them" if t.facts.get("next_status") else ""
+    return f"checkout of {c.files} files with {w} workers{then}"
 
 
 def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:

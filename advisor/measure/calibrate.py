@@ -74,8 +74,8 @@ def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
 
 def _measure(bench: Bench, understood) -> None:
     """Every key's trial (registry.trial_order, stakes first: next_trial), each family's
-    engine sweep just before its first, and last the sweeps a family left for after the trials (findings no
-    trial needs). A family later in the order then never spends the budget before an
+    engine sweep just before its first, and last the sweeps a family left for after the
+    trials (findings no trial needs). A family later in the order then never spends the budget before an
     earlier one's trials: with every sweep first, the index sweep's share went before
     checkout.workers' real-git runs, which on the NFS-like bed missed the default budget
     by a second. A key whose candidate is what lets git run here at all (Git's default
