@@ -298,7 +298,7 @@ def _route(bench: Bench, counts: int) -> Optional[Route]:
     the counts' share within PILOT_SLACK: None, the whole tree. Else the largest part
     whose runs fit, at least the pilot's: its work does not grow with the repository,
     and a larger part tells more of the whole (on the NFS-like bed at 20,000 files, 8
-    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 3.5x on the tree). A
+    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the tree). A
     run may cost the share, split between the counts, over bench.runs pairs and the
     warm-up pair. Not the CLEAR_RUNS pairs a gain beyond stats.APART needs, even where the
     engine predicts one: a part shows less of it (at 20,000 files on the NFS-like bed, a
@@ -332,7 +332,8 @@ def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
     """The counts timed on a part of `files` files: none above PART_FILES_PER_WORKER files
     a worker. More workers than that each start for a few files, which the whole tree's
     never do: on the NFS-like bed at 20,000 files a 48-file part showed 25 workers 1.02x,
-    4-8 workers 1.3x, and the tree's own curve is flat from 8 to 32 workers (2.8-2.9x)."""
+    4-8 workers 1.3x, and the tree's own curve is nearly flat from 8 to 32 workers
+    (2.85x, 3.19x, 2.93x)."""
     top = max(2, files // PART_FILES_PER_WORKER)
     out = list(dict.fromkeys(min(c, top) for c in counts))
     if out != counts:
