@@ -480,6 +480,79 @@ def _write_many(many, scope_spec: str) -> dict:
 
 
 @cli.group()
+def agent():
+    """Watch what your own git commands cost (trace2), and the rehash storms."""
+
+
+@agent.command("enable")
+@repo_option
+@click.option("--all", "watch_all", is_flag=True, help="Keep every repository's commands.")
+@json_option
+def agent_enable(repo, watch_all, as_json):
+    """Route git's trace2 events to git-tune's collector (global config, revertable)."""
+    from git_tune.advisor.agent import switch
+    from git_tune.views import agent_enable_view
+    emit(switch.enable(repo, watch_all), as_json, agent_enable_view, "agent")
+
+
+@agent.command("disable")
+@click.option("--forget", is_flag=True, help="Delete the records too.")
+@json_option
+def agent_disable(forget, as_json):
+    """Stop the collector and put the global config back byte for byte."""
+    from git_tune.advisor.agent import switch
+    emit(switch.disable(forget), as_json, lambda r: r["reverted"]["message"], "agent")
+
+
+@agent.command("status")
+@json_option
+def agent_status(as_json):
+    """Whether events are routed and collected, and how much is stored."""
+    from git_tune.advisor.agent import switch
+    from git_tune.views import agent_status_view
+    emit(switch.status(), as_json, agent_status_view, "agent")
+
+
+@agent.command("start")
+@json_option
+def agent_start(as_json):
+    """Start the collector if it is not running (after a reboot)."""
+    from dataclasses import asdict
+    from git_tune.advisor.agent import collector
+    emit(asdict(collector.start()), as_json,
+         lambda r: f"collector running, pid {r['pid']}" if r["running"] else
+         "the collector did not start: see collector.log in the agent directory", "agent")
+
+
+@agent.command("run", hidden=True)
+def agent_run():
+    """The collector's loop (started by enable/start)."""
+    from git_tune.advisor.agent import collector
+    collector.run()
+
+
+@agent.command("report")
+@repo_option
+@click.option("--since", type=Finite(0, 1e9, "hours"), default=None,
+              help="Only commands of the last N hours.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Write each command's latencies per set of values as a PNG.")
+@json_option
+def agent_report(repo, since, plot_file, as_json):
+    """Your commands' latencies (median, p90) per set of values in force; storms."""
+    from git_tune.advisor.agent import report, spool, store, switch
+    from git_tune.views import agent_report_view
+    state = switch.load()
+    if state.enabled:
+        spool.ingest(switch.watched(state), switch.tuned_keys())
+    data = report.report(report.select(store.records(), repo, since * 3600 if since else None))
+    if plot_file:
+        from git_tune import plot
+        data["plot"] = plot.agent(data, plot_file)
+    emit(data, as_json, agent_report_view, "agent-report")
+
+
+@cli.group()
 def profile():
     """Fleet profiles: measured once per host class, applied everywhere in it."""
 

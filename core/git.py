@@ -53,8 +53,13 @@ def _steers(name: str) -> bool:
 
 
 def clean_environ() -> dict:
-    """The caller's environment without anything that points git at a repository."""
-    return {k: v for k, v in os.environ.items() if not _steers(k)}
+    """The caller's environment without anything that points git at a repository, and
+    with git's trace2 event target off unless the caller set one: git-tune's own git runs
+    are not the user's commands, and the agent (trace2.eventTarget in the global config)
+    must not count them."""
+    env = {k: v for k, v in os.environ.items() if not _steers(k)}
+    env.setdefault("GIT_TRACE2_EVENT", "0")
+    return env
 
 
 def caller_environ() -> dict:

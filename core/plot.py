@@ -117,3 +117,32 @@ def verify(report: dict, path: str) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def agent(report: dict, path: str) -> str:
+    """Each command class's median with its interval and p90, one bar per set of values
+    in force (before and after each write), per repository."""
+    plt = _pyplot()
+    lats = report["latencies"]
+    if not lats:
+        raise UsageError("no commands recorded yet: nothing to plot")
+    labels = [f"{l['command']}\n{_short(l['values'])}" for l in lats]
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(lats)), 4.5))
+    med = [l["median"] for l in lats]
+    err = [[m - l["median_low"] for m, l in zip(med, lats)],
+           [l["median_high"] - m for m, l in zip(med, lats)]]
+    ax.bar(range(len(lats)), med, yerr=err, color="tab:blue", capsize=3, label="median (95%)")
+    ax.plot(range(len(lats)), [l["p90"] for l in lats], "v", color="tab:red", label="p90")
+    ax.set_xticks(range(len(lats)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("seconds")
+    ax.set_title("your git commands, per set of git-tune values in force")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _short(values: dict) -> str:
+    return "\n".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(values.items())) or "defaults"

@@ -325,3 +325,52 @@ def multi_view(r: dict) -> str:
     if w:
         out.append(write_view({"plan": w["plan"], "written": w["result"], "dry_run": False}))
     return "\n".join(out)
+
+
+def agent_enable_view(r: dict) -> str:
+    st, c = r["state"], r["collector"]
+    watch = "every repository" if st["watch_all"] else ", ".join(st["watch"])
+    lines = [f"agent enabled: git's trace2 events are collected for {watch}",
+             f"collector: {'running, pid ' + str(c['pid']) if c['running'] else 'not running'}"]
+    if r["written"]:
+        lines.append(r["written"]["message"] + " (undo: git-tune agent disable)")
+    for v in r["env_overrides"]:
+        lines.append(f"note: {v} is set here, so git run from this shell sends its events there")
+    return "\n".join(lines)
+
+
+def agent_status_view(r: dict) -> str:
+    st, c = r["state"], r["collector"]
+    if not st["enabled"]:
+        head = "agent disabled (git-tune agent enable --repo P | --all)"
+    else:
+        watch = "every repository" if st["watch_all"] else ", ".join(st["watch"])
+        head = f"agent enabled for {watch}; events {'routed' if r['routed'] else 'NOT routed'}"
+    collector = (f"collector running, pid {c['pid']}, {size(c['rss_bytes'])} resident"
+                 if c["running"] else "collector not running (git-tune agent start)")
+    return "\n".join([head, collector,
+                      f"{r['records']} commands stored ({size(r['store_bytes'])}), "
+                      f"{r['spool_files']} event files waiting"])
+
+
+def _values(v: dict) -> str:
+    return ", ".join(f"{k}={x}" for k, x in sorted(v.items())) or "Git's defaults"
+
+
+def agent_report_view(r: dict) -> str:
+    from git_tune.output import table
+    if not r["latencies"]:
+        return "no commands recorded yet (git-tune agent status)"
+    rows = [(l["repo"], l["command"], _values(l["values"]), l["runs"],
+             f"{seconds(l['median'])} [{seconds(l['median_low'])}-{seconds(l['median_high'])}]",
+             seconds(l["p90"]), l["rehashed"],
+             ", ".join(f"{k} {v:.0%}" for k, v in sorted(l["regions"].items(),
+                                                         key=lambda kv: -kv[1])[:3]))
+            for l in r["latencies"]]
+    out = [table(("repository", "command", "values in force", "runs", "median [95%]", "p90",
+                  "rehashed", "where the time went"), rows, "lllrrrrl")]
+    for s in r["storms"]:
+        out.append(f"\nrehash storm in {s['repo']}: {s['commands']} commands in a row re-read "
+                   f"~{s['rehashed']} of {s['entries']} entries ({seconds(s['refresh_seconds'])} "
+                   f"in refresh of {seconds(s['seconds'])}); cause: {s['cause']}: {s['fix']}")
+    return "\n".join(out)

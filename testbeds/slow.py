@@ -34,6 +34,8 @@ class Latency:
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
     negative_timeout: float = 0.0
+    unstable_ctime: int = 0      # 1: a new ctime at each call (a rehash storm)
+    unstable_ino: int = 0        # 1: a new inode number at each call
 
     def options(self) -> str:
         return ",".join(f"{k}={getattr(self, k)}" for k in self.__dataclass_fields__)
@@ -45,6 +47,10 @@ NFS_POSITIVE = Latency()
 NFS_NOCACHE = Latency(attr_timeout=0, entry_timeout=0, negative_timeout=0)
 LOCAL_LIKE = Latency(lookup_us=5, open_us=5, read_us=5, write_us=5, create_us=10, fsync_us=100,
                      readdir_us=5, attr_timeout=1, entry_timeout=1, negative_timeout=1)
+# A fast bed whose ctimes never match git's index: every status rehashes (issue #32).
+UNSTABLE_CTIME = Latency(lookup_us=0, open_us=0, read_us=0, write_us=0, create_us=0, fsync_us=0,
+                         readdir_us=0, attr_timeout=0, entry_timeout=1, negative_timeout=1,
+                         unstable_ctime=1)
 
 
 def build_latfs() -> str:

@@ -135,6 +135,7 @@ class Bench:
     # the budget has left: (family, a sweep like the family's, returning its record in full).
     later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
     flushing: bool = False            # the file system was still writing back: nothing timed
+    stat_data: Optional[dict] = None  # the probe's statdata.StatData: index vs lstat, sampled
 
     @property
     def worktree(self) -> str:

@@ -54,6 +54,9 @@ class Plan:
     # path -> digest of the bytes the plan was made from (None: absent). Another
     # git-tune, or the user, may write between plan and apply; apply re-plans then.
     basis: Dict[str, Optional[str]] = field(default_factory=dict)
+    # The values are not catalogue keys and were checked by the caller (the agent's
+    # trace2 settings): written as they are.
+    checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,8 @@ def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
 
 
 def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: bool = False,
-         cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None) -> Plan:
+         cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None,
+         *, checked: bool = False) -> Plan:
     """What writing `settings` (and per-repository values, by git dir) would change.
 
     Values are validated and written in their canonical form. Per-repository
@@ -250,7 +254,7 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
             safefile.require_regular(path)
     basis = {path: _digest(_read_bytes(path)) for path in (scope.include_file, scope.config_file)
              if path}
-    settings = canonical(settings)
+    settings = dict(settings) if checked else canonical(settings)
     per_repo = {d.rstrip("/"): canonical(v) for d, v in (per_repo or {}).items() if v}
     current = read_include(scope.include_file)
     current_per_repo = read_per_repo(scope.include_file)
@@ -277,7 +281,7 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files,
                 {path: basis[path] if path in basis else _digest(data)
-                 for path, data in now.items()})
+                 for path, data in now.items()}, checked)
 
 
 def _stale(p: Plan) -> bool:
@@ -447,7 +451,8 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
         if _stale(p):
             # Made again from what is on disk now, with the same values: the planned
             # bytes would undo the other writer's change (or add include.path twice).
-            p = plan(scope, p.settings, prov, override=True, cwd=cwd, per_repo=p.per_repo)
+            p = plan(scope, p.settings, prov, override=True, cwd=cwd, per_repo=p.per_repo,
+                     checked=p.checked)
             if not p.changes:
                 return _unchanged(p, cwd)
         # Repository files first, then the include file that points at them, then the

@@ -2,6 +2,8 @@
 
     global      ~/.config/git-tune/global.gitconfig, included from the global config
     system      /etc/git-tune/system.gitconfig, included from the system config
+    agent       ~/.config/git-tune/agent.gitconfig, included from the global config: the
+                agent's trace2 settings (advisor/agent/switch.py)
     local       <common git dir>/git-tune.gitconfig, included from the repository's config
                 (it travels and disappears with the repository); in a linked worktree
                 the main repository's config, the only one git reads for every worktree
@@ -65,6 +67,12 @@ def resolve(spec: str, layout=None) -> Scope:
         inc = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"),
                            "git-tune", "global.gitconfig")
         return Scope("global", inc, _global_config_file(), "--global")
+    if spec == "agent":
+        # The agent's trace2 settings: a file of their own beside the global one, so that
+        # `agent disable` (or `revert --scope agent`) undoes them and nothing else. git
+        # reads trace2.* from the system and global config only.
+        inc = os.path.join(os.path.dirname(resolve("global").include_file), "agent.gitconfig")
+        return Scope("agent", inc, _global_config_file(), "--global")
     if spec == "system":
         if os.environ.get("GIT_CONFIG_NOSYSTEM"):
             raise UsageError("GIT_CONFIG_NOSYSTEM is set: git reads no system config to include from")

@@ -12,6 +12,11 @@
  *
  * lookup_us applies to getattr (every kernel LOOKUP and GETATTR); the
  * *_timeout options are the kernel's caches, in seconds (0 = no caching).
+ *
+ * unstable_ctime=1 reports every regular file's ctime a few seconds further at every
+ * call, and unstable_ino=1 a different inode number at every call, as some container and VM
+ * mounts do (9p, virtiofs, WSL's drvfs): the stat data git caches in its index never
+ * matches again, and every status re-reads and hashes the files (a rehash storm).
  */
 #define FUSE_USE_VERSION 31
 #define _GNU_SOURCE
@@ -33,6 +38,7 @@
 struct latfs_opts {
 	char *backing;
 	int lookup_us, open_us, read_us, write_us, create_us, fsync_us, readdir_us;
+	int unstable_ctime, unstable_ino;
 	double attr_timeout, entry_timeout, negative_timeout;
 };
 
@@ -44,6 +50,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("read_us=%d", read_us), OPT("write_us=%d", write_us),
 	OPT("create_us=%d", create_us), OPT("fsync_us=%d", fsync_us),
 	OPT("readdir_us=%d", readdir_us), OPT("attr_timeout=%lf", attr_timeout),
+	OPT("unstable_ctime=%d", unstable_ctime), OPT("unstable_ino=%d", unstable_ino),
 	OPT("entry_timeout=%lf", entry_timeout), OPT("negative_timeout=%lf", negative_timeout),
 	FUSE_OPT_END
 };
@@ -73,6 +80,22 @@ static void *latfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	return NULL;
 }
 
+/*
+ * The stat data an unstable mount reports (see the options above): a field that moves
+ * at every call, so that even git's next command, within the same second, finds it
+ * changed.
+ */
+static void unsettle(struct stat *st)
+{
+	static unsigned long generation;
+	unsigned long g = __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED);
+
+	if (opts.unstable_ctime)
+		st->st_ctim.tv_sec += (time_t)g;
+	if (opts.unstable_ino)
+		st->st_ino += (ino_t)g << 32;
+}
+
 static int latfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	char p[PATH_MAX];
@@ -85,7 +108,11 @@ static int latfs_getattr(const char *path, struct stat *st, struct fuse_file_inf
 		real(p, path);
 		rc = lstat(p, st);
 	}
-	return rc ? -errno : 0;
+	if (rc)
+		return -errno;
+	if (S_ISREG(st->st_mode))
+		unsettle(st);
+	return 0;
 }
 
 static int latfs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,

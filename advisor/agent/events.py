@@ -1,0 +1,129 @@
+"""One git command's trace2 events, reduced to what the agent keeps.
+
+git writes a command's events (Documentation/technical/api-trace2.txt, the event
+target) as JSON lines: `start` with the whole argv, `def_repo` with the work tree,
+`cmd_name`, `def_param` for the config keys trace2.configParams names, regions with
+their durations, `data` such as the index refresh's counts, and `exit`/`atexit`.
+
+What is kept is built from a list of what may be kept, never by removing what must
+not: the command's name, its option *names* (a long option's name before any `=`,
+a short option only as a lone `-x`), the repository's work tree, the durations of the
+regions below, a few counts, the values in force of the keys git-tune tunes. Argument
+values (messages, URLs and their tokens, paths, `-c` values), error texts and region
+messages (which hold paths) never reach a record.
+"""
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Tuple
+
+# Regions whose time the report shows: (category, label) -> name in the record.
+REGIONS = {
+    ("index", "do_read_index"): "index_read",
+    ("index", "do_write_index"): "index_write",
+    ("index", "preload"): "preload",
+    ("index", "refresh"): "refresh",
+    ("status", "worktrees"): "status_worktree",
+    ("status", "index"): "status_index",
+    ("status", "untracked"): "untracked",
+    ("unpack_trees", "unpack_trees"): "unpack_trees",   # a checkout's files are written here
+    ("fsm_hook", "query"): "fsmonitor",
+}
+# Counts git reports as `data` events: (category, key) -> name in the record.
+COUNTS = {
+    ("index", "read/cache_nr"): "entries",
+    ("index", "refresh/sum_lstat"): "lstat",
+    ("index", "refresh/sum_scan"): "rehashed",
+    ("index", "read/version"): "index_version",
+}
+LONG_OPTION = re.compile(r"--([a-z][a-z0-9-]{0,39})(=.*)?\Z", re.DOTALL)
+SHORT_OPTION = re.compile(r"-[a-zA-Z]\Z")
+# `-uno`, `-unormal`, `-uall`: status's untracked modes, whose work differs by orders.
+STATUS_MODES = {"-uno", "-unormal", "-uall", "-u"}
+
+
+@dataclass(frozen=True)
+class Command:
+    sid: str
+    command: str                       # cmd_name: status, checkout, clone, ...
+    options: Tuple[str, ...]           # option names only, sorted
+    repo: Optional[str]                # the work tree (def_repo), None outside one
+    git_version: str
+    elapsed: Optional[float]           # seconds, from start to exit
+    code: Optional[int]                # exit code; None if the process never ended
+    caller: Optional[str]              # the parent process git names (cmd_ancestry)
+    regions: Dict[str, float] = field(default_factory=dict)    # name -> seconds, summed
+    counts: Dict[str, int] = field(default_factory=dict)       # name -> value, summed
+    values: Dict[str, str] = field(default_factory=dict)       # tuned key -> value in force
+    ended: float = 0.0                 # when the record was made (epoch seconds)
+
+
+def option_names(argv: Iterable[str]) -> Tuple[str, ...]:
+    """The option names of an argv, values dropped (see the module's docstring)."""
+    out = set()
+    for token in argv:
+        if not isinstance(token, str):
+            continue
+        m = LONG_OPTION.match(token)
+        if m:
+            out.add("--" + m.group(1))
+        elif SHORT_OPTION.match(token) or token in STATUS_MODES:
+            out.add(token)
+    return tuple(sorted(out))
+
+
+def _number(value) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Optional[Command]:
+    """The record of one process's event lines; None for a nested git (a child of another
+    git command, counted in its parent's time) or lines with no command in them.
+    Unparseable lines are skipped: the file may have been cut by a crash."""
+    tuned = {k.lower() for k in tuned}
+    sid = name = repo = version = caller = None
+    argv, elapsed, code = (), None, None
+    regions: Dict[str, float] = {}
+    counts: Dict[str, int] = {}
+    values: Dict[str, str] = {}
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("event")
+        sid = sid or ev.get("sid")
+        if kind == "version":
+            version = str(ev.get("exe", ""))[:40]
+        elif kind == "start":
+            argv = ev.get("argv") or ()
+        elif kind == "cmd_name":
+            name = str(ev.get("name", ""))[:40]
+        elif kind == "def_repo" and ev.get("repo") == 1 and isinstance(ev.get("worktree"), str):
+            repo = ev["worktree"]
+        elif kind == "cmd_ancestry" and ev.get("ancestry"):
+            caller = str(ev["ancestry"][0])[:40]
+        elif kind == "def_param" and str(ev.get("param", "")).lower() in tuned:
+            values[str(ev["param"])] = str(ev.get("value", ""))[:40]
+        elif kind == "region_leave" and ev.get("thread") == "main":
+            region = REGIONS.get((ev.get("category"), ev.get("label")))
+            if region and isinstance(ev.get("t_rel"), (int, float)):
+                regions[region] = regions.get(region, 0.0) + float(ev["t_rel"])
+        elif kind == "data":
+            count = COUNTS.get((ev.get("category"), ev.get("key")))
+            n = _number(ev.get("value"))
+            if count and n is not None:
+                counts[count] = n if count in ("entries", "index_version") else counts.get(count, 0) + n
+        elif kind in ("exit", "atexit"):
+            if isinstance(ev.get("t_abs"), (int, float)):
+                elapsed = float(ev["t_abs"]) if kind == "exit" or elapsed is None else elapsed
+            code = _number(ev.get("code"))
+    if not sid or not name or "/" in sid:
+        return None
+    return Command(sid, name, option_names(argv[1:] if argv else ()), repo, version or "",
+                   elapsed, code, caller, regions, counts, values, ended)

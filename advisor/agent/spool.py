@@ -1,0 +1,124 @@
+"""git's event files, read into records once their command has ended, then deleted.
+
+trace2's directory target makes git write each process's events to a file of its own
+in the spool (trace2.eventTarget). No process has to be listening: git never waits for
+the agent, and a collector that died costs git nothing (measured in
+bench/agent_overhead.py). trace2.maxFiles bounds the spool: at MAX_FILES files git
+writes a sentinel and stops tracing there until ingest() has emptied it.
+
+The files hold the raw events, argument values included, in a 0700 directory, only
+until ingest() reads them (the collector does every POLL seconds); the records keep
+what events.reduce() lets through, nothing else.
+"""
+import fcntl
+import os
+import stat
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, List, Optional
+
+from git_tune.advisor.agent import events, store
+
+MAX_FILES = 1000            # trace2.maxFiles
+SENTINEL = "git-trace2-discard"
+STALE = 600.0               # a file unfinished this long: a killed git; read as it is
+MAX_READ = 4 << 20          # bytes read of one file (a command's events are a few KiB)
+
+
+@dataclass(frozen=True)
+class Ingested:
+    read: int               # event files read and removed
+    kept: int               # records stored (commands of the repositories watched)
+    waiting: int            # files of commands still running
+    discarded: bool         # git had found the spool full and stopped tracing
+
+
+def spool_dir() -> str:
+    path = os.path.join(store.agent_dir(), "spool")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _read(path: str) -> Optional[bytes]:
+    """A regular file's first MAX_READ bytes; None for anything else (a FIFO, a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_READ)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _exclusive():
+    """One ingester at a time (the collector and a `git-tune agent` command); the other
+    skips: the files wait for the next round, never read twice."""
+    fd = os.open(os.path.join(store.agent_dir(), "ingest.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def ingest(watched: Optional[Iterable[str]], tuned: Iterable[str]) -> Ingested:
+    """Read every finished event file into records of the watched work trees (None:
+    every repository), remove the files read, and re-open the spool if git closed it."""
+    tuned = list(tuned)
+    watched = None if watched is None else {os.path.realpath(w) for w in watched}
+    d = spool_dir()
+    kept: List[events.Command] = []
+    read = waiting = 0
+    with _exclusive() as mine:
+        if not mine:
+            return Ingested(0, 0, 0, False)
+        now = time.time()
+        names = [n for n in os.listdir(d) if n != SENTINEL]
+        for name in names:
+            path = os.path.join(d, name)
+            data = _read(path)
+            if data is None:
+                _remove(path)           # not git's: nothing else belongs here
+                continue
+            done = b'"event":"atexit"' in data
+            if not done and now - os.lstat(path).st_mtime < STALE:
+                waiting += 1
+                continue
+            record = events.reduce(data.decode("utf-8", "replace").splitlines(), tuned, now)
+            _remove(path)
+            read += 1
+            if record and (watched is None or (record.repo and os.path.realpath(record.repo)
+                                               in watched)):
+                kept.append(record)
+        store.append(kept)
+        discarded = os.path.lexists(os.path.join(d, SENTINEL))
+        if discarded:
+            _remove(os.path.join(d, SENTINEL))
+    return Ingested(read, len(kept), waiting, discarded)
+
+
+def pending() -> int:
+    return sum(1 for n in os.listdir(spool_dir()) if n != SENTINEL)
+
+
+def clear() -> None:
+    d = spool_dir()
+    for name in os.listdir(d):
+        _remove(os.path.join(d, name))

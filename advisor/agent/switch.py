@@ -1,0 +1,128 @@
+"""`git-tune agent enable / disable / status`: git's trace2 events routed to the spool.
+
+The routing is four trace2 keys in git-tune's own include file for the agent
+(scopes.resolve("agent"), included from the global config: git reads trace2.* from
+the system and global config only, before it knows the repository), written and
+reverted through the same safe path as tuned values: `disable` puts the global
+config back byte for byte. Which repositories' commands are kept is the agent's
+own state (`watch`), applied when the events are read.
+"""
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import List, Optional, Tuple
+
+from git_tune.advisor.agent import collector, spool, store
+from git_tune.advisor.write import configwrite, scopes
+from git_tune.errors import UsageError
+from git_tune.models import catalogue
+from git_tune.probes import gitinfo, repo as repo_probe
+
+STATE = "agent.json"
+
+
+@dataclass(frozen=True)
+class AgentState:
+    enabled: bool
+    watch_all: bool
+    watch: Tuple[str, ...]          # work trees whose commands are kept
+
+
+def tuned_keys() -> List[str]:
+    """The keys whose values in force each record carries (trace2.configParams)."""
+    return sorted(catalogue.catalogue())
+
+
+def trace2_settings() -> dict:
+    # Lower case, as `git config --list` names them: the plan compares with what is there.
+    return {"trace2.eventtarget": spool.spool_dir(),
+            "trace2.eventbrief": "true",
+            "trace2.maxfiles": str(spool.MAX_FILES),
+            "trace2.configparams": ",".join(tuned_keys())}
+
+
+def load() -> AgentState:
+    try:
+        with open(os.path.join(store.agent_dir(), STATE)) as f:
+            raw = json.load(f)
+        return AgentState(bool(raw["enabled"]), bool(raw["watch_all"]),
+                          tuple(str(w) for w in raw["watch"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return AgentState(False, False, ())
+
+
+def _save(state: AgentState) -> None:
+    path = os.path.join(store.agent_dir(), STATE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(state), f)
+    os.replace(tmp, path)
+
+
+def watched(state: AgentState) -> Optional[Tuple[str, ...]]:
+    """What ingest keeps: None for every repository."""
+    return None if state.watch_all else state.watch
+
+
+def _refuse_foreign_target() -> None:
+    """The user's own trace2 event target wins: git has one event target, and it is theirs."""
+    for c in configwrite.find_conflicts(["trace2.eventTarget"], cwd=None):
+        raise UsageError(f"trace2.eventTarget is set to '{c.value}' in {c.origin} (yours): git "
+                         "sends its events there, and git-tune's agent leaves that alone; "
+                         "unset it to enable the agent")
+
+
+def enable(repo: Optional[str], watch_all: bool) -> dict:
+    version = gitinfo.require_git()
+    if not watch_all:
+        layout = repo_probe.locate(repo)
+        if layout is None or not layout.worktree:
+            raise UsageError("agent enable needs a repository with a work tree (--repo or "
+                             "run inside one), or --all")
+    _refuse_foreign_target()
+    before = load()
+    watch = set(before.watch) if before.enabled else set()
+    if not watch_all:
+        watch.add(os.path.realpath(layout.worktree))
+    state = AgentState(True, watch_all or (before.enabled and before.watch_all),
+                       tuple(sorted(watch)))
+    target = scopes.resolve("agent")
+    prov = configwrite.Provenance(catalogue.format_version(version), "agent", "agent", None, None,
+                                  {"trace2.eventtarget": "git-tune agent: each git command's "
+                                   "events, read and reduced by its collector"})
+    plan = configwrite.plan(target, trace2_settings(), prov, cwd=None, checked=True)
+    written = asdict(configwrite.apply(plan, prov)) if plan.changes else None
+    _save(state)
+    started = collector.start()
+    return {"state": asdict(state), "written": written, "collector": asdict(started),
+            "env_overrides": _env_overrides()}
+
+
+def _env_overrides() -> List[str]:
+    """Variables of this environment under which git sends its events elsewhere."""
+    return [v for v in ("GIT_TRACE2_EVENT",) if os.environ.get(v)]
+
+
+def disable(forget: bool) -> dict:
+    """Stop the collector, put the global config back as it was, drop the raw events
+    (and with `forget` the records too)."""
+    stopped = collector.stop()
+    reverted = configwrite.revert(scopes.resolve("agent"))
+    spool.clear()
+    if forget:
+        store.clear()
+    _save(AgentState(False, False, ()))
+    return {"reverted": asdict(reverted), "collector_stopped": stopped, "forgot": forget}
+
+
+def status() -> dict:
+    state = load()
+    routed = configwrite.read_include(scopes.resolve("agent").include_file)
+    got = spool.ingest(watched(state), tuned_keys()) if state.enabled else None
+    records = store.records()
+    return {"state": asdict(state), "routed": bool(routed.get("trace2.eventtarget")),
+            "collector": asdict(collector.running()),
+            "ingested_now": asdict(got) if got else None,
+            "spool_files": spool.pending(), "records": len(records),
+            "store_bytes": store.size(), "env_overrides": _env_overrides()}

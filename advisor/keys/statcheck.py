@@ -1,0 +1,88 @@
+"""core.trustctime and core.checkStat: stop the rehash storms of unstable stat data.
+
+git compares each index entry's cached lstat fields with the file's and re-reads and
+hashes every file whose fields differ (statinfo.c match_stat_data). Where a mount
+rewrites ctimes or renumbers inodes (containers, 9p, virtiofs, WSL's /mnt/c), the
+fields never match again and every `git status` hashes the whole tree. The probe
+compares a sample of the index with lstat (probes/statdata.py) and names the fields;
+only where they differ with mtime and size intact is a key a candidate:
+core.trustctime=false for ctime alone, core.checkStat=minimal for inode, device or
+owner. Real git decides: `git status -uno` on two copies of the user's index, each
+refreshed and written back by every run as a user's status is, so a mismatch that one
+refresh ends (a copy that kept mtimes) shows no gain, and one that comes back does.
+"""
+from typing import Optional
+
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Calibration, Trial
+
+# The value each key is trialled with, and the fields whose mismatch it tolerates.
+CANDIDATE = {"core.trustctime": "false", "core.checkStat": "minimal"}
+TOLERATES = {"core.trustctime": {"ctime"},
+             "core.checkStat": {"ctime", "inode", "device", "owner"}}
+WHAT = {"status": "git status -uno (index refreshed and written back each run)"}
+# First: where the probe found a storm, every status re-reads a tenth of the tree or
+# more, and one status on two index copies settles it; where it found none, the trial
+# costs nothing (no git run).
+TRIAL_RANK = 0
+
+
+def _fields(bench: Bench) -> Optional[tuple]:
+    """The mismatching fields the probe found, where content did not change; None if the
+    sample matched (or was changed files, or was not taken)."""
+    sd = bench.stat_data
+    if not sd or not sd.get("diagnosis"):
+        return None
+    fields = tuple(sd.get("fields") or ())
+    if not fields or "mtime" in fields or "size" in fields:
+        return None
+    return fields
+
+
+def _narrowest(key, fields: tuple) -> bool:
+    """Whether `key` is the narrowest key that tolerates every field: trustctime for ctime
+    alone, checkStat where more differs."""
+    if not set(fields) <= TOLERATES[key.name]:
+        return False
+    return key.name == "core.trustctime" or set(fields) != {"ctime"}
+
+
+def stakes(key, bench: Bench) -> Optional[float]:
+    # Unknown (None) keeps the key in its place where the probe found a storm; nothing
+    # is at stake where the stat data matches.
+    fields = _fields(bench)
+    return None if fields and _narrowest(key, fields) else 0.0
+
+
+def trial(key, bench: Bench) -> Trial:
+    fields = _fields(bench)
+    if not fields:
+        return Trial.not_run(key.name, "the index's stat data match the files (probe's "
+                             "sample): git re-reads nothing for this key to save")
+    if not _narrowest(key, fields):
+        return Trial.not_run(key.name, f"the fields that differ ({', '.join(fields)}) are "
+                             "for the other stat-data key", fields=list(fields))
+    value = CANDIDATE[key.name]
+    default, candidate = {key.name: key.default}, {key.name: value}
+    run = gitbench.ON_INDEX["status"][1]
+    copies = (bench.ws.index_copy("stat-default"), bench.ws.index_copy("stat-candidate"))
+    run_default, run_candidate = (run(bench.repo, index) for index in copies)
+    c = bench.ab("status", default, candidate, lambda: run_default(default),
+                 lambda: run_candidate(candidate))
+    return Trial(key.name, (c,), {"fields": list(fields), "candidate": value})
+
+
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    return advice.weighed(key, t, weights, CANDIDATE[key.name], WHAT,
+                          {"fields": t.facts.get("fields")},
+                          suffix=f"; the index's {', '.join(t.facts.get('fields') or [])} "
+                          "never matched the files")
+
+
+def verify_workloads(key):
+    return ("status",)
