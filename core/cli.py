@@ -540,11 +540,9 @@ def agent_run():
 @json_option
 def agent_report(repo, since, plot_file, as_json):
     """Your commands' latencies (median, p90) per set of values in force; storms."""
-    from git_tune.advisor.agent import report, spool, store, switch
+    from git_tune.advisor.agent import report, store, switch
     from git_tune.views import agent_report_view
-    state = switch.load()
-    if state.enabled:
-        spool.ingest(switch.watched(state), switch.tuned_keys())
+    switch.collect()
     data = report.report(report.select(store.records(), repo, since * 3600 if since else None))
     if plot_file:
         from git_tune import plot

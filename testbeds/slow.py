@@ -6,6 +6,7 @@ nbdkit disk behind nbdfuse, with nbdkit's delay filter (milliseconds per
 request) and noparallel filter (one request at a time, like one spindle).
 """
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -51,6 +52,7 @@ LOCAL_LIKE = Latency(lookup_us=5, open_us=5, read_us=5, write_us=5, create_us=10
 UNSTABLE_CTIME = Latency(lookup_us=0, open_us=0, read_us=0, write_us=0, create_us=0, fsync_us=0,
                          readdir_us=0, attr_timeout=0, entry_timeout=1, negative_timeout=1,
                          unstable_ctime=1)
+UNSTABLE_INO = dataclasses.replace(UNSTABLE_CTIME, unstable_ctime=0, unstable_ino=1)
 
 
 def build_latfs() -> str:

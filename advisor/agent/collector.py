@@ -105,7 +105,7 @@ def stop() -> bool:
 def run(poll: float = POLL) -> None:
     """The collector's loop (`git-tune agent run`), until the agent is disabled or a
     SIGTERM."""
-    from git_tune.advisor.agent import spool, switch
+    from git_tune.advisor.agent import switch
     me = psutil.Process()
     tmp = _pid_path() + ".tmp"
     with open(tmp, "w") as f:
@@ -117,5 +117,5 @@ def run(poll: float = POLL) -> None:
         state = switch.load()
         if not state.enabled:
             break
-        spool.ingest(switch.watched(state), switch.tuned_keys())
+        switch.collect(state)
         time.sleep(poll)

@@ -15,7 +15,7 @@ messages (which hold paths) never reach a record.
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 # Regions whose time the report shows: (category, label) -> name in the record.
 REGIONS = {
@@ -58,12 +58,14 @@ class Command:
     ended: float = 0.0                 # when the record was made (epoch seconds)
 
 
-def option_names(argv: Iterable[str]) -> Tuple[str, ...]:
-    """The option names of an argv, values dropped (see the module's docstring)."""
+def option_names(argv: Sequence[str], command: str) -> Tuple[str, ...]:
+    """The option names of the command's own arguments (after its name in argv: git's
+    `-C <path>` and `-c <key=value>` come before), values dropped (see the module's
+    docstring)."""
+    argv = [t for t in argv if isinstance(t, str)]
+    at = argv.index(command) + 1 if command in argv else 1
     out = set()
-    for token in argv:
-        if not isinstance(token, str):
-            continue
+    for token in argv[at:]:
         m = LONG_OPTION.match(token)
         if m:
             out.add("--" + m.group(1))
@@ -125,5 +127,5 @@ def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Op
             code = _number(ev.get("code"))
     if not sid or not name or "/" in sid:
         return None
-    return Command(sid, name, option_names(argv[1:] if argv else ()), repo, version or "",
+    return Command(sid, name, option_names(argv if isinstance(argv, list) else [], name), repo, version or "",
                    elapsed, code, caller, regions, counts, values, ended)

@@ -44,7 +44,8 @@ def _load(path: str) -> Iterator[Command]:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
-                    yield Command(**json.loads(line))
+                    raw = json.loads(line)
+                    yield Command(**{**raw, "options": tuple(raw["options"])})
                 except (ValueError, TypeError):
                     continue            # a line cut by a crash, or from another version
     except FileNotFoundError:

@@ -26,6 +26,7 @@ class AgentState:
     enabled: bool
     watch_all: bool
     watch: Tuple[str, ...]          # work trees whose commands are kept
+    spool: str = ""                 # where git writes the events (trace2.eventTarget)
 
 
 def tuned_keys() -> List[str]:
@@ -33,9 +34,9 @@ def tuned_keys() -> List[str]:
     return sorted(catalogue.catalogue())
 
 
-def trace2_settings() -> dict:
+def trace2_settings(spool_dir: str) -> dict:
     # Lower case, as `git config --list` names them: the plan compares with what is there.
-    return {"trace2.eventtarget": spool.spool_dir(),
+    return {"trace2.eventtarget": spool_dir,
             "trace2.eventbrief": "true",
             "trace2.maxfiles": str(spool.MAX_FILES),
             "trace2.configparams": ",".join(tuned_keys())}
@@ -46,7 +47,7 @@ def load() -> AgentState:
         with open(os.path.join(store.agent_dir(), STATE)) as f:
             raw = json.load(f)
         return AgentState(bool(raw["enabled"]), bool(raw["watch_all"]),
-                          tuple(str(w) for w in raw["watch"]))
+                          tuple(str(w) for w in raw["watch"]), str(raw.get("spool", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return AgentState(False, False, ())
 
@@ -63,6 +64,15 @@ def _save(state: AgentState) -> None:
 def watched(state: AgentState) -> Optional[Tuple[str, ...]]:
     """What ingest keeps: None for every repository."""
     return None if state.watch_all else state.watch
+
+
+def collect(state: Optional[AgentState] = None) -> Optional[spool.Ingested]:
+    """Read the spool into records now (what the collector does every second); None
+    where the agent is not enabled."""
+    state = state or load()
+    if not state.enabled or not state.spool:
+        return None
+    return spool.ingest(state.spool, watched(state), tuned_keys())
 
 
 def _refuse_foreign_target() -> None:
@@ -85,13 +95,14 @@ def enable(repo: Optional[str], watch_all: bool) -> dict:
     watch = set(before.watch) if before.enabled else set()
     if not watch_all:
         watch.add(os.path.realpath(layout.worktree))
+    where = before.spool if before.enabled and before.spool else spool.spool_dir()
     state = AgentState(True, watch_all or (before.enabled and before.watch_all),
-                       tuple(sorted(watch)))
+                       tuple(sorted(watch)), spool.ensure(where))
     target = scopes.resolve("agent")
     prov = configwrite.Provenance(catalogue.format_version(version), "agent", "agent", None, None,
                                   {"trace2.eventtarget": "git-tune agent: each git command's "
                                    "events, read and reduced by its collector"})
-    plan = configwrite.plan(target, trace2_settings(), prov, cwd=None, checked=True)
+    plan = configwrite.plan(target, trace2_settings(where), prov, cwd=None, checked=True)
     written = asdict(configwrite.apply(plan, prov)) if plan.changes else None
     _save(state)
     started = collector.start()
@@ -109,7 +120,7 @@ def disable(forget: bool) -> dict:
     (and with `forget` the records too)."""
     stopped = collector.stop()
     reverted = configwrite.revert(scopes.resolve("agent"))
-    spool.clear()
+    spool.clear(load().spool)
     if forget:
         store.clear()
     _save(AgentState(False, False, ()))
@@ -119,10 +130,11 @@ def disable(forget: bool) -> dict:
 def status() -> dict:
     state = load()
     routed = configwrite.read_include(scopes.resolve("agent").include_file)
-    got = spool.ingest(watched(state), tuned_keys()) if state.enabled else None
+    got = collect(state)
     records = store.records()
     return {"state": asdict(state), "routed": bool(routed.get("trace2.eventtarget")),
             "collector": asdict(collector.running()),
             "ingested_now": asdict(got) if got else None,
-            "spool_files": spool.pending(), "records": len(records),
+            "spool": state.spool, "spool_files": spool.pending(state.spool) if state.spool else 0,
+            "records": len(records),
             "store_bytes": store.size(), "env_overrides": _env_overrides()}

@@ -93,7 +93,7 @@ static void unsettle(struct stat *st)
 	if (opts.unstable_ctime)
 		st->st_ctim.tv_sec += (time_t)g;
 	if (opts.unstable_ino)
-		st->st_ino += (ino_t)g << 32;
+		st->st_ino += (ino_t)g << 20;	/* git keeps the low 32 bits */
 }
 
 static int latfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
