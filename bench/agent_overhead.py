@@ -49,6 +49,37 @@ def variant(home: str, name: str, target: str) -> str:
     return path
 
 
+class Listener:
+    """A Unix stream socket reading and dropping whatever git sends: the socket target
+    the agent did not choose, measured beside the spool."""
+
+    def __init__(self, path: str):
+        import socket
+        import threading
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(64)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        import threading
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _drain(conn):
+        with conn:
+            while conn.recv(1 << 16):
+                pass
+
+    def close(self):
+        self.server.close()
+
+
 def drain(spool_dir: str):
     """The disk spool emptied after every run, as a collector would within a second."""
     from git_tune.advisor.agent import spool
@@ -115,12 +146,16 @@ def main():
         subprocess.run(["git-tune", "agent", "enable", "--all"], check=True,
                        stdout=subprocess.DEVNULL)
         agent = os.environ["GIT_CONFIG_GLOBAL"]
+        sock = os.path.join(runtime, "bench.sock")
+        listener = Listener(sock)
         disk_spool = os.path.join(home, "disk-spool")
         os.mkdir(disk_spool, 0o700)
         arms = (("runtime dir (tmpfs)", "running", agent, None),
                 ("runtime dir (tmpfs)", "stopped", agent, None),
                 ("state dir (disk)", "drained", variant(home, "disk", disk_spool),
                  drain(disk_spool)),
+                ("af_unix socket", "reading", variant(home, "socket", f"af_unix:stream:{sock}"),
+                 None),
                 ("/dev/null (git's floor)", "-", variant(home, "null", "/dev/null"), None))
         for kind in BEDS:
             try:

@@ -348,9 +348,12 @@ def agent_status_view(r: dict) -> str:
         head = f"agent enabled for {watch}; events {'routed' if r['routed'] else 'NOT routed'}"
     collector = (f"collector running, pid {c['pid']}, {size(c['rss_bytes'])} resident"
                  if c["running"] else "collector not running (git-tune agent start)")
-    return "\n".join([head, collector,
-                      f"{r['records']} commands stored ({size(r['store_bytes'])}), "
-                      f"{r['spool_files']} event files waiting"])
+    lines = [head, collector, f"{r['records']} commands stored ({size(r['store_bytes'])}), "
+                              f"{r['spool_files']} event files waiting"]
+    lines += [f"rehash storm in {s['repo']}: {s['commands']} commands in a row re-read "
+              f"~{s['rehashed']} of {s['entries']} entries ({s['cause']}; "
+              "git-tune agent report says more)" for s in r.get("storms", ())]
+    return "\n".join(lines)
 
 
 def _values(v: dict) -> str:
@@ -369,6 +372,11 @@ def agent_report_view(r: dict) -> str:
             for l in r["latencies"]]
     out = [table(("repository", "command", "values in force", "runs", "median [95%]", "p90",
                   "rehashed", "where the time went"), rows, "lllrrrrl")]
+    for c in r["changes"]:
+        out.append(f"\n{c['command']} in {c['repo']}: {c['speedup']:.2f}x "
+                   f"({c['low']:.2f}-{c['high']:.2f}, {c['runs_before']} runs before, "
+                   f"{c['runs_after']} after) with {_values(c['after'])} against "
+                   f"{_values(c['before'])}: {c['verdict']}")
     for s in r["storms"]:
         out.append(f"\nrehash storm in {s['repo']}: {s['commands']} commands in a row re-read "
                    f"~{s['rehashed']} of {s['entries']} entries ({seconds(s['refresh_seconds'])} "

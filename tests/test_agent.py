@@ -188,6 +188,9 @@ def test_report_groups_by_the_values_in_force():
     by_values = {tuple(l["values"].items()): l for l in out["latencies"]}
     assert by_values[()]["median"] == 2.0 and by_values[()]["runs"] == 5
     assert by_values[(("core.trustctime", "false"),)]["median"] == 1.0
+    (change,) = out["changes"]
+    assert change["after"] == {"core.trustctime": "false"} and change["verdict"] == "faster"
+    assert change["speedup"] == pytest.approx(2.0) and change["low"] <= 2.0 <= change["high"]
 
 
 @pytest.mark.parametrize("bed,field,key,value", [

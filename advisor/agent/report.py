@@ -9,6 +9,7 @@ import numpy as np
 
 from git_tune.advisor.agent import storm
 from git_tune.advisor.agent.events import Command
+from git_tune.models import stats
 
 RESAMPLES = 2000
 
@@ -27,6 +28,24 @@ class Latency:
     entries: Optional[int]          # median index size
     rehashed: int                   # entries re-read and hashed, summed
     regions: Dict[str, float]       # share of the elapsed time in each region
+    callers: Dict[str, int]         # the parent process git named (bash, code, ...) -> runs
+
+
+@dataclass(frozen=True)
+class Change:
+    """One command's time under a later set of values against under the first one seen
+    (before git-tune wrote, where the agent was on before): the user's own runs, not
+    paired, normalized by nothing but the command class, so read with the interval."""
+    repo: str
+    command: str
+    before: Dict[str, str]
+    after: Dict[str, str]
+    runs_before: int
+    runs_after: int
+    speedup: float                  # before / after median
+    low: float                      # 95% bootstrap interval of the speedup
+    high: float
+    verdict: str                    # faster | no change | slower (stats' verdict)
 
 
 def _interval(x: np.ndarray, seed: int = 0) -> Tuple[float, float]:
@@ -44,22 +63,48 @@ def _latency(repo: str, command: str, values: Dict[str, str], group: Sequence[Co
     total = float(x.sum()) or 1.0
     names = sorted({r for c in group for r in c.regions})
     entries = [c.counts["entries"] for c in group if "entries" in c.counts]
+    callers: Dict[str, int] = {}
+    for c in group:
+        callers[c.caller or "?"] = callers.get(c.caller or "?", 0) + 1
     return Latency(repo, command, values, min(c.sid for c in group), len(x),
                    float(np.median(x)), low, high, float(np.percentile(x, 90)),
                    int(np.median(entries)) if entries else None,
                    sum(c.counts.get("rehashed", 0) for c in group),
-                   {r: sum(c.regions.get(r, 0.0) for c in group) / total for r in names})
+                   {r: sum(c.regions.get(r, 0.0) for c in group) / total for r in names},
+                   callers)
 
 
-def latencies(records: Sequence[Command]) -> List[Latency]:
+def _groups(records: Sequence[Command]) -> Dict[tuple, List[Command]]:
+    """(repo, command, values in force) -> its commands that ended."""
     groups: Dict[tuple, List[Command]] = {}
     for c in records:
         if c.elapsed is None or not c.repo:
             continue
         key = (c.repo, c.command, tuple(sorted(c.values.items())))
         groups.setdefault(key, []).append(c)
-    out = [_latency(repo, cmd, dict(values), g) for (repo, cmd, values), g in groups.items()]
+    return groups
+
+
+def latencies(records: Sequence[Command]) -> List[Latency]:
+    out = [_latency(repo, cmd, dict(values), g)
+           for (repo, cmd, values), g in _groups(records).items()]
     return sorted(out, key=lambda l: (l.repo, l.command, l.first_seen))
+
+
+def changes(records: Sequence[Command]) -> List[Change]:
+    """Per repository and command: each later set of values against the first seen."""
+    by_command: Dict[tuple, List[tuple]] = {}
+    for (repo, cmd, values), g in _groups(records).items():
+        by_command.setdefault((repo, cmd), []).append((min(c.sid for c in g), values, g))
+    out = []
+    for (repo, cmd), sets in sorted(by_command.items()):
+        sets.sort()
+        _, first, before = sets[0]
+        for _, values, after in sets[1:]:
+            est = stats.compare([c.elapsed for c in before], [c.elapsed for c in after])
+            out.append(Change(repo, cmd, dict(first), dict(values), len(before), len(after),
+                              est.speedup, 1 / est.high, 1 / est.low, est.verdict))
+    return out
 
 
 def select(records: Sequence[Command], repo: Optional[str], since: Optional[float]) -> List[Command]:
@@ -74,4 +119,5 @@ def select(records: Sequence[Command], repo: Optional[str], since: Optional[floa
 def report(records: Sequence[Command]) -> dict:
     return {"commands": len(records),
             "latencies": [asdict(l) for l in latencies(records)],
+            "changes": [asdict(c) for c in changes(records)],
             "storms": [asdict(s) for s in storm.storms(records)]}

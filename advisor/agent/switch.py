@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.agent import collector, spool, store
+from git_tune.advisor.agent import collector, spool, store, storm
 from git_tune.advisor.write import configwrite, scopes
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
@@ -137,4 +137,5 @@ def status() -> dict:
             "ingested_now": asdict(got) if got else None,
             "spool": state.spool, "spool_files": spool.pending(state.spool) if state.spool else 0,
             "records": len(records),
+            "storms": [asdict(s) for s in storm.storms(records)],
             "store_bytes": store.size(), "env_overrides": _env_overrides()}
