@@ -162,6 +162,29 @@ def test_reduce_keeps_only_allowed_fields():
     assert events.reduce(nested, []) is None
 
 
+def test_hostile_events_and_spool_entries(tmp_path, agent_off):
+    odd = ['{"event":"cmd_ancestry","sid":"S","ancestry":{"0":"x"}}',
+           '{"event":"region_leave","sid":"S","thread":"main","category":["a"],"label":{},"t_rel":1}',
+           '{"event":"region_leave","sid":"S","thread":"main","category":"index","label":"refresh","t_rel":NaN}',
+           '{"event":"data","sid":"S","category":"index","key":"read/cache_nr","value":[1]}',
+           '{"event":"cmd_name","sid":"S","name":"status"}',
+           '{"event":"exit","sid":"S","t_abs":"soon","code":"x"}',
+           '{"event":"start","sid":["S"],"argv":"git status"}']
+    r = events.reduce(odd, [])
+    assert r.command == "status" and r.elapsed is None and r.regions == {} and r.counts == {}
+    repo = make_repo(tmp_path / "r")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    d = switch.load().spool
+    os.mkdir(os.path.join(d, "a-dir"))
+    secret = tmp_path / "secret"
+    secret.write_text('{"event":"atexit"}')
+    os.symlink(secret, os.path.join(d, "a-link"))
+    git_out(repo, "status")
+    got = switch.collect()
+    assert got.kept == 1 and secret.exists() and not os.path.lexists(os.path.join(d, "a-link"))
+
+
 def _storm_records(n, rehashed, entries=1000, written=True):
     return [events.Command(f"2026112{i}T000000.0Z-H0-P0", "status", (), "/w", "2.47.3", 2.0,
                            0, "bash", {"refresh": 1.5, **({"index_write": 0.01} if written else {})},

@@ -13,6 +13,7 @@ values (messages, URLs and their tokens, paths, `-c` values), error texts and re
 messages (which hold paths) never reach a record.
 """
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence, Tuple
@@ -74,6 +75,13 @@ def option_names(argv: Sequence[str], command: str) -> Tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _seconds(value) -> Optional[float]:
+    """A duration git wrote, or None for anything else (NaN, a string, a negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
 def _number(value) -> Optional[int]:
     try:
         return int(value)
@@ -98,33 +106,37 @@ def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Op
             continue
         if not isinstance(ev, dict):
             continue
-        kind = ev.get("event")
-        sid = sid or ev.get("sid")
-        if kind == "version":
-            version = str(ev.get("exe", ""))[:40]
-        elif kind == "start":
-            argv = ev.get("argv") or ()
-        elif kind == "cmd_name":
-            name = str(ev.get("name", ""))[:40]
-        elif kind == "def_repo" and ev.get("repo") == 1 and isinstance(ev.get("worktree"), str):
-            repo = ev["worktree"]
-        elif kind == "cmd_ancestry" and ev.get("ancestry"):
-            caller = str(ev["ancestry"][0])[:40]
-        elif kind == "def_param" and str(ev.get("param", "")).lower() in tuned:
-            values[str(ev["param"])] = str(ev.get("value", ""))[:40]
-        elif kind == "region_leave" and ev.get("thread") == "main":
-            region = REGIONS.get((ev.get("category"), ev.get("label")))
-            if region and isinstance(ev.get("t_rel"), (int, float)):
-                regions[region] = regions.get(region, 0.0) + float(ev["t_rel"])
-        elif kind == "data":
-            count = COUNTS.get((ev.get("category"), ev.get("key")))
-            n = _number(ev.get("value"))
-            if count and n is not None:
-                counts[count] = n if count in ("entries", "index_version") else counts.get(count, 0) + n
-        elif kind in ("exit", "atexit"):
-            if isinstance(ev.get("t_abs"), (int, float)):
-                elapsed = float(ev["t_abs"]) if kind == "exit" or elapsed is None else elapsed
-            code = _number(ev.get("code"))
+        try:
+            kind = ev.get("event")
+            sid = sid or (ev.get("sid") if isinstance(ev.get("sid"), str) else None)
+            if kind == "version":
+                version = str(ev.get("exe", ""))[:40]
+            elif kind == "start":
+                argv = ev.get("argv") or ()
+            elif kind == "cmd_name":
+                name = str(ev.get("name", ""))[:40]
+            elif kind == "def_repo" and ev.get("repo") == 1 and isinstance(ev.get("worktree"), str):
+                repo = ev["worktree"]
+            elif kind == "cmd_ancestry" and isinstance(ev.get("ancestry"), list) and ev["ancestry"]:
+                caller = str(ev["ancestry"][0])[:40]
+            elif kind == "def_param" and str(ev.get("param", "")).lower() in tuned:
+                values[str(ev["param"])] = str(ev.get("value", ""))[:40]
+            elif kind == "region_leave" and ev.get("thread") == "main":
+                region = REGIONS.get((str(ev.get("category")), str(ev.get("label"))))
+                if region and _seconds(ev.get("t_rel")) is not None:
+                    regions[region] = regions.get(region, 0.0) + float(ev["t_rel"])
+            elif kind == "data":
+                count = COUNTS.get((str(ev.get("category")), str(ev.get("key"))))
+                n = _number(ev.get("value"))
+                if count and n is not None:
+                    counts[count] = n if count in ("entries", "index_version") \
+                        else counts.get(count, 0) + n
+            elif kind in ("exit", "atexit"):
+                if _seconds(ev.get("t_abs")) is not None:
+                    elapsed = float(ev["t_abs"]) if kind == "exit" or elapsed is None else elapsed
+                code = _number(ev.get("code"))
+        except (TypeError, ValueError, AttributeError):
+            continue            # a field of an unexpected type: that event says nothing
     if not sid or not name or "/" in sid:
         return None
     return Command(sid, name, option_names(argv if isinstance(argv, list) else [], name), repo, version or "",

@@ -98,9 +98,10 @@ def _exclusive():
 
 
 def _remove(path: str) -> None:
+    """Unlink a file (a directory someone made here is left: git ignores it too)."""
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except OSError:
         pass
 
 
