@@ -10,7 +10,8 @@ from common import RESULTS, ROOT
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
-         "fsmonitor_daemon", "calibrate_speed", "part_fidelity", "binary"]
+         "fsmonitor_daemon", "calibrate_speed", "part_fidelity", "agent_overhead", "stat_storm",
+         "binary"]
 
 HEAD = """# Benchmarks
 

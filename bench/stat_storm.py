@@ -27,6 +27,10 @@ def isolate(home: str) -> None:
                       XDG_CACHE_HOME=os.path.join(home, ".cache"),
                       GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"), GIT_CONFIG_NOSYSTEM="1")
     os.environ.pop("XDG_RUNTIME_DIR", None)
+    # No detached `gc --auto` after the generator's commit: it would repack the source
+    # while `cp -a` copies it.
+    with open(os.environ["GIT_CONFIG_GLOBAL"], "w") as f:
+        f.write("[gc]\n\tauto = 0\n")
 
 
 def generate(path: str, files: int) -> str:

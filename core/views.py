@@ -345,7 +345,9 @@ def agent_status_view(r: dict) -> str:
         head = "agent disabled (git-tune agent enable --repo P | --all)"
     else:
         watch = "every repository" if st["watch_all"] else ", ".join(st["watch"])
-        head = f"agent enabled for {watch}; events {'routed' if r['routed'] else 'NOT routed'}"
+        head = f"agent enabled for {watch}; " + ("events routed" if r["routed"] else
+                                                 "events NOT routed (reverted? "
+                                                 "git-tune agent enable routes them again)")
     collector = (f"collector running, pid {c['pid']}, {size(c['rss_bytes'])} resident"
                  if c["running"] else "collector not running (git-tune agent start)")
     lines = [head, collector, f"{r['records']} commands stored ({size(r['store_bytes'])}), "

@@ -18,6 +18,7 @@ from typing import Optional
 import psutil
 
 from git_tune.advisor.agent import store
+from git_tune.advisor.write import scopes
 
 POLL = 1.0
 PID_FILE = "collector.pid"
@@ -103,19 +104,21 @@ def stop() -> bool:
 
 
 def run(poll: float = POLL) -> None:
-    """The collector's loop (`git-tune agent run`), until the agent is disabled or a
-    SIGTERM."""
+    """The collector's loop (`git-tune agent run`), until the agent is disabled, its
+    routing reverted, or a SIGTERM; what git wrote until then is read first."""
     from git_tune.advisor.agent import switch
     me = psutil.Process()
     tmp = _pid_path() + ".tmp"
     with open(tmp, "w") as f:
         f.write(f"{me.pid} {me.create_time()}\n")
     os.replace(tmp, _pid_path())
+    include = scopes.resolve("agent").include_file     # a stat a second, no git run
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     while not stopping:
         state = switch.load()
-        if not state.enabled:
-            break
+        if not state.enabled or not os.path.exists(include):
+            break           # disabled, or `git-tune revert --scope agent` took the routing
         switch.collect(state)
         time.sleep(poll)
+    switch.collect()

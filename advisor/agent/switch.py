@@ -66,6 +66,12 @@ def watched(state: AgentState) -> Optional[Tuple[str, ...]]:
     return None if state.watch_all else state.watch
 
 
+def routed() -> bool:
+    """Whether git-tune's include for the agent routes git's events (revert removes it)."""
+    inc = scopes.resolve("agent").include_file
+    return os.path.exists(inc) and bool(configwrite.read_include(inc).get("trace2.eventtarget"))
+
+
 def collect(state: Optional[AgentState] = None) -> Optional[spool.Ingested]:
     """Read the spool into records now (what the collector does every second); None
     where the agent is not enabled."""
@@ -129,10 +135,9 @@ def disable(forget: bool) -> dict:
 
 def status() -> dict:
     state = load()
-    routed = configwrite.read_include(scopes.resolve("agent").include_file)
     got = collect(state)
     records = store.records()
-    return {"state": asdict(state), "routed": bool(routed.get("trace2.eventtarget")),
+    return {"state": asdict(state), "routed": routed(),
             "collector": asdict(collector.running()),
             "ingested_now": asdict(got) if got else None,
             "spool": state.spool, "spool_files": spool.pending(state.spool) if state.spool else 0,
