@@ -119,9 +119,9 @@ def copy_row(files: int, repeat: int, budget: int):
 
 def main():
     args = parser(__doc__).parse_args()
-    files = 1000 if args.tiny else 10000
-    repeat = args.repeat or (3 if args.tiny else 10)
-    budget = 8 if args.tiny else 20
+    files = 300 if args.tiny else 10000
+    repeat = args.repeat or (2 if args.tiny else 10)
+    budget = 5 if args.tiny else 20
     home = tempfile.mkdtemp(prefix="git-tune-storm-bench-")
     isolate(home)
     rows, data, notes = [], {}, []

@@ -112,3 +112,18 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
         seen[files] = len(part.paths)
     # The part is sized by the budget and the price of a file, not by the repository.
     assert seen[2400] <= 2 * max(seen[600], checkout.PART_PILOT), seen
+
+
+def test_a_part_is_sized_for_the_worker_counts_it_can_tell_apart():
+    """Counts a small part caps to one count get one count's share: the part doubles,
+    rather than half the share waiting for a second count that would time the same."""
+    from git_tune.advisor.keys import checkout
+    clock = types.SimpleNamespace(left=lambda: 12.0)
+    bench = types.SimpleNamespace(budget=clock, runs=5, names=["f"] * 20000)
+    per_run_two = checkout._per_run(bench, 2)
+    fixed, per_file = 0.05, (per_run_two - 0.05) / 48.5         # two counts: 48 files a run
+    assert checkout._part_size(bench, [4, 8], per_file, fixed) == 48      # 4 and 6 apart
+    n = checkout._part_size(bench, [10, 20], per_file, fixed)             # both capped to 6
+    assert n == int((checkout._per_run(bench, 1) - fixed) / per_file) and n > 96
+    assert checkout._part_counts(types.SimpleNamespace(notes=[]), [10, 20], n) == [10, 20][:1] + \
+        [min(20, n // checkout.PART_FILES_PER_WORKER)]

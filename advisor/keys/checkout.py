@@ -205,7 +205,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         return None
     pick = _engine_pick(s)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
-    route = _route(bench, len(counts))
+    route = _route(bench, counts)
     if route is not None:
         return _trial_on_part(bench, route, _part_counts(bench, counts, len(route.part.paths)))
     size = _batch_files(bench)
@@ -290,7 +290,7 @@ def _engine_medians(s: Sweep) -> Dict[int, float]:
             for k, v in sweep_points(s.evaluations).items()}
 
 
-def _route(bench: Bench, counts: int) -> Optional[Route]:
+def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
     """Where the worker counts are timed, priced by two pilots of Git's default: parts of
     PART_PILOT // 8 and PART_PILOT entries written sequentially, then their status (git's
     cost beside the files, and a file's). The whole tree at that price (a part's files
@@ -298,11 +298,7 @@ def _route(bench: Bench, counts: int) -> Optional[Route]:
     the counts' share within PILOT_SLACK: None, the whole tree. Else the largest part
     whose runs fit, at least the pilot's: its work does not grow with the repository,
     and a larger part tells more of the whole (on the NFS-like bed at 20,000 files, 8
-    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the tree). A
-    run may cost the share, split between the counts, over bench.runs pairs and the
-    warm-up pair. Not the CLEAR_RUNS pairs a gain beyond stats.APART needs, even where the
-    engine predicts one: a part shows less of it (at 20,000 files on the NFS-like bed, a
-    part sized for 3 pairs showed 1.2x in its warm-up, then needed 5 and did not fit)."""
+    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the tree)."""
     entries = len(bench.names)
     try:
         small, pilot = (bench.ws.part(min(k, entries)) for k in (PART_PILOT // 8, PART_PILOT))
@@ -316,10 +312,9 @@ def _route(bench: Bench, counts: int) -> Optional[Route]:
         return None
     k_pilot = len(pilot.paths)
     per_file, fixed = _price(len(small.paths), t_small, k_pilot, t_pilot)
-    per_run = bench.budget.left() * LADDER_SHARE / counts / (2 * (bench.runs + 1))
-    if fixed + entries * per_file <= per_run * PILOT_SLACK:
+    if fixed + entries * per_file <= _per_run(bench, len(counts)) * PILOT_SLACK:
         return None
-    n = min(entries - 1, int((per_run - fixed) / per_file))
+    n = _part_size(bench, counts, per_file, fixed)
     if n < k_pilot * PART_GROWTH:
         return Route(pilot, t_pilot)
     try:
@@ -328,13 +323,43 @@ def _route(bench: Bench, counts: int) -> Optional[Route]:
         return Route(pilot, t_pilot)
 
 
+def _per_run(bench: Bench, counts: int) -> float:
+    """What one run may cost: the ladder's share of the budget left, split between the
+    counts, over bench.runs pairs and the warm-up pair. Not the CLEAR_RUNS pairs a gain
+    beyond stats.APART needs, even where the engine predicts one: a part shows less of it
+    (at 20,000 files on the NFS-like bed, a part sized for 3 pairs showed 1.2x in its
+    warm-up, then needed 5 and did not fit)."""
+    return bench.budget.left() * LADDER_SHARE / counts / (2 * (bench.runs + 1))
+
+
+def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
+    """The entries of a part whose runs fit, sized for the counts that will be timed on
+    it: where the part is too small to give every count PART_FILES_PER_WORKER files, the
+    counts above become one (_part_counts), and the budget a second count would have had
+    goes to a larger part for the first (a second count is still timed where the ladder
+    finds it fits). Without this, at 20,000 files on the NFS-like bed, a 48-entry part was
+    sized for two counts, both capped to the same 6 workers, and half the share unused."""
+    entries = len(bench.names)
+    timed = len(counts)
+    while True:
+        n = min(entries - 1, int((_per_run(bench, timed) - fixed) / per_file))
+        distinct = len(dict.fromkeys(min(c, _part_top(n)) for c in counts))
+        if distinct >= timed or timed == 1:
+            return n
+        timed = distinct
+
+
+def _part_top(files: int) -> int:
+    return max(2, files // PART_FILES_PER_WORKER)
+
+
 def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
     """The counts timed on a part of `files` files: none above PART_FILES_PER_WORKER files
     a worker. More workers than that each start for a few files, which the whole tree's
     never do: on the NFS-like bed at 20,000 files a 48-file part showed 25 workers 1.02x,
     4-8 workers 1.3x, and the tree's own curve is nearly flat from 8 to 32 workers
     (2.85x, 3.19x, 2.93x)."""
-    top = max(2, files // PART_FILES_PER_WORKER)
+    top = _part_top(files)
     out = list(dict.fromkeys(min(c, top) for c in counts))
     if out != counts:
         bench.notes.append(f"{WORKERS}: on a part of {files} files, at most {top} workers "
