@@ -83,21 +83,21 @@ class Quality:
                 "grid": self.grid}
 
 
-def _with_other_sizes(rows, data, sizes):
-    """A run over some sizes keeps the stored cells of the other sizes on its beds (the
-    100,000-file cells take long enough to be run on their own)."""
+def _with_other_cells(rows, data, sizes, budgets):
+    """A run over some sizes and budgets keeps the stored cells of the others on its beds
+    (the 100,000-file cells take long enough to be run on their own)."""
     try:
         with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
             old = json.load(f)
     except (OSError, ValueError):
         return rows, data
-    kept = lambda files: int(files) not in sizes
+    kept = lambda files, budget: int(files) not in sizes or float(budget) not in budgets
     width = len(rows[0]) if rows else 0
     rows = [list(r) + ["-"] * (width - len(r)) for r in old.get("rows", [])
-            if r[0] in data and kept(r[1])] + list(rows)
+            if r[0] in data and kept(r[1], str(r[2]).split()[0])] + list(rows)
     for bed in data:
         data[bed] = {**{cell: v for cell, v in old.get("data", {}).get(bed, {}).items()
-                        if kept(cell.split("|")[0])}, **data[bed]}
+                        if kept(*cell.split("|"))}, **data[bed]}
     order = list(data)
     rows.sort(key=lambda r: (order.index(r[0]), int(r[1]), float(str(r[2]).split()[0])))
     return rows, data
@@ -154,8 +154,8 @@ def main():
                                      _quality_cell(q)))
         except BedUnavailable as e:
             notes.append(f"{kind}: {e}")
-    if args.sizes and not args.tiny:
-        rows, data = _with_other_sizes(rows, data, sizes)
+    if (args.sizes or args.budgets) and not args.tiny:
+        rows, data = _with_other_cells(rows, data, sizes, budgets)
     worst = {b: max(float(r[4].split()[0]) for r in rows if r[0] == b)
              for b in beds if any(r[0] == b for r in rows)}
     report("calibrate_speed", "Whole calibration (probe included) against its --budget: "

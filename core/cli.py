@@ -527,8 +527,8 @@ def agent_start(as_json):
 @agent.command("run", hidden=True)
 def agent_run():
     """The collector's loop (started by enable/start)."""
-    from git_tune.advisor.agent import collector
-    collector.run()
+    from git_tune.advisor.agent import collector, switch
+    collector.run(switch.load, switch.collect)
 
 
 @agent.command("report")

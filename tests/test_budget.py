@@ -1,8 +1,8 @@
 """The budget scheduler (issue #11): asymmetric, sequential A/B runs.
 
-Scripted workloads (sleeps of known length) stand in for git here: what is
-tested is the scheduler's decisions, not any timing of git. Not timed tests:
-every bound has a 10x margin between the two sides.
+Scripted workloads stand in for git here, on a clock the test moves itself
+(budget.FakeClock): a run of 0.2 s takes exactly 0.2 s of the budget and no
+wall time. What is tested is the scheduler's decisions, not any timing of git.
 """
 import os
 import time
@@ -18,6 +18,8 @@ from git_tune.advisor.measure.record import Trial
 from git_tune.probes import report, storage
 
 from git_tune.advisor.decide import advice
+from git_tune.advisor.decide.recommend import decide_measured
+from git_tune.advisor.measure import budget as plan
 from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
                                             STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER)
 from git_tune.advisor.measure.record import Options
@@ -33,20 +35,33 @@ def bench(budget: float) -> Bench:
                  options=Options(budget=budget), budget=Budget(budget))
 
 
+@pytest.fixture
+def clock():
+    """A fake clock for the budget: a scripted run moves it by its seconds. The tests
+    that run real git keep the real one."""
+    with plan.use_clock(plan.FakeClock()) as fake:
+        yield fake
+
+
 def sleeper(*seconds):
-    """A workload whose n-th run sleeps seconds[n] (the last value repeats)."""
+    """A workload whose n-th run takes seconds[n] of the budget's clock (the last value
+    repeats)."""
     calls = []
 
     def run():
         t = seconds[min(len(calls), len(seconds) - 1)]
         calls.append(t)
-        time.sleep(t)
+        _advance(t)
         return t
     run.calls = calls
     return run
 
 
-def test_a_clearly_slower_candidate_stops_after_the_minimum_runs():
+def _advance(seconds: float) -> None:
+    plan._clock.get().advance(seconds)
+
+
+def test_a_clearly_slower_candidate_stops_after_the_minimum_runs(clock):
     default, candidate = sleeper(0.005), sleeper(0.2)
     c = bench(60).ab("status", {}, {KEY.name: "true"}, default, candidate)
     assert c.stopped == STOPPED_SLOWER
@@ -56,7 +71,7 @@ def test_a_clearly_slower_candidate_stops_after_the_minimum_runs():
     assert a.status == advice.NOT_SET and "clearly slower" in a.reason
 
 
-def test_a_large_gain_is_decided_after_the_clear_runs():
+def test_a_large_gain_is_decided_after_the_clear_runs(clock):
     default, candidate = sleeper(0.1), sleeper(0.005)
     c = bench(60).ab("status", {}, {KEY.name: "true"}, default, candidate)
     assert c.stopped == STOPPED_FASTER
@@ -66,7 +81,7 @@ def test_a_large_gain_is_decided_after_the_clear_runs():
     assert a.status == advice.SET and "clearly apart" in a.reason
 
 
-def test_a_large_gain_fits_a_budget_the_minimum_runs_would_not():
+def test_a_large_gain_fits_a_budget_the_minimum_runs_would_not(clock):
     # Warm-up pair 0.305 s; 3 more pairs fit in what is left, MIN_RUNS pairs would not.
     b = bench(1.5)
     c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.3), sleeper(0.005))
@@ -77,7 +92,7 @@ def test_a_large_gain_fits_a_budget_the_minimum_runs_would_not():
         bench(1.5).ab("status", {}, {KEY.name: "true"}, sleeper(0.3), sleeper(0.25))
 
 
-def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget():
+def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget(clock):
     b = bench(0.2)
     with pytest.raises(OutOfBudget) as e:
         b.ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.05))
@@ -85,7 +100,7 @@ def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget():
     # The warm-up pair is all that ran.
 
 
-def test_a_faster_candidate_cut_short_by_the_budget_is_never_set():
+def test_a_faster_candidate_cut_short_by_the_budget_is_never_set(clock):
     # The warm-up pair is quick, so the minimum seems to fit; then git slows down and
     # the budget ends after a few runs, with the candidate 1.25x faster so far (not
     # stats.CLEARLY, which would decide in fewer runs).
@@ -98,7 +113,7 @@ def test_a_faster_candidate_cut_short_by_the_budget_is_never_set():
     assert a.status == advice.NOT_SET and "budget ended" in a.reason
 
 
-def test_with_time_enough_a_faster_candidate_is_set():
+def test_with_time_enough_a_faster_candidate_is_set(clock):
     # 1.43x: every run apart, but not by stats.CLEARLY, so the minimum runs are needed.
     c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.035))
     assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
@@ -164,7 +179,7 @@ def failing(after: int = 0):
     return run
 
 
-def test_git_default_that_fails_here_loses_to_a_candidate_that_works():
+def test_git_default_that_fails_here_loses_to_a_candidate_that_works(clock):
     c = bench(60).ab("status", {}, {"core.preloadIndex": "false"}, failing(), sleeper(0.001))
     assert c.fails == "default" and c.estimate is None
     assert len(c.times_candidate) == stats.MIN_RUNS and not c.times_default
@@ -172,7 +187,7 @@ def test_git_default_that_fails_here_loses_to_a_candidate_that_works():
     assert (a.status, a.value) == (advice.SET, "false") and "threaded lstat" in a.reason
 
 
-def test_a_candidate_that_fails_here_is_never_set():
+def test_a_candidate_that_fails_here_is_never_set(clock):
     c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.001), failing())
     assert c.fails == "candidate"
     a = advice.validated(KEY, c, "true", "git status")
@@ -184,7 +199,7 @@ def test_git_failing_on_both_sides_is_a_failure_not_a_decision():
         bench(60).ab("status", {}, {KEY.name: "true"}, failing(), failing())
 
 
-def test_git_default_that_fails_only_sometimes_still_fails():
+def test_git_default_that_fails_only_sometimes_still_fails(clock):
     """Under a pid limit Git's preload threads exceed only when enough of them overlap,
     so git status works now and then (5 of 40 under pids.max=6 here): a default that
     worked in its warm-up and failed later is a failing default, not "not decided"."""
@@ -234,7 +249,7 @@ def test_a_trial_not_run_keeps_the_default_and_says_why():
     # Whatever the key's module: the registry keeps Git's default and quotes why.
     for key in ("core.preloadIndex", "core.fsmonitor"):
         cal.trials = {key: Trial.not_run(key, "because")}
-        a = registry.entry(key).decide(cal, {"status": 1.0})
+        a = decide_measured(registry.entry(key), cal, {"status": 1.0})
         assert a.status == advice.NOT_SET and a.value is None and "because" in a.reason
 
 
@@ -321,7 +336,7 @@ def test_the_scratch_clone_starts_from_the_users_index_whatever_its_shape(tmp_pa
         assert git_out(repo, "status", "--porcelain") == before
 
 
-def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monkeypatch):
+def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monkeypatch, clock):
     # Two families: the first's sweep decides its own trial at once and leaves its
     # search (findings only) for later; the second's sweep and trial come before that
     # search, which then gets what is left, or, with nothing left, is not run.
@@ -354,7 +369,7 @@ def test_findings_no_trial_needs_wait_until_every_trial_has_had_the_budget(monke
     calls.clear()
     spent = bench(0.05)
     m = b.trial
-    b.trial = lambda key, bb: m(key, bb) or time.sleep(0.1)
+    b.trial = lambda key, bb: m(key, bb) or _advance(0.1)
     calibrate._measure(spent, understood)
     assert calls == ["a sweep", "a trial", "b sweep", "b trial"]
     assert spent.sweeps["a"] == "first"

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Protocol
 
 import psutil
 
@@ -21,6 +21,10 @@ from git_tune.advisor.agent import store
 from git_tune.advisor.write import scopes
 
 POLL = 1.0
+
+
+class AgentStateLike(Protocol):
+    enabled: bool
 PID_FILE = "collector.pid"
 
 
@@ -103,10 +107,11 @@ def stop() -> bool:
     return True
 
 
-def run(poll: float = POLL) -> None:
-    """The collector's loop (`git-tune agent run`), until the agent is disabled, its
-    routing reverted, or a SIGTERM; what git wrote until then is read first."""
-    from git_tune.advisor.agent import switch
+def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
+        poll: float = POLL) -> None:
+    """The collector's loop (`git-tune agent run`, which passes switch.load and
+    switch.collect), until the agent is disabled, its routing reverted, or a SIGTERM;
+    what git wrote until then is read first."""
     me = psutil.Process()
     tmp = _pid_path() + ".tmp"
     with open(tmp, "w") as f:
@@ -116,9 +121,9 @@ def run(poll: float = POLL) -> None:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     while not stopping:
-        state = switch.load()
+        state = load()
         if not state.enabled or not os.path.exists(include):
             break           # disabled, or `git-tune revert --scope agent` took the routing
-        switch.collect(state)
+        collect(state)
         time.sleep(poll)
-    switch.collect()
+    collect()

@@ -58,7 +58,17 @@ def _decide(entry: registry.Entry, cal: Calibration, understood, weights) -> Key
         return advice.not_offered(entry.key, cal.git_version)
     if name in cal.unfinished and name not in cal.trials:
         return advice.unfinished(entry.key, cal, cal.unfinished[name])
-    return entry.decide(cal, weights)
+    return decide_measured(entry, cal, weights)
+
+
+def decide_measured(entry: registry.Entry, cal: Calibration, weights) -> KeyAdvice:
+    """The key module's decision; a trial real git was not run for (Trial.not_run) keeps
+    Git's default with its reason, whatever the module, as does a key without one."""
+    trial = cal.trials.get(entry.key.name)
+    if trial is not None and trial.why_not_run:
+        return advice.not_set(entry.key, "not set: " + trial.why_not_run, dict(trial.facts))
+    decided = entry.decide(cal, weights)
+    return decided if decided is not None else advice.unmeasured(entry.key)
 
 
 def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:

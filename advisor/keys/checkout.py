@@ -9,7 +9,6 @@ where parallel starts to win (threshold).
 import dataclasses
 import os
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -17,7 +16,7 @@ from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload
-from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure import budget as plan, gitbench, search
 from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
@@ -27,24 +26,20 @@ from git_tune.models import catalogue, costmodel, stats, workloads
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 CLONE = "clone"            # the workload: the whole tree written, then the next status
-SWEEP_SHARE = 0.15
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
-SAMPLE_SHARE = 0.2         # of the sweep's share, at most, for reading the sample's sizes
 ENGINE_PILOT = 20          # files the engine writes first, to price one
 WARM_FILES = 200           # the engine's warm-up write, where it is cheap
 MIN_ENGINE_BATCH = 40      # files per engine measurement, at least
 CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
 PILOT_FILES = 50           # the restore that prices a file before the batch is sized
-BATCH_SHARE = 0.4          # of the budget left, for the workers' A/B
 TINY_FILES = 20            # the batch that prices one worker process
 PART_PILOT = 48            # entries of the part that prices a file where the tree may not fit
 PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
 PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
-# The worker counts' rounds together (batch and tree write at each count), of the budget
-# left when they start: parallel checkout holds the largest gains on slow storage, and the
-# keys after it (index threads, the untracked cache) keep the rest. A second count starts
-# only where one more round like the first fits in it.
-LADDER_SHARE = 0.6
+# The worker counts' rounds together (batch and tree write at each count) share
+# plan.LADDER of what is left when they start: parallel checkout holds the largest
+# gains on slow storage, and the keys after it (index threads, the untracked cache) keep
+# the rest. A second count starts only where one more round like the first fits in it.
 # Engine times within this share of the fastest count's are taken as equal (_engine_pick).
 KNEE = 0.1
 # The whole tree gets a pilot run where the batch prices it within this many times its
@@ -105,8 +100,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     os.mkdir(target)
     top = max_workers(bench)
     dims = [Dim(WORKERS, 1, top, default=1)]
-    share = Share(opts.budget * SWEEP_SHARE, bench.budget.end)
-    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * SAMPLE_SHARE)
+    share = Share(opts.budget * plan.SWEEP_CHECKOUT, bench.budget.end)
+    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * plan.SAMPLE_OF_SWEEP)
     paths, sizes = checkout_batch(target, paths, sizes, share.seconds, share.bounded())
 
     def write(point, k=len(paths)):
@@ -143,7 +138,7 @@ def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.
 
 
 def _batch_files(bench: Bench) -> BatchSize:
-    """CHECKOUT_FILES, or fewer where their A/B would not fit BATCH_SHARE of the budget
+    """CHECKOUT_FILES, or fewer where their A/B would not fit plan.CHECKOUT_BATCH of the budget
     left; and where the batch is the larger pilot's own files, that pilot's time (a run of
     Git's default on the batch already). Two sequential restores, each with its next
     status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow
@@ -164,7 +159,7 @@ def _batch_files(bench: Bench) -> BatchSize:
     per_file, fixed = _price(len(small.paths), t_small, k_large, t_large)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
-    per_side = bench.budget.left() * BATCH_SHARE / (2 * (bench.runs + 1))
+    per_side = bench.budget.left() * plan.CHECKOUT_BATCH / (2 * (bench.runs + 1))
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
@@ -229,15 +224,15 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
 
 def _ladder(bench: Bench, counts: List[int], compare) -> List[Comparison]:
     """Each worker count's comparisons (compare(i, candidate), its main one first), while
-    one more count like those so far fits LADDER_SHARE of the budget left at the start."""
+    one more count like those so far fits plan.LADDER of the budget left at the start."""
     comparisons: List[Comparison] = []
-    start, allowance = time.monotonic(), bench.budget.left() * LADDER_SHARE
+    start, allowance = plan.now(), bench.budget.left() * plan.LADDER
     for i, w in enumerate(counts):
-        spent = time.monotonic() - start
+        spent = plan.now() - start
         if i and spent / i * (i + 1) > allowance:
             bench.notes.append(f"{WORKERS}={w} not timed: {counts[0]} workers took "
                                f"{spent:.1f} s, and another count would pass the "
-                               f"{LADDER_SHARE:.0%} of the budget left that the worker "
+                               f"{plan.LADDER:.0%} of the budget left that the worker "
                                "counts share")
             break
         try:
@@ -329,7 +324,7 @@ def _per_run(bench: Bench, counts: int) -> float:
     beyond stats.APART needs, even where the engine predicts one: a part shows less of it
     (at 20,000 files on the NFS-like bed, a part sized for 3 pairs showed 1.2x in its
     warm-up, then needed 5 and did not fit)."""
-    return bench.budget.left() * LADDER_SHARE / counts / (2 * (bench.runs + 1))
+    return bench.budget.left() * plan.LADDER / counts / (2 * (bench.runs + 1))
 
 
 def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
@@ -406,7 +401,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
     """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
     with the seconds of a pilot run of it (Git's default), which the A/B takes as its
     warm-up. A run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
-    share: the ladder times a second count only where it fits, LADDER_SHARE). It is
+    share: the ladder times a second count only where it fits, plan.LADDER). It is
     priced from the batch: git's cost beside its files (size.fixed), the lstat of every
     entry the next whole status makes (the preload sweep's engine pass), and the batch's
     cost a file. That price is high where the batch's pathspec, matched against every

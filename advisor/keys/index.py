@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import engine, git
 from git_tune.output import counted
 from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import gitbench, search
+from git_tune.advisor.measure import budget as plan, gitbench, search
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
@@ -21,7 +21,6 @@ from git_tune.advisor.measure.sweep import engine_measure, run as run_sweep
 from git_tune.errors import EngineError
 
 THREADS, VERSION, MANY_FILES = "index.threads", "index.version", "feature.manyFiles"
-SWEEP_SHARE = 0.05
 ALLOC = "engine.index.alloc"
 
 
@@ -64,7 +63,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         return r.parse + r.free
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
-                  opts.budget * SWEEP_SHARE, max_evals=40)
+                  opts.budget * plan.SWEEP_INDEX, max_evals=40)
     v2, v4 = (ws.index_copy(f"v{v}", _shape(VERSION, str(v))) for v in (2, 4))
     facts = Facts(engine.index_read(ieot, object_format=fmt).ieot_blocks, len(bench.names),
                   os.path.getsize(v2), os.path.getsize(v4),

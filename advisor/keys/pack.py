@@ -14,7 +14,7 @@ from typing import Optional
 from git_tune import git
 from git_tune.errors import GitError
 from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.bench import Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.probes import repo as repo_probe
@@ -24,7 +24,6 @@ MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before thi
 # Last: packing a repository without packs reads every object, and a client spends
 # little of its day in index-pack.
 TRIAL_RANK = 2
-PACK_SHARE = 0.25  # of the budget left, at most, to make the pack to time
 
 
 def _pack_for(bench: Bench) -> Optional[str]:
@@ -34,7 +33,7 @@ def _pack_for(bench: Bench) -> Optional[str]:
         return max(packs, key=os.path.getsize)
     # Every object reachable from any ref: what a clone of the repository receives.
     base = os.path.join(bench.ws.root, "clone")
-    limit = bench.budget.left() * PACK_SHARE
+    limit = bench.budget.left() * plan.PACK
     if limit < 1:
         raise OutOfBudget(None)
     try:

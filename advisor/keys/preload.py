@@ -5,7 +5,6 @@ Git has no key for the thread count (preload-index.c starts entries/500, at
 most 20), so that is a finding. Real git decides the key itself: status
 -uno with preload on (Git's default) against off.
 """
-import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
@@ -13,7 +12,7 @@ from git_tune import engine
 from git_tune.output import counted
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import coldcache, gitbench, search
+from git_tune.advisor.measure import budget as plan, coldcache, gitbench, search
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResult,
                                             engine_measure, run as run_sweep)
@@ -22,7 +21,6 @@ from git_tune.advisor.measure.search import Dim
 from git_tune.models import stats
 
 KEY = "core.preloadIndex"
-SWEEP_SHARE = 0.08
 MAX_PRELOAD_PATHS = 200000
 PART_FILES = 300       # the part one thread and Git's count are compared on first
 THREADS, SPLIT = "engine.preload.threads", "engine.preload.split"
@@ -77,8 +75,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     names = bench.names
     listing = names[:MAX_PRELOAD_PATHS]
     dims = _dims(len(names))
-    started = time.monotonic()
-    share = Share(bench.options.budget * SWEEP_SHARE, bench.budget.end)
+    started = plan.now()
+    share = Share(bench.options.budget * plan.SWEEP_PRELOAD, bench.budget.end)
     part = (_part(bench, listing, _lstat(bench, share)) if not bench.options.cold
             else (None, None, None))
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
@@ -86,8 +84,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         return _search(bench, part, share)
     # After the trials, the search has its share of what they left, no more.
     bench.later.append(("preload", lambda b: _search(b, part, Share(
-        min(b.options.budget * SWEEP_SHARE, b.budget.left()), b.budget.end))))
-    return Sweep.of(SweepResult.nothing(bench.options.strategy, time.monotonic() - started,
+        min(b.options.budget * plan.SWEEP_PRELOAD, b.budget.left()), b.budget.end))))
+    return Sweep.of(SweepResult.nothing(bench.options.strategy, plan.now() - started,
                                         "deferred"), dims, asdict(facts))
 
 

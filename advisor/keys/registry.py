@@ -1,8 +1,8 @@
 """The key registry: models/keys.toml names each key's module; the module knows the key.
 
-A key module may provide, for the keys it owns (all optional):
+A key module may provide, for the keys it owns (all optional; a sweep's share of the
+budget is in advisor/measure/budget.py, with every other share):
 
-    SWEEP_SHARE                   share of the budget its engine sweep may use
     sweep(bench)                  engine measurements its keys share (run once per module),
                                   a record.Sweep or None
     trial(key, bench)             real git, Git's default against a candidate: a
@@ -33,6 +33,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
 
+from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.models.catalogue import Key
@@ -64,14 +65,10 @@ class Entry:
         return fn(self.key, bench) if fn else None
 
     def decide(self, cal, weights: Dict[str, float]):
-        """The module's decision; a trial real git was not run for (Trial.not_run) keeps
-        Git's default with its reason, whatever the module."""
-        from git_tune.advisor.decide import advice
-        trial = cal.trials.get(self.key.name)
-        if trial is not None and trial.why_not_run:
-            return advice.not_set(self.key, "not set: " + trial.why_not_run, dict(trial.facts))
+        """The module's decision (a decide.advice.KeyAdvice), None without one: what a
+        key without a decision gets, and a trial that was not run, is decide/recommend's."""
         fn = self._get("decide")
-        return fn(self.key, cal, weights) if fn else advice.unmeasured(self.key)
+        return fn(self.key, cal, weights) if fn else None
 
     def stakes(self, bench) -> Optional[float]:
         fn = self._get("stakes")
@@ -86,7 +83,6 @@ class Entry:
         return tuple(fn(self.key)) if fn else DEFAULT_VERIFY
 
     def index_shape(self, value: str):
-        from git_tune.advisor.measure.gitbench import IndexShape
         fn = self._get("index_shape")
         return fn(self.key, value) if fn else IndexShape()
 
@@ -188,7 +184,6 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
 
 def index_shape(settings: Dict[str, str]):
     """How an index copy carries every one of these values."""
-    from git_tune.advisor.measure.gitbench import IndexShape
     shape = IndexShape()
     for k, v in sorted(settings.items()):
         shape = shape + entry(k).index_shape(v)

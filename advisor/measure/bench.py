@@ -3,11 +3,11 @@ files, the budget, and the results measured so far; plus the one A/B helper.
 """
 import os
 import stat
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.budget import EXTEND, Budget, now
 from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison, Options,
                                              Sweep, Trial, comparison, failed_comparison)
 from git_tune.advisor.measure.sweep import MeasurementFailed
@@ -16,17 +16,15 @@ from git_tune.probes.gitinfo import GitFacts
 from git_tune.probes.repo import RepoLayout
 from git_tune.probes.repo import spread_order
 
-Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
 # A candidate whose every run is stats.CLEARLY slower than every run of Git's default,
 # after EARLY_RUNS pairs, is dropped: no number of further runs would make it faster.
 # One clearly faster after stats.CLEAR_RUNS pairs has its verdict: a large gain is
 # certain before MIN_RUNS.
 EARLY_RUNS = 2
-# More runs for a comparison still within noise (extensions) may take this share of the
-# budget left, no more: they serve to prove a gain, and the keys after it keep the rest
+# More runs for a comparison still within noise (extensions) may take budget.EXTEND of
+# what is left, no more: they serve to prove a gain, and the keys after it keep the rest
 # (on tmpfs, a whole-tree write at 1.12x took 15+15 runs and 12 s of a 20 s budget, and
 # six keys were left undecided).
-EXTEND_SHARE = 0.5
 STOPPED_SLOWER, STOPPED_FASTER, STOPPED_BUDGET = "clearly slower", "clearly faster", "budget"
 
 
@@ -37,30 +35,6 @@ class OutOfBudget(Exception):
     def __init__(self, seconds_short: Optional[float]):
         super().__init__("budget spent" if seconds_short is None else f"{seconds_short:.1f} s short")
         self.seconds_short = seconds_short
-
-
-class Budget:
-    """Wall-clock seconds for the whole calibration, and progress reports against it."""
-
-    def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0):
-        self.total = total
-        self.start = time.monotonic() - spent     # seconds already spent (the probe)
-        self.progress = progress
-
-    def used(self) -> float:
-        return time.monotonic() - self.start
-
-    def left(self) -> float:
-        return max(0.0, self.total - self.used())
-
-    @property
-    def end(self) -> float:
-        """When the budget ends, on time.monotonic()'s clock."""
-        return self.start + self.total
-
-    def tick(self, phase: str) -> None:
-        if self.progress:
-            self.progress(phase, min(1.0, self.used() / self.total))
 
 
 MIN_SAMPLE = 100
@@ -76,10 +50,10 @@ def sample_files(worktree: str, names: List[str], n: int,
     spread = names[::step][:n]
     position = {p: i for i, p in enumerate(spread)}
     spread = spread_order(spread, MIN_SAMPLE)
-    end = None if seconds is None else time.monotonic() + seconds
+    end = None if seconds is None else now() + seconds
     paths, sizes = [], []
     for p in spread:
-        if end is not None and len(paths) >= MIN_SAMPLE and time.monotonic() > end:
+        if end is not None and len(paths) >= MIN_SAMPLE and now() > end:
             break
         try:
             st = os.lstat(os.path.join(worktree, p))
@@ -214,7 +188,7 @@ class Bench:
         left = self.budget.left()
         if left <= 0:
             raise OutOfBudget(None)
-        t0 = time.monotonic()
+        t0 = now()
         try:
             # The fewest pairs any verdict needs come after the warm-up, each priced at
             # it: a warm-up past a quarter of what is left already says "does not fit"
@@ -222,13 +196,13 @@ class Bench:
             # to say it).
             with gitbench.deadline(left / (stats.CLEAR_RUNS + 1)):
                 error_default = None if warm_default is not None else gitbench.attempt(run_default)
-                t1 = time.monotonic()
+                t1 = now()
                 error_candidate = gitbench.attempt(run_candidate)
         except gitbench.DeadlineReached:
             # At least that per pair, for the warm-up and the minimum runs.
-            raise OutOfBudget((time.monotonic() - t0) * (self.runs + 1) - left) from None
+            raise OutOfBudget((now() - t0) * (self.runs + 1) - left) from None
         first = t1 - t0 if warm_default is None else warm_default
-        return error_default, error_candidate, first, time.monotonic() - t1
+        return error_default, error_candidate, first, now() - t1
 
     def _timed(self, workload, default, candidate, run_default, run_candidate, files,
                extensions, pair) -> Comparison:
@@ -244,7 +218,7 @@ class Bench:
             # Priced at the pairs so far (the warm-up's can be a cold outlier).
             pair = (sum(ta) + sum(tb)) / len(ta)
             if stopped or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
-                    or pair * self.runs > self.budget.left() * EXTEND_SHARE:
+                    or pair * self.runs > self.budget.left() * EXTEND:
                 break
             stopped = self._pairs(run_default, run_candidate, ta, tb, self.runs, clearly=False)
             c = comparison(workload, default, candidate, ta, tb, self.options.seed, files,

@@ -14,8 +14,9 @@ from typing import Optional, Sequence
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench, hostload, search, settle
-from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget, Progress
+from git_tune.advisor.measure import budget as plan, gitbench, hostload, search, settle
+from git_tune.advisor.measure.bench import Bench, OutOfBudget
+from git_tune.advisor.measure.budget import Budget, Progress
 from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
                                              RecordUnreadable, Repository, SCHEMA_VERSION,
                                              Storage)
@@ -27,13 +28,12 @@ from git_tune.probes.report import ProbeReport, probe
 from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
 
 RESULT_MAX_AGE = 7 * 86400
-PROBE_SHARE = 0.1
 
 
 def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> ProbeReport:
     """The one probe of a command: git must run, and git's own refusal of the repository
     (safe.directory, a broken config) is the error, in git's words. With the calibration
-    budget, the probe's timed parts take about PROBE_SHARE of it (it counts against it),
+    budget, the probe's timed parts take about plan.PROBE of it (it counts against it),
     after the repository's file system has written back earlier writes (settle's share of
     the budget, counted too, as timings["settle"]): on the hdd bed, during the write-back
     of a fresh 100,000-file repository, the probe's fsyncs took 6.1 s of a 10 s budget.
@@ -45,8 +45,8 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     if not budget or budget <= 0:
         return probe(repo)
     settled = settle.wait(layout.worktree or layout.git_dir if layout else path,
-                          budget * settle.SETTLE_SHARE)
-    report = probe(repo, allowance=budget * PROBE_SHARE, flushing=settled.flushing)
+                          budget * plan.SETTLE)
+    report = probe(repo, allowance=budget * plan.PROBE, flushing=settled.flushing)
     return dataclasses.replace(report, timings={"settle": settled.waited, **report.timings})
 
 
@@ -166,7 +166,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
 
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
-    done = settle.wait(layout.worktree, budget.left() * settle.SETTLE_SHARE) \
+    done = settle.wait(layout.worktree, budget.left() * plan.SETTLE) \
         if budget.left() else None
     budget.tick("settle")
     before = report.timings.get("settle", 0.0)     # the probe's own wait
@@ -182,7 +182,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
                              "the working tree (read-only?): nothing can be calibrated")
         bench = bench_in(gitbench.Workspace(layout, scratch))
         waited = before + (done.seconds if done is not None else 0.0)
-        if waited > opts.budget * PROBE_SHARE:
+        if waited > opts.budget * plan.PROBE:
             bench.notes.append(f"waited {waited:.1f} s for the file system to write back "
                                "earlier writes before timing anything")
         _measure(bench, report.git.keys_understood)

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from git_tune import git
 from git_tune.errors import GitError
+from git_tune.advisor.measure import budget as plan
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.probes.repo import RepoLayout
 
@@ -59,7 +60,7 @@ _deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("dea
 def deadline(seconds: float):
     """Within this block every git run is killed `seconds` from now at the latest (its
     scratch files with it): a single run on slow storage cannot overrun the budget."""
-    token = _deadline.set(time.monotonic() + max(0.0, seconds))
+    token = _deadline.set(plan.now() + max(0.0, seconds))
     try:
         yield
     finally:
@@ -76,12 +77,12 @@ def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
     the deadline, DeadlineReached. repo: the user's repository, named explicitly (a run
     in its work tree on an index copy); ok: the exit codes that are not a failure."""
     end = _deadline.get()
-    limit = timeout if end is None else min(timeout, max(0.001, end - time.monotonic()))
+    limit = timeout if end is None else min(timeout, max(0.001, end - plan.now()))
     try:
         proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, input=input,
                        stdout=output, repo=repo)
     except GitError as e:
-        if end is not None and limit < timeout and time.monotonic() >= end:
+        if end is not None and limit < timeout and plan.now() >= end:
             raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
     if proc.returncode not in ok:

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cattrs
 
+from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.search import DEFAULT_STRATEGY, Dim
 from git_tune.advisor.measure.sweep import Evaluation, SweepResult
 from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare
@@ -195,7 +196,6 @@ _SWEEP_FIELDS = ("strategy", "dims", "evaluations", "best", "best_value", "best_
 def _upgrade_v1(old: dict) -> dict:
     """Schema 1 kept auxiliary results beside the keys' (under key-like names) and each
     family's facts inside its sweep; schema 2 gives every key one trial."""
-    from git_tune.advisor.keys import registry
     new = {k: v for k, v in old.items() if k not in ("sweeps", "validation")}
     new["schema"] = SCHEMA_VERSION
     new["sweeps"] = {name: dict({f: s[f] for f in _SWEEP_FIELDS},

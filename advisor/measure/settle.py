@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-SETTLE_SHARE = 0.5    # of the budget left, at most, for earlier writes to reach the disk
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ the incumbent (noise control), failed measurements (recorded as failed,
 never as a fake huge time), early stopping and progress.
 """
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune import engine
+from git_tune.advisor.measure.budget import now
 from git_tune.advisor.measure.search import Point, Strategy
 from git_tune.errors import EngineError, GitError
 
@@ -79,17 +79,17 @@ class Share:
 
     def __init__(self, seconds: float, budget_end: float):
         self.seconds, self.budget_end = seconds, budget_end
-        self.end = time.monotonic() + seconds
+        self.end = now() + seconds
         self._first = True
 
     def left(self) -> float:
-        return max(0.0, self.end - time.monotonic())
+        return max(0.0, self.end - now())
 
     def limits(self) -> engine.Limits:
         if not self._first:
             return self.bounded()
         self._first = False
-        return engine.Limits(timeout=max(self.seconds, self.budget_end - time.monotonic()))
+        return engine.Limits(timeout=max(self.seconds, self.budget_end - now()))
 
     def bounded(self) -> engine.Limits:
         """A call that ends with the share, and leaves the first call's allowance to the
@@ -119,7 +119,7 @@ def auto_patience(strategy: Strategy, repeat_every: int) -> int:
 
 def run(strategy: Strategy, measure: Callable[[Point], float], budget: float,
         max_evals: int = 200, repeat_every: int = 4, patience: Optional[int] = None,
-        min_gain: float = 0.02, clock: Callable[[], float] = time.monotonic,
+        min_gain: float = 0.02, clock: Optional[Callable[[], float]] = None,
         progress: Optional[Callable[[int], None]] = None) -> SweepResult:
     """Measure points until the budget, max_evals or convergence.
 
@@ -128,8 +128,8 @@ def run(strategy: Strategy, measure: Callable[[Point], float], budget: float,
     evaluations in a row (default: auto_patience) have not improved the
     incumbent's median by `min_gain`.
     """
-    if patience is None:
-        patience = auto_patience(strategy, repeat_every)
+    patience = auto_patience(strategy, repeat_every) if patience is None else patience
+    clock = clock or now
     start = clock()
     evals: List[Evaluation] = []
     failures = 0

@@ -1,0 +1,95 @@
+"""The calibration's one budget: its clock, and every share of it with its base.
+
+`--budget` is wall-clock seconds for the whole calibration, the probe included. Every
+stage that spends it reads the time here (`now()`), so a test can run a calibration on a
+clock it moves itself (`use_clock(FakeClock())`): exact, and no sleeping. The shares
+below are the only places where the budget is divided; each says what it is a share of:
+
+- TOTAL: `Options.budget`, the whole budget, fixed when the calibration starts;
+- LEFT: `Budget.left()`, what is left of it when the stage starts.
+
+A share of TOTAL guarantees a stage its part even late in the run (a sweep always gets
+its time); a share of LEFT lets what comes later keep the rest.
+"""
+import contextlib
+import contextvars
+import time
+from typing import Callable, Iterator, Optional
+
+Clock = Callable[[], float]
+
+# Of TOTAL: the probe's timed parts (storage latencies, cache sample, untracked walk).
+PROBE = 0.1
+# Of LEFT: waiting for earlier writes to reach the disk before anything is timed.
+SETTLE = 0.5
+# Of TOTAL: each family's engine sweep (keys/<family>.py).
+SWEEP_CHECKOUT = 0.15
+SWEEP_PRELOAD = 0.08
+SWEEP_INDEX = 0.05
+# Of the checkout sweep's share: reading the sample's file sizes.
+SAMPLE_OF_SWEEP = 0.2
+# Of LEFT: the workers' batch A/B (its batch is sized to fit).
+CHECKOUT_BATCH = 0.4
+# Of LEFT when the ladder starts: every worker count real git times (keys/checkout.py).
+LADDER = 0.6
+# Of LEFT: making the pack pack.threads is timed on.
+PACK = 0.25
+# Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions).
+EXTEND = 0.5
+
+_clock: contextvars.ContextVar[Clock] = contextvars.ContextVar("clock", default=time.monotonic)
+
+
+def now() -> float:
+    """Seconds on the calibration's clock (time.monotonic unless a test set another)."""
+    return _clock.get()()
+
+
+@contextlib.contextmanager
+def use_clock(clock: Clock) -> Iterator[Clock]:
+    """Within this block every budget, deadline and share reads `clock`."""
+    token = _clock.set(clock)
+    try:
+        yield clock
+    finally:
+        _clock.reset(token)
+
+
+class FakeClock:
+    """A clock that moves only when told: a scripted run's seconds pass exactly."""
+
+    def __init__(self, start: float = 1000.0):
+        self.t = start
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+
+
+Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
+
+
+class Budget:
+    """Wall-clock seconds for the whole calibration, and progress reports against it."""
+
+    def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0):
+        self.total = total
+        self.start = now() - spent     # seconds already spent (the probe)
+        self.progress = progress
+
+    def used(self) -> float:
+        return now() - self.start
+
+    def left(self) -> float:
+        return max(0.0, self.total - self.used())
+
+    @property
+    def end(self) -> float:
+        """When the budget ends, on now()'s clock."""
+        return self.start + self.total
+
+    def tick(self, phase: str) -> None:
+        if self.progress:
+            self.progress(phase, min(1.0, self.used() / self.total))
