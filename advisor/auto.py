@@ -150,7 +150,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     prov = provenance(record, rec)
     git_dir = layout.git_dir.rstrip("/")
     settings, per_repo = _split_per_repository(rec.settings(), scope, git_dir)
-    plan = configwrite.plan(scope, settings, prov, opts.override, cwd=repo, per_repo=per_repo)
+    plan = configwrite.plan(scope, settings, prov, override=opts.override, cwd=repo,
+                           per_repo=per_repo)
     written = {**plan.settings, **plan.per_repo.get(git_dir, {})}   # what this repository gets
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),

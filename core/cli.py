@@ -165,6 +165,14 @@ def strategy_option(f):
                         help="How sweep points are chosen.")(f)
 
 
+# Every real-git comparison (calibrate, auto, verify): 5 runs a side is the least that can
+# show a change (stats.MIN_RUNS); past 100 a comparison outlasts any budget a person waits.
+runs_option = click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
+                           help="Runs of each side in every real-git comparison, interleaved "
+                                "(more: narrower intervals; 5 is the least that can show a "
+                                "change).")
+
+
 def calibration_options(f):
     f = budget_option(f)
     f = strategy_option(f)
@@ -172,9 +180,7 @@ def calibration_options(f):
                      help="Seed of the search's order and of the intervals' resampling.")(f)
     f = click.option("--cold", is_flag=True,
                      help="Measure lstat with a cold cache (drops caches as root).")(f)
-    f = click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
-                     help="Real git runs per setting in each A/B comparison.")(f)
-    return f
+    return runs_option(f)
 
 
 def plot_option(f):
@@ -324,8 +330,7 @@ class _Confirmer:
 @workload_option
 @budget_option
 @strategy_option
-@click.option("--runs", type=click.IntRange(5, 100), default=5, show_default=True,
-              help="Runs of each side in every real-git comparison (more: narrower intervals).")
+@runs_option
 @dry_run_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before writing.")
 @override_option
@@ -370,8 +375,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
 
 @cli.command()
 @repo_option
-@click.option("--runs", type=click.IntRange(5, 1000), default=5, show_default=True,
-              help="Runs of each side (interleaved); 5 is the least that can show a change.")
+@runs_option
 @click.option("--cold", is_flag=True, help="Drop caches before every run (root), or say why not.")
 @click.option("--workload", "workloads", multiple=True,
               type=click.Choice(VERIFY_WORKLOADS),
@@ -388,7 +392,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
       git-tune verify --repo .                     the values applied
       git-tune verify --set checkout.workers=8     a value of your own
     """
-    from git_tune.advisor.write import configwrite
+    from git_tune.advisor.write import journal
     from git_tune.advisor.measure import verify as verify_mod
     from git_tune.views import verify_view
     from git_tune.models import catalogue
@@ -396,7 +400,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
         after = dict(catalogue.parse_assignment(item) for item in candidate)
     else:
         after = {}
-        for entry in configwrite.applied():
+        for entry in journal.applied():
             after.update(entry.settings)
         if not after:
             raise click.UsageError("git-tune has applied nothing to verify; run `git-tune auto` "
@@ -420,7 +424,8 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
     from git_tune.advisor.write.manual import set_values as run_set
     from git_tune.views import write_view
-    emit(run_set(assignments, repo, scope, override, dry_run), as_json, write_view, "write")
+    emit(run_set(assignments, repo, scope, override=override, dry_run=dry_run), as_json,
+         write_view, "write")
 
 
 @cli.command()
@@ -442,12 +447,13 @@ def show(max_age, as_json):
 def revert(repo, scope, as_json):
     """Restore the config files git-tune touched to their exact earlier bytes."""
     from dataclasses import asdict
-    from git_tune.advisor.write import configwrite, scopes
+    from git_tune.advisor.write import journal, scopes
+    from git_tune.advisor.write.revert import nothing_to_revert, revert as revert_scope
     from git_tune.probes import repo as repo_probe
     if scope is None:
-        written = configwrite.applied()
+        written = journal.applied()
         if not written:     # the state the user asked for: nothing of git-tune's is there
-            emit(asdict(configwrite.nothing_to_revert(None)), as_json, lambda r: r["message"],
+            emit(asdict(nothing_to_revert(None)), as_json, lambda r: r["message"],
                  "revert")
             return
         if len(written) != 1:
@@ -458,7 +464,7 @@ def revert(repo, scope, as_json):
     else:
         layout = repo_probe.locate(repo)
         target = scopes.resolve(scope, layout)
-    result = configwrite.revert(target)
+    result = revert_scope(target)
     emit(asdict(result), as_json, lambda r: r["message"], "revert")
 
 
@@ -592,7 +598,8 @@ def apply(profile_path, repo, scope, check, show_diff, force, override, as_json)
     """Apply a fleet profile without calibrating, if this host is of its class."""
     from git_tune.advisor.fleet.apply import apply_profile
     from git_tune.views import apply_view
-    result = apply_profile(profile_path, scope, repo, check, force, override)
+    result = apply_profile(profile_path, scope, repo, check=check, force=force,
+                           override=override)
     emit(result, as_json, lambda r: apply_view(r, show_diff), "apply")
     if check and result["would_change"]:
         raise WouldChange("this host is not in the profile's state (--check: nothing was written)")

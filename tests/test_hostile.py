@@ -507,7 +507,8 @@ def test_per_repository_blocks_match_only_their_repository(home, tmp_path):
     assert git_get("index.threads", cwd=a) == "4"
     assert git_get("index.threads", cwd=b) is None
     assert configwrite.read_per_repo(scope.include_file) == {str(a / ".git"): {"index.threads": "4"}}
-    configwrite.revert(scope)
+    from git_tune.advisor.write.revert import revert
+    revert(scope)
 
 
 # 8. Smaller: modes, own includes, backups, scratch, the engine's extensions.

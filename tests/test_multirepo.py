@@ -52,7 +52,8 @@ def test_per_repo_blocks_apply_only_to_their_repository(home, two_repos):
     configwrite.apply(shrink, prov)
     assert get(b, "checkout.workers") is None
     assert not os.path.exists(configwrite.repo_file(scope.include_file, str(b / ".git")))
-    configwrite.revert(scope)
+    from git_tune.advisor.write.revert import revert
+    revert(scope)
     assert get(a, "index.threads") is None and not os.path.exists(scope.include_file)
     assert not os.path.exists(configwrite.repo_file(scope.include_file, str(a / ".git")))
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
 from git_tune.advisor.agent import collector, spool, store, storm
-from git_tune.advisor.write import configwrite, scopes
+from git_tune.advisor.write import configwrite, revert, scopes
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
@@ -125,7 +125,7 @@ def disable(forget: bool) -> dict:
     """Stop the collector, put the global config back as it was, drop the raw events
     (and with `forget` the records too)."""
     stopped = collector.stop()
-    reverted = configwrite.revert(scopes.resolve("agent"))
+    reverted = revert.revert(scopes.resolve("agent"))
     spool.clear(load().spool)
     if forget:
         store.clear()

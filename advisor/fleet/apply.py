@@ -17,7 +17,7 @@ from git_tune.probes.report import probe
 SCHEMA_VERSION = 1
 
 
-def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, force: bool,
+def apply_profile(path: str, scope_spec: str, repo: Optional[str], *, check: bool, force: bool,
                   override: bool) -> dict:
     profile = profiles.load(path)
     report = probe(repo)
@@ -39,7 +39,7 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], check: bool, 
         profile["class"]["storage_class"], cwd, None,
         {k: f"fleet profile {os.path.basename(path)}: {_evidence(profile['measurements'].get(k))}"
          for k in settings})
-    plan = configwrite.plan(scope, settings, prov, override, cwd=cwd)
+    plan = configwrite.plan(scope, settings, prov, override=override, cwd=cwd)
     out = {"schema": SCHEMA_VERSION, "profile": path, "class": profile["class"], "host_class": here,
            "mismatches": problems, "forced": bool(problems), "dropped_keys": dropped,
            "plan": asdict(plan), "check": check, "would_change": plan.changes, "written": None}

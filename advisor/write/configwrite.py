@@ -8,7 +8,6 @@ touched file is backed up first and `revert` restores the exact bytes.
 import dataclasses
 import difflib
 import hashlib
-import json
 import os
 import contextlib
 import re
@@ -19,13 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import __version__, git
-from git_tune.advisor.keys import registry
-from git_tune.advisor.write import configtext, safefile, scopes
+from git_tune.advisor.write import configtext, journal, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
 from git_tune.errors import ConfigWriteError, GitError
 from git_tune.models import catalogue
 
-STATE_FILE = "applied.json"
 # The scopes this process wrote (apply committed), for what an interrupted command says.
 written_this_run: List[str] = []
 
@@ -179,16 +176,6 @@ def canonical(settings: Dict[str, str]) -> Dict[str, str]:
     return out
 
 
-def _read_bytes(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ConfigWriteError(safefile.describe_os_error(e, "read", path)) from None
-
-
 def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subprocess.CompletedProcess:
     """`git config --file COPY ARGS` on a copy of the config file's bytes `old`: git edits
     the text as it would edit the file, and the file itself is replaced under git's lock."""
@@ -205,7 +192,7 @@ def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subproce
 def _with_include(config_file: str, include_file: str, old: Optional[bytes] = None) -> bytes:
     """The config file's bytes (`old`, default: what it holds now) with include.path
     added, as `git config --add` writes it."""
-    old = _read_bytes(config_file) if old is None else old
+    old = journal.read_bytes(config_file) if old is None else old
     proc = _edited_copy(config_file, old, "--add", "include.path", include_file)
     if proc.returncode:
         raise ConfigWriteError(f"git config could not add include.path to '{config_file}': "
@@ -213,7 +200,7 @@ def _with_include(config_file: str, include_file: str, old: Optional[bytes] = No
     return proc.stdout
 
 
-def _without_include(config_file: str, include_file: str, old: bytes) -> bytes:
+def without_include(config_file: str, include_file: str, old: bytes) -> bytes:
     """The config file's bytes with git-tune's include.path removed, the rest as it is."""
     proc = _edited_copy(config_file, old, "--fixed-value", "--unset-all", "include.path",
                         include_file)
@@ -236,9 +223,9 @@ def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
                                         f"{path} (new)" if new is not None else "/dev/null"))
 
 
-def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: bool = False,
+def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: bool = False,
          cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None,
-         *, checked: bool = False) -> Plan:
+         checked: bool = False) -> Plan:
     """What writing `settings` (and per-repository values, by git dir) would change.
 
     Values are validated and written in their canonical form. Per-repository
@@ -252,7 +239,7 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
     for path in (scope.include_file, scope.config_file):
         if path:
             safefile.require_regular(path)
-    basis = {path: _digest(_read_bytes(path)) for path in (scope.include_file, scope.config_file)
+    basis = {path: journal.digest(journal.read_bytes(path)) for path in (scope.include_file, scope.config_file)
              if path}
     settings = dict(settings) if checked else canonical(settings)
     per_repo = {d.rstrip("/"): canonical(v) for d, v in (per_repo or {}).items() if v}
@@ -276,77 +263,17 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, override: boo
         if anything and not include_present:
             files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
                 "utf-8", "surrogateescape")
-    now = {path: _read_bytes(path) for path in files}
+    now = {path: journal.read_bytes(path) for path in files}
     diff = "".join(_diff(path, now[path], text) for path, text in files.items())
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files,
-                {path: basis[path] if path in basis else _digest(data)
+                {path: basis[path] if path in basis else journal.digest(data)
                  for path, data in now.items()}, checked)
 
 
 def _stale(p: Plan) -> bool:
     """Whether a file the plan touches changed since the plan read it."""
-    return any(_digest(_read_bytes(path)) != digest for path, digest in p.basis.items())
-
-
-def _ledger() -> str:
-    """Where git-tune records the `<file>.lock` it holds (safefile.git_lock)."""
-    return os.path.join(scopes.state_dir(), "held-locks")
-
-
-def _state_path() -> str:
-    return os.path.join(scopes.state_dir(), STATE_FILE)
-
-
-def load_state() -> Dict[str, dict]:
-    try:
-        with open(_state_path()) as f:
-            state = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    # git-tune's own file, but a damaged one must not end a command in a traceback:
-    # an entry that is no record of a write is not one.
-    if not isinstance(state, dict):
-        return {}
-    return {k: e for k, e in state.items() if isinstance(e, dict) and isinstance(e.get("scope"), dict)}
-
-
-@dataclass(frozen=True)
-class Applied:
-    """One scope git-tune wrote, as the state file records it (read-only view)."""
-
-    scope: Scope
-    settings: Dict[str, str]
-    per_repo: Dict[str, Dict[str, str]]
-    git_version: str
-    fingerprint: str
-    repo: Optional[str]
-    entries: Optional[int]
-    time: float
-    pending: bool
-
-
-def applied() -> List[Applied]:
-    """Every scope git-tune has written, oldest key first; entries it cannot read are
-    skipped (the state file is git-tune's own, but may come from an older version)."""
-    out = []
-    for _, e in sorted(load_state().items()):
-        try:
-            out.append(Applied(Scope(**e["scope"]), dict(e["settings"]), e.get("per_repo", {}),
-                               e.get("git_version", ""), e.get("fingerprint", ""),
-                               e.get("repo"), e.get("entries"), float(e.get("time", 0)),
-                               bool(e.get("pending"))))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def _save_state(state: Dict[str, dict]) -> None:
-    try:
-        safefile.write_atomic(_state_path(), json.dumps(state, indent=1, sort_keys=True).encode(),
-                              mode=0o600)
-    except OSError as e:
-        raise ConfigWriteError(safefile.describe_os_error(e, "record state in", _state_path()))
+    return any(journal.digest(journal.read_bytes(path)) != digest for path, digest in p.basis.items())
 
 
 def _validate_file(path: str, staged: str) -> None:
@@ -377,58 +304,6 @@ def effective_values(keys: List[str], cwd: Optional[str]) -> Dict[str, Tuple[Opt
         origin, _, value = proc.stdout.partition("\0")
         out[key] = (value.rstrip("\0") if proc.returncode == 0 else None, origin)
     return out
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _digest(data: Optional[bytes]) -> Optional[str]:
-    return hashlib.sha256(data).hexdigest() if data is not None else None
-
-
-def _journal(state: Dict[str, dict], scope: Scope, p: Plan, prov: Provenance, backup_dir: str,
-             pending: bool) -> dict:
-    """The state entry for this write. It is saved *before* any file changes (pending), so a
-    run killed half way still leaves revert the backup from before git-tune's first write,
-    and every digest git-tune may have left in each file (`known`): a file holding one of
-    them was not edited by the user since."""
-    prev = state.get(scope.key) or {}
-    known = {path: list(digests) for path, digests in prev.get("known", {}).items()}
-    with open(os.path.join(backup_dir, "manifest.json")) as f:
-        manifest = json.load(f)
-    backed_up = {item["path"]: item.get("sha256") for item in manifest["files"]}
-    # What each file was before git-tune first touched it: revert's target.
-    originals = dict(prev.get("originals") or _originals_of(prev.get("first_backup")))
-    for item in manifest["files"]:
-        originals.setdefault(item["path"], item)
-    for path, text in p.files.items():
-        for digest in (originals[path].get("sha256"), backed_up.get(path),
-                       _digest(_encode(text)) if text is not None else None):
-            if digest and digest not in known.setdefault(path, []):
-                known[path].append(digest)
-    return {"scope": asdict(p.scope), "settings": p.settings, "per_repo": p.per_repo,
-            "backup": backup_dir, "first_backup": prev.get("first_backup", prev.get("backup", backup_dir)),
-            "originals": originals, "known": known, "pending": pending, "time": time.time(),
-            "git_tune_version": __version__, **asdict(prov)}
-
-
-def _referenced_backups(state: Dict[str, dict]) -> set:
-    """Backup directories some state entry still needs (for revert, or as its latest)."""
-    keep = {e.get(k) for e in state.values() for k in ("backup", "first_backup")}
-    keep |= {os.path.dirname(item["copy"]) for e in state.values()
-             for item in (e.get("originals") or {}).values() if item.get("copy")}
-    return {k for k in keep if k}
-
-
-def _originals_of(backup_dir: Optional[str]) -> Dict[str, dict]:
-    if not backup_dir:
-        return {}
-    try:
-        with open(os.path.join(backup_dir, "manifest.json")) as f:
-            return {item["path"]: item for item in json.load(f)["files"]}
-    except (OSError, ValueError, KeyError):
-        return {}
 
 
 def _unchanged(p: Plan, cwd: Optional[str]) -> WriteResult:
@@ -466,10 +341,12 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
             for d in {os.path.dirname(path) for path in p.files} | {state_root}:
                 safefile.remove_stale_temps(d)
             backup_dir = safefile.backup(order, state_root, scope.name)
-            state = load_state()
+            state = journal.load_state()
             before = state.get(scope.key)
-            state[scope.key] = _journal(state, scope, p, prov, backup_dir, pending=True)
-            _save_state(state)
+            state[scope.key] = journal.entry(
+                state, scope, p.files, settings=p.settings, per_repo=p.per_repo,
+                provenance=asdict(prov), backup_dir=backup_dir, pending=True)
+            journal.save_state(state)
             try:
                 for path in order:
                     if p.files[path] is None:
@@ -483,12 +360,12 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                     state[scope.key] = before
                 else:
                     del state[scope.key]
-                _save_state(state)
+                journal.save_state(state)
                 raise ConfigWriteError(f"{cause}; nothing was changed") from None
         written_this_run.append(scope.name)
         state[scope.key]["pending"] = False
-        _save_state(state)
-        safefile.prune_backups(state_root, keep=_referenced_backups(state))
+        journal.save_state(state)
+        safefile.prune_backups(state_root, keep=journal.referenced_backups(state))
     eff = effective_values(list(p.settings), cwd) if scope.config_file else {}
     overridden = {k: origin for k, (v, origin) in eff.items()
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
@@ -507,7 +384,7 @@ def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[
             except OSError as e:
                 raise ConfigWriteError(safefile.describe_os_error(
                     e, "create the directory of", path) + "; nothing was changed") from None
-        locks[path] = stack.enter_context(safefile.git_lock(path, _ledger()))
+        locks[path] = stack.enter_context(safefile.git_lock(path, journal.ledger()))
     return locks
 
 
@@ -517,14 +394,14 @@ def _under_locks(p: Plan, locks: Dict[str, "safefile.GitLock"]) -> Plan:
     the bytes it holds now: a `git config` that wrote between plan and lock is kept."""
     files = dict(p.files)
     config = p.scope.config_file
-    if config in files and _digest(locks[config].read()) != p.basis.get(config):
+    if config in files and journal.digest(locks[config].read()) != p.basis.get(config):
         files[config] = _with_include(config, p.scope.include_file,
                                       locks[config].read()).decode("utf-8", "surrogateescape")
     for path, text in files.items():
         if text is None:
             continue
         try:
-            locks[path].stage(_encode(text))
+            locks[path].stage(journal.encode(text))
         except OSError as e:
             raise ConfigWriteError(safefile.describe_os_error(e, "write", locks[path].lock_path)
                                    + "; nothing was changed") from None
@@ -545,133 +422,3 @@ def _roll_back(backup_dir: str, cause: str) -> None:
                                f"'{backup_dir}'") from None
 
 
-@dataclass(frozen=True)
-class RevertResult:
-    scope: dict
-    restored: Tuple[str, ...]        # back to their exact bytes from before git-tune
-    include_removed_from: Optional[str]   # edited since: only our include.path was removed
-    message: str
-    stopped: Tuple[str, ...] = ()   # what the reverted values had started and revert ended
-    kept_edits: Optional[str] = None  # a backup of git-tune's files as someone had edited them
-
-
-# What a value leaves in an index git already wrote under it: revert restores config
-# files, and git keeps these until the index is written otherwise. Said, with the
-# command that undoes it (git-tune never writes the user's index unasked).
-INDEX_LEFTOVERS = {
-    ("core.untrackedcache", "true"): "indexes written meanwhile keep their untracked-cache "
-        "extension (`git update-index --no-untracked-cache` removes it)",
-    ("index.version", "4"): "indexes rewritten as version 4 stay so (`git update-index "
-        "--index-version 2` in each repository)",
-    ("index.skiphash", "true"): "indexes written meanwhile end in a zero trailer until git "
-        "next writes them (`git update-index --force-write-index`)",
-    ("core.splitindex", "true"): "split indexes and their sharedindex.* files stay until "
-        "`git update-index --no-split-index`",
-}
-
-
-def index_leftovers(undone: List[Dict[str, str]]) -> List[str]:
-    """What the reverted values may have left in indexes, each said once."""
-    seen = {(k.lower(), str(v).lower()) for values in undone for k, v in values.items()}
-    return [text for kv, text in INDEX_LEFTOVERS.items() if kv in seen]
-
-
-def nothing_to_revert(scope: Optional[Scope]) -> RevertResult:
-    """What revert says where git-tune has written nothing: the state asked for is
-    already there (exit 0, like `git config --unset` of a key never set is not)."""
-    where = f" for scope {scope.name} ({scope.include_file})" if scope else ""
-    return RevertResult(asdict(scope) if scope else {}, (), None,
-                        f"nothing to revert: git-tune has written nothing{where}")
-
-
-def _restore_files(scope: Scope, originals: Dict[str, dict],
-                   known: Dict[str, List[str]]) -> Tuple[List[str], Optional[str], Optional[str]]:
-    """git-tune's own files back to their bytes; the scope's config file, under git's
-    lock, too where it holds bytes git-tune left, else only without git-tune's include.
-    (the files restored, the config file edited since or None, the backup that keeps
-    hand edits of git-tune's own files or None)"""
-    restored, removed_from = [], None
-    config = scope.config_file
-    kept = _keep_hand_edits(originals, known, skip=config)
-    with contextlib.ExitStack() as stack:
-        lock = stack.enter_context(safefile.git_lock(config, _ledger())) if config and (
-            os.path.lexists(config) or config in originals) else None
-        now = lock.read() if lock else None
-        edited = lock is not None and now is not None and _digest(now) not in (
-            known.get(config, []) + [originals.get(config, {}).get("sha256")])
-        for path, item in sorted(originals.items()):
-            if path != config:
-                restored += safefile.restore_one(item)
-        if lock and edited:
-            lock.stage(_without_include(config, scope.include_file, now))
-            lock.commit()
-            removed_from = config
-        elif lock and config in originals:
-            item = originals[config]
-            if item["existed"]:
-                lock.stage(safefile.backed_up_bytes(item))
-                lock.commit(item.get("mode", 0o644))
-            else:
-                lock.remove_file()
-            restored.append(config)
-    return restored, removed_from, kept
-
-
-def _keep_hand_edits(originals: Dict[str, dict], known: Dict[str, List[str]],
-                     skip: Optional[str]) -> Optional[str]:
-    """A file of git-tune's own (an include file) that someone edited by hand since
-    git-tune wrote it: its bytes are copied into a backup before revert puts back what
-    was there before git-tune; the backup's directory, or None when nothing was edited."""
-    edited = [path for path in originals if path != skip and os.path.exists(path)
-              and safefile.digest(path) not in known.get(path, [])
-              + [originals[path].get("sha256")]]
-    if not edited:
-        return None
-    return safefile.backup(edited, scopes.state_dir(), "hand-edited")
-
-
-def revert(scope: Scope) -> RevertResult:
-    """Put back the files from before git-tune's first write to this scope.
-
-    The scope's config file is read and replaced under git's own lock on it: where it
-    holds bytes git-tune left there, it gets its exact bytes from before git-tune; where
-    anyone edited it since (a `git config` a second ago included), only git-tune's
-    include.path is removed and everything else stays. A backup whose bytes changed
-    since git-tune made it is refused before anything is restored. Links stay links:
-    bytes go to their targets.
-    """
-    with safefile.lock(scopes.state_dir()):
-        state = load_state()
-        entry = state.get(scope.key)
-        if not entry:
-            return nothing_to_revert(scope)
-        undone = [read_include(scope.include_file),
-                  *read_per_repo(scope.include_file).values()]
-        originals = entry.get("originals") or _originals_of(entry.get("first_backup", entry.get("backup")))
-        if not originals:
-            raise ConfigWriteError(f"the backup from before git-tune's first write to scope "
-                                   f"{scope.name} cannot be read; nothing was reverted")
-        for item in originals.values():
-            if item.get("existed"):
-                safefile.backed_up_bytes(item)      # every backup checked before any write
-        known = entry.get("known") or {f: [d] for f, d in entry.get("written", {}).items()}
-        restored, removed_from, kept = _restore_files(scope, originals, known)
-        del state[scope.key]
-        _save_state(state)
-        safefile.prune_backups(scopes.state_dir(), keep=_referenced_backups(state))
-    msg = (f"restored {', '.join(restored)} to the bytes from before git-tune"
-           if restored else "restored nothing: the files were as before git-tune")
-    if kept:
-        msg += f"; hand edits of git-tune's files were kept in {kept}"
-    leftovers = index_leftovers(undone)
-    if leftovers:
-        msg += "; " + "; ".join(leftovers)
-    if removed_from:
-        msg += f"; '{removed_from}' was edited since, so only git-tune's include.path was removed"
-    # A value may have started processes (a daemon per repository): its key module
-    # ends the ones nothing asks for any more.
-    stopped = registry.after_revert(undone)
-    if stopped:
-        msg += "; " + "; ".join(stopped)
-    return RevertResult(asdict(scope), tuple(restored), removed_from, msg, tuple(stopped),
-                        kept)

@@ -8,8 +8,8 @@ from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
 
 
-def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, override: bool,
-               dry_run: bool) -> dict:
+def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, *,
+               override: bool, dry_run: bool) -> dict:
     version = gitinfo.require_git()
     understood = catalogue.understood(version)
     settings = dict(catalogue.parse_assignment(a) for a in assignments)
@@ -24,7 +24,7 @@ def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str,
     prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
                                   layout.worktree if layout else None, None,
                                   {k: "set by hand with git-tune set" for k in settings})
-    plan = configwrite.plan(target, settings, prov, override, cwd=cwd)
+    plan = configwrite.plan(target, settings, prov, override=override, cwd=cwd)
     result = None
     if plan.changes and not dry_run:
         result = asdict(configwrite.apply(plan, prov, cwd=cwd))

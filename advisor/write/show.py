@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine
-from git_tune.advisor.write import configwrite, scopes
+from git_tune.advisor.write import configwrite, journal, scopes
 from git_tune.errors import EngineError
 from git_tune.advisor.keys import registry
 from git_tune.probes import fingerprint, gitinfo, repo as repo_probe
@@ -27,7 +27,7 @@ class Applied:
     todo: Tuple[str, ...]
 
 
-def _host_changed(entry: configwrite.Applied) -> bool:
+def _host_changed(entry: journal.Applied) -> bool:
     """The host or the repository's file system differs from the calibration's."""
     if not entry.repo or not os.path.isdir(entry.repo) \
             or not fingerprint.comparable(entry.fingerprint):
@@ -35,7 +35,7 @@ def _host_changed(entry: configwrite.Applied) -> bool:
     return fingerprint.here(entry.repo) != entry.fingerprint
 
 
-def _index_state(entry: configwrite.Applied) -> Tuple[Dict[str, str], List[str]]:
+def _index_state(entry: journal.Applied) -> Tuple[Dict[str, str], List[str]]:
     """What each written key's module finds on disk (an index not yet rewritten)."""
     state: Dict[str, str] = {}
     todo: List[str] = []
@@ -49,7 +49,7 @@ def _index_state(entry: configwrite.Applied) -> Tuple[Dict[str, str], List[str]]
     return state, todo
 
 
-def _grew(entry: configwrite.Applied) -> Optional[str]:
+def _grew(entry: journal.Applied) -> Optional[str]:
     if not entry.repo or not entry.entries or not os.path.isdir(entry.repo):
         return None
     layout = repo_probe.locate(entry.repo)
@@ -72,7 +72,7 @@ def _written(include_file: str) -> Dict[str, str]:
         return {}
 
 
-def _stale(entry: configwrite.Applied, now_git: Optional[str], max_age_days: float) -> List[str]:
+def _stale(entry: journal.Applied, now_git: Optional[str], max_age_days: float) -> List[str]:
     scope = entry.scope
     stale = []
     try:
@@ -102,7 +102,7 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
     out = []
     version = gitinfo.git_version()
     now_git = catalogue.format_version(version) if version else None
-    for entry in configwrite.applied():
+    for entry in journal.applied():
         scope = entry.scope
         stale = _stale(entry, now_git, max_age_days)
         index_state, todo = _index_state(entry)
