@@ -120,7 +120,7 @@ def _split_per_repository(settings, scope, git_dir: str):
 
 
 def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOptions,
-            say: Say) -> dict:
+            say: Say, layout=None) -> dict:
     """Real git before and after, on the workloads that show the keys written (`after`:
     the scope's values and this repository's block)."""
     current = {**plan.current, **plan.current_per_repo.get(git_dir, {})}
@@ -128,7 +128,8 @@ def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOpti
     touched = registry.verify_workloads(after)
     say("verifying with real git")
     rep = verify_mod.verify(repo, after, before, runs=opts.runs,
-                            workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched))
+                            workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched),
+                            layout=layout)
     return rep.to_dict()
 
 
@@ -176,6 +177,6 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     out["written"] = asdict(result)
     out["index"] = _rewrite_indexes(plan, repo, confirm)
     if opts.verify and written:
-        out["verify"] = _verify(plan, written, git_dir, located, opts, say)
+        out["verify"] = _verify(plan, written, git_dir, located, opts, say, layout)
     out["message"] = result.message
     return out

@@ -123,14 +123,20 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
     return storage_reports, git_facts
 
 
+_UNLOCATED = object()
+
+
 def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
-          allowance: Optional[float] = None, flushing: bool = False) -> ProbeReport:
+          allowance: Optional[float] = None, flushing: bool = False,
+          located=_UNLOCATED) -> ProbeReport:
     """Probe the host and the repository at path (default: the current directory's, if any).
 
     With `allowance` (seconds; calibrate gives a share of its budget), the timed parts
     size their samples to it: on slow storage the probe measures less, not for longer.
     `flushing`: the file system is still writing back earlier writes (settle.wait said
-    so): nothing is written there, and only lookups are timed."""
+    so): nothing is written there, and only lookups are timed. `located`: the repository
+    at path as repo.locate found it already (a RepoLayout, or None for none), so one
+    command asks git once."""
     explicit = path is not None
     path = os.path.abspath(path or os.getcwd())
     if explicit and not os.path.exists(path):
@@ -142,10 +148,11 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
 
     with clock.section("host"):
         host_facts = host.host_facts(root)
-    layout = None
+    layout = None if located is _UNLOCATED else located
     with clock.section("locate"):
         try:
-            layout = repo.locate(path if explicit else None)
+            if located is _UNLOCATED:
+                layout = repo.locate(path if explicit else None)
         except (OSError, UsageError, GitError) as e:
             # The probe reports what it can (exit 0); the reason is a note.
             notes.append(str(e))

@@ -227,6 +227,24 @@ def test_auto_dry_run_writes_nothing(home, repo, monkeypatch):
     assert not (home / "state").exists() and not (home / "cache").exists()
 
 
+def test_auto_asks_git_where_the_repository_is_once(home, repo, monkeypatch, tmp_path):
+    """Issue #31: the probe, the calibration, the write and verify share one located
+    layout: `git rev-parse --show-toplevel` (one of locate's questions) runs once per
+    `auto` in the user's repository, whatever the command goes on to do there."""
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(home / "cache"))
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    res = invoke("auto", "--repo", str(repo), "--scope", "local", "--budget", "3",
+                 "--strategy", "grid", "--yes", "--json")
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    assert res.exit_code == 0, res.output
+    asked = [e for e in map(json.loads, trace.read_text().splitlines())
+             if e.get("event") == "start" and e.get("argv", [])[1:3] == ["rev-parse",
+                                                                        "--show-toplevel"]]
+    assert len(asked) == 1, asked
+    invoke("revert", "--scope", "local", "--repo", str(repo))
+
+
 def test_verify_times_every_workload_with_trace_phases(home, repo):
     res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4",
                  "--set", "checkout.thresholdForParallelism=1", "--json")

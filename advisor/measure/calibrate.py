@@ -43,10 +43,11 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     path = os.path.abspath(repo or os.getcwd())
     layout = repo_probe.locate(repo)
     if not budget or budget <= 0:
-        return probe(repo)
+        return probe(repo, located=layout)
     settled = settle.wait(layout.worktree or layout.git_dir if layout else path,
                           budget * plan.SETTLE)
-    report = probe(repo, allowance=budget * plan.PROBE, flushing=settled.flushing)
+    report = probe(repo, allowance=budget * plan.PROBE, flushing=settled.flushing,
+                   located=layout)
     return dataclasses.replace(report, timings={"settle": settled.waited, **report.timings})
 
 

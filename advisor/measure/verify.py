@@ -158,8 +158,9 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
                           phases["before"], phases["after"])
 
 
-def _layout(repo: Optional[str]) -> repo_probe.RepoLayout:
-    layout = repo_probe.locate(repo)
+def _layout(repo: Optional[str], located: Optional[repo_probe.RepoLayout]
+            ) -> repo_probe.RepoLayout:
+    layout = located or repo_probe.locate(repo)
     if layout is None or not layout.worktree:
         raise UsageError("verify needs a repository with a working tree")
     if not os.path.exists(layout.index_file):
@@ -184,11 +185,13 @@ def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
 
 def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
            runs: int = stats.MIN_RUNS, cold: bool = False,
-           workloads: Tuple[str, ...] = ALL_WORKLOADS, seed: int = 0) -> VerifyReport:
+           workloads: Tuple[str, ...] = ALL_WORKLOADS, seed: int = 0,
+           layout: Optional[repo_probe.RepoLayout] = None) -> VerifyReport:
+    """`layout`: the repository as the command located it already (else repo's)."""
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")
-    layout = _layout(repo)
+    layout = _layout(repo, layout)
     settings = {"before": before if before is not None else defaults_for(after), "after": after}
     notes: List[str] = []
     cold_method = coldcache.make_cold([]) if cold else None
