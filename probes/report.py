@@ -126,6 +126,18 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
 _UNLOCATED = object()
 
 
+def _locate(path: Optional[str], located, notes: List[str]) -> Optional[repo.RepoLayout]:
+    """The repository at path (`located` where the caller found it already); a repository
+    git refuses is a note: the probe reports what it can (exit 0)."""
+    if located is not _UNLOCATED:
+        return located
+    try:
+        return repo.locate(path)
+    except (OSError, UsageError, GitError) as e:
+        notes.append(str(e))
+        return None
+
+
 def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
           allowance: Optional[float] = None, flushing: bool = False,
           located=_UNLOCATED) -> ProbeReport:
@@ -148,15 +160,8 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
 
     with clock.section("host"):
         host_facts = host.host_facts(root)
-    layout = None if located is _UNLOCATED else located
     with clock.section("locate"):
-        try:
-            if located is _UNLOCATED:
-                layout = repo.locate(path if explicit else None)
-        except (OSError, UsageError, GitError) as e:
-            # The probe reports what it can (exit 0); the reason is a note.
-            notes.append(str(e))
-            layout = None
+        layout = _locate(path if explicit else None, located, notes)
     if layout is None:
         notes.append(f"'{path}' is not inside a git repository: host and storage only")
 

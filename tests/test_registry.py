@@ -365,3 +365,30 @@ def test_no_import_circle_even_through_deferred_imports():
         if m not in state:
             visit(m, [m])
     assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_no_tuner_dispatches_on_its_keys_name():
+    """Issue #31: two keys, two tuners. No key module compares `key.name`, and a module
+    that owns more than one catalogue key gives each its own Tuner (TUNERS)."""
+    from git_tune.advisor.keys import registry
+    from git_tune.models import catalogue
+    compared = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "advisor", "keys", "*.py"))):
+        if path.endswith("registry.py"):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(x, ast.Attribute) and x.attr == "name"
+                       and isinstance(x.value, ast.Name) and x.value.id == "key" for x in sides):
+                    compared.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert not compared, compared
+    owners = {}
+    for k in catalogue.catalogue().values():
+        if k.module:
+            owners.setdefault(k.module, []).append(k.name)
+    for module, names in owners.items():
+        if len(names) > 1:
+            entries = [registry.entry(n) for n in names]
+            assert all(type(e.tuner) is not registry.ModuleTuner for e in entries), module
+            assert len({id(e.tuner) for e in entries}) == len(names), module

@@ -96,7 +96,7 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
         bench.sweeps["checkout"] = checkout.sweep(bench)
         try:
             with gitbench.deadline(bench.budget.left()):
-                trial = checkout.trial(catalogue.lookup(checkout.WORKERS), bench)
+                trial = registry.entry(checkout.WORKERS).trial(bench)
         except OutOfBudget:
             trial = None    # a loaded host: the part was still made and timed once
         monkeypatch.delenv("GIT_TRACE2_EVENT")

@@ -4,6 +4,7 @@ The helpers here are what most key modules decide with: a value is set only
 when real git, timed interleaved against Git's default, was faster beyond noise.
 """
 import dataclasses
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
@@ -13,7 +14,17 @@ from git_tune.advisor.measure.record import FAILS_DEFAULT, Comparison, Trial
 from git_tune.models import catalogue, stats, workloads
 from git_tune.models.catalogue import Key
 
-SET, NOT_SET, NOT_OFFERED = "set", "not set", "not offered"
+
+
+class Status(enum.StrEnum):
+    """What the advice does with the key. A str: the JSON forms, the views and stored
+    profiles say "set", "not set" and "not offered" as before."""
+    SET = "set"
+    NOT_SET = "not set"
+    NOT_OFFERED = "not offered"
+
+
+SET, NOT_SET, NOT_OFFERED = Status.SET, Status.NOT_SET, Status.NOT_OFFERED
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,7 @@ class Gain:
 @dataclass(frozen=True)
 class KeyAdvice:
     key: str
-    status: str              # set | not set | not offered
+    status: Status
     value: Optional[str]
     git_default: str
     gain: Optional[Gain]

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from git_tune import __version__
+from git_tune.advisor.decide import advice
 from git_tune.errors import UsageError
 from git_tune.models import catalogue
 
@@ -99,7 +100,7 @@ def export(report, record, rec) -> dict:
     # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
     fleet = {k: v for k, v in rec.settings().items() if not catalogue.lookup(k).per_repository}
     measurements = {k.key: _rounded(asdict(k.gain)) for k in rec.keys
-                    if k.status == "set" and k.gain and k.key in fleet}
+                    if k.status == advice.SET and k.gain and k.key in fleet}
     return {"schema": SCHEMA, "class": host_class(report), "settings": fleet,
             "measurements": measurements, "workload": rec.workload,
             "provenance": {"fingerprint": record.fingerprint, "created": utc(time.time()),

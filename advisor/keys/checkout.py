@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import preload
+from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
 from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
@@ -177,12 +177,6 @@ def _candidate(workers: int) -> Dict[str, str]:
     return {WORKERS: str(workers), THRESHOLD: "0"}
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
-    if key.name == WORKERS:
-        return _trial_workers(bench)
-    return _trial_threshold(bench)
-
-
 def _trial_workers(bench: Bench) -> Optional[Trial]:
     """Real git writes files sequentially against the engine's pick of workers, then
     against twice the pick. The engine orders worker counts well where they matter most
@@ -263,10 +257,9 @@ def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
     return gitbench.WholeTreeWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"))
 
 
-def stakes(key, bench: Bench) -> Optional[float]:
-    """The seconds the engine predicts its pick saves on what the key changes: every file
-    of the tree written (workers), a batch of Git's threshold (the threshold: below it
-    git writes sequentially, at any worker count). Its one thread against its pick."""
+def _stakes(bench: Bench, files: int) -> Optional[float]:
+    """The seconds the engine predicts its pick saves on `files` files written: its one
+    thread against its pick."""
     s = bench.sweeps.get("checkout")
     medians = _engine_medians(s) if s else {}
     if 1 not in medians or not s.facts.get("files"):
@@ -275,7 +268,6 @@ def stakes(key, bench: Bench) -> Optional[float]:
     # not have measured: no gain predicted.
     at_pick = medians.get(_engine_pick(s), medians[1])
     per_file = medians[1] / s.facts["files"]
-    files = len(bench.names) if key.name == WORKERS else min(len(bench.names), int(key.default))
     saved = 1 - at_pick / medians[1] if at_pick > 0 and medians[1] > 0 else 0.0
     return files * per_file * max(0.0, saved)
 
@@ -573,12 +565,6 @@ def _bisect(points: List[Comparison]) -> Optional[int]:
     return mid if lo < mid < hi else None
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
-    if key.name == WORKERS:
-        return _decide_workers(key, cal, weights)
-    return _decide_threshold(key, cal, weights)
-
-
 def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
     return chosen(key, cal, weights)[1]
 
@@ -692,19 +678,55 @@ def findings(cal: Calibration) -> List[str]:
             f"served in parallel by this storage and CPUs (engine, {s.facts['files']} files)."]
 
 
-def verify_workloads(key):
-    return ("switch",)
-
-
-def upgrade_v1(key, validation: dict) -> Optional[Trial]:
+def _upgrade_threshold_v1(validation: dict) -> Optional[Trial]:
     """Schema 1 kept the threshold's batches under "checkout.threshold_points" and the
     price of a worker under "checkout.worker_cost"."""
     points, cost = validation.get("checkout.threshold_points"), validation.get("checkout.worker_cost")
     workers = validation.get(WORKERS)
-    if key.name != THRESHOLD or not points or not cost or not workers:
+    if not points or not cost or not workers:
         return None
     cand = workers["candidate"]
     return Trial(THRESHOLD, tuple(comparison("checkout", {}, cand, p["times_sequential"],
                                              p["times_parallel"], files=p["files"])
                                   for p in points),
                  {"workers": cost["workers"], "per_worker": cost["per_worker"]})
+
+
+class Workers(registry.Tuner):
+    """checkout.workers: timed on the whole tree written where it fits the budget, on a
+    part of it where not (_trial_workers); at stake, every file of the tree written."""
+
+    def trial(self, key, bench: Bench) -> Optional[Trial]:
+        return _trial_workers(bench)
+
+    def stakes(self, key, bench: Bench) -> Optional[float]:
+        return _stakes(bench, len(bench.names))
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        return _decide_workers(key, cal, weights)
+
+    def verify_workloads(self, key):
+        return ("switch",)
+
+
+class Threshold(registry.Tuner):
+    """checkout.thresholdForParallelism: batches around Git's threshold; at stake, a
+    batch of Git's threshold (below it git writes sequentially, at any worker count)."""
+
+    def trial(self, key, bench: Bench) -> Optional[Trial]:
+        return _trial_threshold(bench)
+
+    def stakes(self, key, bench: Bench) -> Optional[float]:
+        return _stakes(bench, min(len(bench.names), int(key.default)))
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        return _decide_threshold(key, cal, weights)
+
+    def verify_workloads(self, key):
+        return ("switch",)
+
+    def upgrade_v1(self, key, validation: dict) -> Optional[Trial]:
+        return _upgrade_threshold_v1(validation)
+
+
+TUNERS = {WORKERS: Workers(), THRESHOLD: Threshold()}

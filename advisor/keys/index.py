@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import engine, git
 from git_tune.output import counted
 from git_tune.advisor.decide import advice
+from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
@@ -34,23 +35,21 @@ class Facts:
     parse_v4: float
 
 
-def index_shape(key, value: str) -> IndexShape:
-    return _shape(key.name, value)
+def _version_shape(value: str) -> IndexShape:
+    return IndexShape(args=("--index-version", value))
 
 
-def _shape(name: str, value: str) -> IndexShape:
-    if name == VERSION:
-        return IndexShape(args=("--index-version", value))
-    if name == THREADS and value.isdigit():
-        return IndexShape(settings=((THREADS, value),))
-    return IndexShape()
+def _threads_shape(value: str) -> IndexShape:
+    """An index written with an offset table of that many blocks (git writes one where
+    index.threads allows more than one thread)."""
+    return IndexShape(settings=((THREADS, value),)) if value.isdigit() else IndexShape()
 
 
 def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine load of the real index rewritten with an offset table: threads and allocator."""
     opts, ws = bench.options, bench.ws
     blocks = max(4, 2 * bench.cores)
-    ieot = ws.index_copy("ieot", _shape(THREADS, str(blocks)))
+    ieot = ws.index_copy("ieot", _threads_shape(str(blocks)))
     dims = [Dim(THREADS, 1, blocks, default=1),
             Dim(ALLOC, categories=(engine.ALLOC_POOL, engine.ALLOC_MALLOC),
                 default=engine.ALLOC_POOL)]
@@ -64,7 +63,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
                   opts.budget * plan.SWEEP_INDEX, max_evals=40)
-    v2, v4 = (ws.index_copy(f"v{v}", _shape(VERSION, str(v))) for v in (2, 4))
+    v2, v4 = (ws.index_copy(f"v{v}", _version_shape(str(v))) for v in (2, 4))
     facts = Facts(engine.index_read(ieot, object_format=fmt).ieot_blocks, len(bench.names),
                   os.path.getsize(v2), os.path.getsize(v4),
                   min(engine.index_read(v2, object_format=fmt).parse for _ in range(3)),
@@ -72,63 +71,62 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     return Sweep.of(r, dims, asdict(facts))
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def _trial_threads(bench: Bench) -> Optional[Trial]:
     s = bench.sweeps.get("index")
-    if s is None:
+    if s is None or s.facts["ieot_blocks"] <= 1:
         return None
-    ws, wt = bench.ws, bench.repo
-    if key.name == THREADS:
-        if s.facts["ieot_blocks"] <= 1:
-            return None
-        threads = str(max(2, s.best[THREADS]))
-        load = gitbench.index_load(wt, ws.index_copy("threads", index_shape(key, threads)))
-        cand = {THREADS: threads}
-        return Trial(THREADS, (bench.ab("index", {}, cand, lambda: load({}),
-                                        lambda: load(cand)),))
-    if key.name == VERSION:
-        l2, l4 = (gitbench.index_load(wt, ws.index_copy(f"v{v}", index_shape(key, str(v))))
-                  for v in (2, 4))
-        return Trial(VERSION, (bench.ab("index", {VERSION: "2"}, {VERSION: "4"},
-                                        lambda: l2({}), lambda: l4({})),))
-    return None
+    threads = str(max(2, s.best[THREADS]))
+    load = gitbench.index_load(bench.repo, bench.ws.index_copy("threads", _threads_shape(threads)))
+    cand = {THREADS: threads}
+    return Trial(THREADS, (bench.ab("index", {}, cand, lambda: load({}), lambda: load(cand)),))
 
 
-def stakes(key, bench: Bench) -> Optional[float]:
+def _trial_version(bench: Bench) -> Optional[Trial]:
+    if bench.sweeps.get("index") is None:
+        return None
+    l2, l4 = (gitbench.index_load(bench.repo, bench.ws.index_copy(f"v{v}", _version_shape(str(v))))
+              for v in (2, 4))
+    return Trial(VERSION, (bench.ab("index", {VERSION: "2"}, {VERSION: "4"},
+                                    lambda: l2({}), lambda: l4({})),))
+
+
+def _stakes(bench: Bench) -> Optional[float]:
     """What a key that changes how the index is loaded can save a command at most: the
     engine's parse of the whole index (milliseconds below 100,000 entries)."""
     s = bench.sweeps.get("index")
     return Facts(**s.facts).parse_v2 if s else None
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def _decide_threads(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")
-    if key.name == THREADS:
-        if t is None:
-            return advice.not_set(key, f"not set: {cal.repository.entries or 0} entries; Git "
-                                       "loads at most one thread per 10,000")
-        threads = t.main.candidate[THREADS]
-        quota = cal.host.cpu_quota
-        # Loading is CPU-bound: beyond a CPU quota only a measurement that beats it counts,
-        # and that is what validated() asks; the reason says the count is above the quota.
-        above = (f"; {counted(threads, 'thread')} is above the {quota:g}-CPU quota it was "
-                 "measured under"
-                 if quota is not None and int(threads) > quota else "")
-        ev = {"best": s.best if s else None}
-        if quota is not None:
-            ev["cpu_quota"] = quota
-        return advice.weighed(key, t, weights, threads,
-                              {"index": "reading the index (git ls-files)"}, ev, suffix=above)
-    if key.name == VERSION and t is not None:
+    if t is None:
+        return advice.not_set(key, f"not set: {cal.repository.entries or 0} entries; Git "
+                                   "loads at most one thread per 10,000")
+    threads = t.main.candidate[THREADS]
+    quota = cal.host.cpu_quota
+    # Loading is CPU-bound: beyond a CPU quota only a measurement that beats it counts,
+    # and that is what validated() asks; the reason says the count is above the quota.
+    above = (f"; {counted(threads, 'thread')} is above the {quota:g}-CPU quota it was "
+             "measured under"
+             if quota is not None and int(threads) > quota else "")
+    ev = {"best": s.best if s else None}
+    if quota is not None:
+        ev["cpu_quota"] = quota
+    return advice.weighed(key, t, weights, threads,
+                          {"index": "reading the index (git ls-files)"}, ev, suffix=above)
+
+
+def _decide_version(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    s = cal.sweeps.get("index")
+    if t is not None:
         f = Facts(**s.facts) if s else None
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
         smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
         # The size is part of the reason whatever the verdict.
         return advice.weighed(key, t, weights, "4", {"index": "reading a version 4 index"}, ev,
                               suffix=smaller)
-    if key.name == MANY_FILES:
-        return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
-                                   "which git-tune sets one by one where measured")
     return advice.unmeasured(key)
 
 
@@ -140,24 +138,18 @@ def findings(cal: Calibration) -> List[str]:
             f"allocation ({s.best_value * 1e3:.2f} ms, engine)."]
 
 
-def verify_workloads(key):
-    return ("index", "status") if key.name == VERSION else ("index",)
-
-
-def rewrite_index(key, value: str, repo: str) -> Optional[str]:
+def _rewrite_version(value: str, repo: str) -> str:
     """index.version reaches an existing index only through `git update-index`."""
-    if key.name != VERSION:
-        return None
     proc = git.run(["update-index", "--index-version", value], cwd=repo)
     if proc.returncode:
         return f"could not rewrite the index: {git.first_lines(proc.stderr)}"
     return f"rewrote {repo}'s index as version {value}"
 
 
-def on_disk(key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
+def _version_on_disk(value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
     """The version the index file has now: the key alone does not change it."""
     from git_tune.probes import repo as repo_probe
-    if key.name != VERSION or not os.path.isdir(repo):
+    if not os.path.isdir(repo):
         return {}, []
     layout = repo_probe.locate(repo)
     if not layout or not os.path.exists(layout.index_file):
@@ -172,3 +164,63 @@ def on_disk(key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
                     f"update-index --index-version {value}` for {VERSION}={value} "
                     "to take effect")
     return {f"{VERSION} on disk": str(now)}, todo
+
+
+class Threads(registry.Tuner):
+    """index.threads: git ls-files on an index copy with an offset table, at the engine's
+    best thread count; at stake, one parse of the index."""
+
+    def trial(self, key, bench: Bench) -> Optional[Trial]:
+        return _trial_threads(bench)
+
+    def stakes(self, key, bench: Bench) -> Optional[float]:
+        return _stakes(bench)
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        return _decide_threads(key, cal, weights)
+
+    def verify_workloads(self, key):
+        return ("index",)
+
+    def index_shape(self, key, value: str) -> IndexShape:
+        return _threads_shape(value)
+
+
+class Version(registry.Tuner):
+    """index.version: git ls-files on a version 2 copy against a version 4 copy; the key
+    reaches an existing index only through `git update-index`."""
+
+    def trial(self, key, bench: Bench) -> Optional[Trial]:
+        return _trial_version(bench)
+
+    def stakes(self, key, bench: Bench) -> Optional[float]:
+        return _stakes(bench)
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        return _decide_version(key, cal, weights)
+
+    def verify_workloads(self, key):
+        return ("index", "status")
+
+    def index_shape(self, key, value: str) -> IndexShape:
+        return _version_shape(value)
+
+    def rewrite_index(self, key, value: str, repo: str) -> Optional[str]:
+        return _rewrite_version(value, repo)
+
+    def on_disk(self, key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
+        return _version_on_disk(value, repo)
+
+
+class ManyFiles(registry.Tuner):
+    """feature.manyFiles: never trialled, it bundles keys git-tune decides one by one."""
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
+                                   "which git-tune sets one by one where measured")
+
+    def verify_workloads(self, key):
+        return ("index",)
+
+
+TUNERS = {THREADS: Threads(), VERSION: Version(), MANY_FILES: ManyFiles()}

@@ -1,35 +1,27 @@
 """The key registry: models/keys.toml names each key's module; the module knows the key.
 
-A key module may provide, for the keys it owns (all optional; a sweep's share of the
-budget is in advisor/measure/budget.py, with every other share):
+What a key may have is declared once, in `Tuner` below (trial, stakes, decide,
+verify_workloads, index_shape, rewrite_index, on_disk, upgrade_v1, after_revert, rank),
+each with what a key without it gets. A module that owns several keys gives each its own
+Tuner in `TUNERS = {name: tuner}`, sharing the module's helpers (two keys, two tuners:
+no tuner asks which key it is); a module of one key may define the parts as module-level
+functions of the same names instead (ModuleTuner), as a plug-in's toy key does. What a
+module shares across its keys stays at module level:
 
     sweep(bench)                  engine measurements its keys share (run once per module),
-                                  a record.Sweep or None
-    trial(key, bench)             real git, Git's default against a candidate: a
-                                  record.Trial, or None (with a note in bench.notes)
-    decide(key, cal, weights)     a decide.advice.KeyAdvice from the calibration record, for
-                                  the workload profile's weights (advice.weighed)
+                                  a record.Sweep or None; its share of the budget is in
+                                  advisor/measure/budget.py, with every other share
     findings(cal)                 sentences on what its sweep found that no key sets
-    verify_workloads(key)         which `verify` workloads show the key's effect
-    index_shape(key, value)       a gitbench.IndexShape: how an index copy carries the value
-    rewrite_index(key, value, repo)   make an existing index follow the value; a sentence
-    on_disk(key, value, repo)     (facts, to-dos) `show` reports beyond the config
-    upgrade_v1(validation)        the key's record.Trial from a schema-1 record
-    after_revert(key, value)      end what the reverted value started; sentences saying what
-    TRIAL_RANK                    when its trials run, lower first (default 1): where the
-                                  budget cannot reach every trial, the cheap ones with the
-                                  most at stake go first; ties keep catalogue order
-    stakes(key, bench)            seconds a command of the key's workloads could save at
-                                  most, from what the engine or git measured so far (None:
-                                  not known yet); a key with far less at stake than another
-                                  of its rank waits for the rest (advisor/measure/calibrate)
+    TRIAL_RANK                    a ModuleTuner's rank (Tuner.rank: when its trial runs,
+                                  lower first; where the budget cannot reach every trial,
+                                  the cheap ones with the most at stake go first)
 
 A key without a module (or without decide) is reported and left at Git's default.
 Adding a key is one toml entry and, to measure it, one module here.
 """
 import importlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -41,15 +33,93 @@ from git_tune.models.catalogue import Key
 DEFAULT_VERIFY = ("status",)
 
 
+class Tuner:
+    """What a key module measures and decides for one key: every part a key may have,
+    declared here with what a key without it gets. A module gives each of its keys a
+    Tuner of its own in `TUNERS = {name: tuner}` (two keys, two tuners, sharing the
+    module's helpers); a module without TUNERS gives its module-level functions of the
+    same names to every key it owns (ModuleTuner). Each part takes the key first."""
+
+    rank: int = 1     # when its trial runs, lower first (the module's TRIAL_RANK)
+
+    def trial(self, key: Key, bench):
+        """Real git, Git's default against a candidate: a record.Trial (Trial.not_run
+        with the reason where it was not run), or None where nothing was timed."""
+        return None
+
+    def stakes(self, key: Key, bench) -> Optional[float]:
+        """Seconds a command of the key's workloads could save at most, from what the
+        engine or git measured so far (None: not known yet)."""
+        return None
+
+    def decide(self, key: Key, cal, weights: Dict[str, float]):
+        """A decide.advice.KeyAdvice from the calibration, for the profile's weights."""
+        return None
+
+    def verify_workloads(self, key: Key) -> Tuple[str, ...]:
+        return DEFAULT_VERIFY
+
+    def index_shape(self, key: Key, value: str) -> IndexShape:
+        return IndexShape()
+
+    def rewrite_index(self, key: Key, value: str, repo: str) -> Optional[str]:
+        """Make an existing index follow the value; a sentence saying what was done."""
+        return None
+
+    def on_disk(self, key: Key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
+        """(facts, to-dos) `show` reports beyond the config."""
+        return {}, []
+
+    def upgrade_v1(self, key: Key, validation: dict):
+        """The key's record.Trial from a schema-1 record."""
+        return None
+
+    def after_revert(self, key: Key, value: str) -> List[str]:
+        """End what the reverted value started; sentences saying what."""
+        return []
+
+    def has(self, part: str) -> bool:
+        """Whether this tuner has the part itself (not Tuner's default)."""
+        return getattr(type(self), part) is not getattr(Tuner, part)
+
+
+PARTS = ("trial", "stakes", "decide", "verify_workloads", "index_shape", "rewrite_index",
+         "on_disk", "upgrade_v1", "after_revert")
+
+
+class ModuleTuner(Tuner):
+    """The module-level functions of a module without TUNERS (a plug-in's toy key)."""
+
+    def __init__(self, module: ModuleType):
+        self.module = module
+        self.rank = getattr(module, "TRIAL_RANK", 1)
+
+    def has(self, part: str) -> bool:
+        return callable(getattr(self.module, part, None))
+
+    def __getattribute__(self, name: str):
+        if name in PARTS:
+            fn = getattr(object.__getattribute__(self, "module"), name, None)
+            if callable(fn):
+                return fn
+        return object.__getattribute__(self, name)
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One key and the module that measures it."""
+    """One key, the module that measures it, and the module's tuner for it."""
 
     key: Key
     module: Optional[ModuleType]
 
-    def _get(self, name: str):
-        return getattr(self.module, name, None) if self.module else None
+    @cached_property
+    def tuner(self) -> Tuner:
+        if self.module is None:
+            return Tuner()
+        tuners = getattr(self.module, "TUNERS", None)
+        if tuners is None:
+            return ModuleTuner(self.module)
+        return tuners.get(self.key.name) or Tuner()
 
     @property
     def family(self) -> str:
@@ -58,49 +128,44 @@ class Entry:
 
     @property
     def has_trial(self) -> bool:
-        return self._get("trial") is not None
+        return self.tuner.has("trial")
 
     def trial(self, bench):
-        fn = self._get("trial")
-        return fn(self.key, bench) if fn else None
+        return self.tuner.trial(self.key, bench)
 
     def decide(self, cal, weights: Dict[str, float]):
         """The module's decision (a decide.advice.KeyAdvice), None without one: what a
         key without a decision gets, and a trial that was not run, is decide/recommend's."""
-        fn = self._get("decide")
-        return fn(self.key, cal, weights) if fn else None
+        return self.tuner.decide(self.key, cal, weights)
 
     def stakes(self, bench) -> Optional[float]:
-        fn = self._get("stakes")
-        return fn(self.key, bench) if fn else None
+        return self.tuner.stakes(self.key, bench)
 
     @property
     def rank(self) -> int:
-        return getattr(self.module, "TRIAL_RANK", 1)
+        return self.tuner.rank
 
     def verify_workloads(self) -> Tuple[str, ...]:
-        fn = self._get("verify_workloads")
-        return tuple(fn(self.key)) if fn else DEFAULT_VERIFY
+        return tuple(self.tuner.verify_workloads(self.key))
 
-    def index_shape(self, value: str):
-        fn = self._get("index_shape")
-        return fn(self.key, value) if fn else IndexShape()
+    def index_shape(self, value: str) -> IndexShape:
+        return self.tuner.index_shape(self.key, value)
 
     def rewrite_index(self, value: str, repo: str) -> Optional[str]:
-        fn = self._get("rewrite_index")
-        return fn(self.key, value, repo) if fn else None
+        return self.tuner.rewrite_index(self.key, value, repo)
 
     @property
     def rewrites_index(self) -> bool:
-        return self._get("rewrite_index") is not None
+        return self.tuner.has("rewrite_index")
 
     def on_disk(self, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
-        fn = self._get("on_disk")
-        return fn(self.key, value, repo) if fn else ({}, [])
+        return self.tuner.on_disk(self.key, value, repo)
 
     def upgrade_v1(self, validation: dict):
-        fn = self._get("upgrade_v1")
-        return fn(self.key, validation) if fn else None
+        return self.tuner.upgrade_v1(self.key, validation)
+
+    def after_revert(self, value: str) -> List[str]:
+        return self.tuner.after_revert(self.key, value)
 
 
 def _import(key: Key) -> Optional[ModuleType]:
@@ -177,8 +242,7 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
     out: List[str] = []
     for k, v in sorted({(k, v) for values in undone for k, v in values.items()}):
         e = find(k)
-        fn = e._get("after_revert") if e else None
-        out += fn(e.key, v) if fn else []
+        out += e.after_revert(v) if e else []
     return out
 
 

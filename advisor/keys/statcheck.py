@@ -11,22 +11,15 @@ owner. Real git decides: `git status -uno` on two copies of the user's index, ea
 refreshed and written back by every run as a user's status is, so a mismatch that one
 refresh ends (a copy that kept mtimes) shows no gain, and one that comes back does.
 """
-from typing import Optional
+from typing import FrozenSet, Optional
 
 from git_tune.advisor.decide import advice
+from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 
-# The value each key is trialled with, and the fields whose mismatch it tolerates.
-CANDIDATE = {"core.trustctime": "false", "core.checkStat": "minimal"}
-TOLERATES = {"core.trustctime": {"ctime"},
-             "core.checkStat": {"ctime", "inode", "device", "owner"}}
 WHAT = {"status": "git status -uno (index refreshed and written back each run)"}
-# First: where the probe found a storm, every status re-reads a tenth of the tree or
-# more, and one status on two index copies settles it; where it found none, the trial
-# costs nothing (no git run).
-TRIAL_RANK = 0
 
 
 def _fields(bench: Bench) -> Optional[tuple]:
@@ -41,48 +34,57 @@ def _fields(bench: Bench) -> Optional[tuple]:
     return fields
 
 
-def _narrowest(key, fields: tuple) -> bool:
-    """Whether `key` is the narrowest key that tolerates every field: trustctime for ctime
-    alone, checkStat where more differs."""
-    if not set(fields) <= TOLERATES[key.name]:
-        return False
-    return key.name == "core.trustctime" or set(fields) != {"ctime"}
+class StatKey(registry.Tuner):
+    """A key that makes git tolerate some stat fields' mismatch: trialled with `value`
+    where the probe found those fields, and only the narrowest key that tolerates them all
+    is (trustctime for ctime alone, checkStat where more differs)."""
+
+    # First: where the probe found a storm, every status re-reads a tenth of the tree or
+    # more, and one status on two index copies settles it; where it found none, the trial
+    # costs nothing (no git run).
+    rank = 0
+
+    def __init__(self, value: str, tolerates: FrozenSet[str]):
+        self.value, self.tolerates = value, tolerates
+
+    def narrowest(self, fields: tuple) -> bool:
+        covering = [t.tolerates for t in TUNERS.values() if set(fields) <= t.tolerates]
+        return bool(covering) and self.tolerates == min(covering, key=len)
+
+    def stakes(self, key, bench: Bench) -> Optional[float]:
+        # Unknown (None) keeps the key in its place where the probe found a storm;
+        # nothing is at stake where the stat data matches.
+        fields = _fields(bench)
+        return None if fields and self.narrowest(fields) else 0.0
+
+    def trial(self, key, bench: Bench) -> Trial:
+        fields = _fields(bench)
+        if not fields:
+            return Trial.not_run(key.name, "the index's stat data match the files (probe's "
+                                 "sample): git re-reads nothing for this key to save")
+        if not self.narrowest(fields):
+            return Trial.not_run(key.name, f"the fields that differ ({', '.join(fields)}) "
+                                 "are for the other stat-data key", fields=list(fields))
+        default, candidate = {key.name: key.default}, {key.name: self.value}
+        run = gitbench.ON_INDEX["status"][1]
+        copies = (bench.ws.index_copy("stat-default"), bench.ws.index_copy("stat-candidate"))
+        run_default, run_candidate = (run(bench.repo, index) for index in copies)
+        c = bench.ab("status", default, candidate, lambda: run_default(default),
+                     lambda: run_candidate(candidate))
+        return Trial(key.name, (c,), {"fields": list(fields), "candidate": self.value})
+
+    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+        t = advice.trial_of(key, cal)
+        if t is None:
+            return advice.unmeasured(key)
+        return advice.weighed(key, t, weights, self.value, WHAT,
+                              {"fields": t.facts.get("fields")},
+                              suffix=f"; the index's {', '.join(t.facts.get('fields') or [])} "
+                              "never matched the files")
+
+    def verify_workloads(self, key):
+        return ("status",)
 
 
-def stakes(key, bench: Bench) -> Optional[float]:
-    # Unknown (None) keeps the key in its place where the probe found a storm; nothing
-    # is at stake where the stat data matches.
-    fields = _fields(bench)
-    return None if fields and _narrowest(key, fields) else 0.0
-
-
-def trial(key, bench: Bench) -> Trial:
-    fields = _fields(bench)
-    if not fields:
-        return Trial.not_run(key.name, "the index's stat data match the files (probe's "
-                             "sample): git re-reads nothing for this key to save")
-    if not _narrowest(key, fields):
-        return Trial.not_run(key.name, f"the fields that differ ({', '.join(fields)}) are "
-                             "for the other stat-data key", fields=list(fields))
-    value = CANDIDATE[key.name]
-    default, candidate = {key.name: key.default}, {key.name: value}
-    run = gitbench.ON_INDEX["status"][1]
-    copies = (bench.ws.index_copy("stat-default"), bench.ws.index_copy("stat-candidate"))
-    run_default, run_candidate = (run(bench.repo, index) for index in copies)
-    c = bench.ab("status", default, candidate, lambda: run_default(default),
-                 lambda: run_candidate(candidate))
-    return Trial(key.name, (c,), {"fields": list(fields), "candidate": value})
-
-
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
-    t = advice.trial_of(key, cal)
-    if t is None:
-        return advice.unmeasured(key)
-    return advice.weighed(key, t, weights, CANDIDATE[key.name], WHAT,
-                          {"fields": t.facts.get("fields")},
-                          suffix=f"; the index's {', '.join(t.facts.get('fields') or [])} "
-                          "never matched the files")
-
-
-def verify_workloads(key):
-    return ("status",)
+TUNERS = {"core.trustctime": StatKey("false", frozenset({"ctime"})),
+          "core.checkStat": StatKey("minimal", frozenset({"ctime", "inode", "device", "owner"}))}
