@@ -31,8 +31,9 @@ def settings(w: int):
 
 def grid(work: gitbench.WholeTreeWrite, counts, rounds: int):
     """Median seconds per worker count: a pilot first (it makes the directories, which
-    later runs find made), then rounds in which every count runs once, in turn."""
-    work.run({})
+    later runs find made; with the most workers, the quickest), then rounds in which
+    every count runs once, in turn."""
+    work.run(settings(max(counts)))
     times = {w: [] for w in counts}
     for r in range(rounds):
         for w in (counts if r % 2 == 0 else counts[::-1]):

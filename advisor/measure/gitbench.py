@@ -67,7 +67,11 @@ def deadline(seconds: float):
         _deadline.reset(token)
 
 
-def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
+# A git run's time limit where no deadline() says otherwise.
+RUN_TIMEOUT = 600
+
+
+def run_git(args: List[str], cwd: str, env: dict, timeout: Optional[float] = None,
             hooks: bool = True, input: Optional[str] = None,
             output: bool = False, repo: Optional[RepoLayout] = None,
             ok: Tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
@@ -75,14 +79,19 @@ def run_git(args: List[str], cwd: str, env: dict, timeout: float = 600,
     git-tune's own bookkeeping (hooks=False: the repository's hooks are not run; only
     bookkeeping reads its output). Any failure is MeasurementFailed; a run stopped at
     the deadline, DeadlineReached. repo: the user's repository, named explicitly (a run
-    in its work tree on an index copy); ok: the exit codes that are not a failure."""
+    in its work tree on an index copy); ok: the exit codes that are not a failure.
+    timeout: at most that long, deadline or not; without one, until the deadline, or
+    RUN_TIMEOUT where there is none (a benchmark's whole-tree write of 100,000 files on
+    NFS-like storage outlasts RUN_TIMEOUT, and says how long it may take by a deadline)."""
     end = _deadline.get()
-    limit = timeout if end is None else min(timeout, max(0.001, end - plan.now()))
+    left = None if end is None else max(0.001, end - plan.now())
+    cap = timeout if timeout is not None else (RUN_TIMEOUT if left is None else left)
+    limit = cap if left is None else min(cap, left)
     try:
         proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, input=input,
                        stdout=output, repo=repo)
     except GitError as e:
-        if end is not None and limit < timeout and plan.now() >= end:
+        if left is not None and limit == left and plan.now() >= end:
             raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
     if proc.returncode not in ok:
