@@ -534,7 +534,32 @@ def agent_start(as_json):
 def agent_run():
     """The collector's loop (started by enable/start)."""
     from git_tune.advisor.agent import collector, switch
-    collector.run(switch.load, switch.collect)
+    collector.run(switch.load, switch.collect, switch.tend)
+
+
+@agent.command("retune")
+@click.option("--budget", type=Finite(1, 3600, "seconds"), default=20, show_default=True,
+              help="Seconds each re-calibration may take.")
+@json_option
+def agent_retune(budget, as_json):
+    """Re-tune now what has drifted (git upgraded, host or repository changed): only keys
+    that change nothing but speed; others are named for `git-tune auto` to ask about."""
+    from git_tune.advisor.agent import drift, retune, store, switch
+    from git_tune.views import agent_retune_view
+    switch.collect()
+    records = store.records()
+    emit({"drift": drift.summary(drift.detect(records)),
+          "retuned": [retune.retune(d, budget=budget) for d in drift.detect(records)]},
+         as_json, agent_retune_view, "agent-retune")
+
+
+@agent.command("log")
+@json_option
+def agent_log(as_json):
+    """Every re-tune the agent made, with its reasons and evidence."""
+    from git_tune.advisor.agent import retune
+    from git_tune.views import agent_log_view
+    emit({"retunes": retune.log()}, as_json, agent_log_view, "agent-log")
 
 
 @agent.command("report")

@@ -49,7 +49,8 @@ def fit(text: str, columns: Optional[int]) -> str:
 # or goes away; new fields may appear within a version.
 SCHEMAS = {"probe": 1, "calibration": 2, "calibrations": 1, "recommendation": 1, "auto": 1,
            "verify": 1, "write": 1, "show": 1, "revert": 1, "profile": 1, "apply": 1,
-           "fleet-merge": 1, "agent": 1, "agent-report": 1}
+           "fleet-merge": 1, "agent": 1, "agent-report": 1, "agent-retune": 1,
+           "agent-log": 1}
 
 
 def schema(kind: str) -> str:

@@ -1,4 +1,5 @@
 """Human-readable views of command results (the JSON is the same data, whole)."""
+import time
 from typing import List
 
 from git_tune.output import seconds, size
@@ -355,7 +356,36 @@ def agent_status_view(r: dict) -> str:
     lines += [f"rehash storm in {s['repo']}: {s['commands']} commands in a row re-read "
               f"~{s['rehashed']} of {s['entries']} entries ({s['cause']}; "
               "git-tune agent report says more)" for s in r.get("storms", ())]
+    lines += [f"drift in scope {d['scope']}: " + "; ".join(d["reasons"])
+              + " (the agent re-tunes it when the host is idle; git-tune agent retune now)"
+              for d in r.get("drift", ())]
+    lines += [_retune_line(e) for e in r.get("retuned", ())[-1:]]
     return "\n".join(lines)
+
+
+def _retune_line(e: dict) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("time", 0)))
+    if not e.get("retuned"):
+        return f"{when} scope {e.get('scope')}: not re-tuned: {e.get('why')}"
+    line = (f"{when} scope {e['scope']}: re-tuned ({'; '.join(e['reasons'])}): "
+            f"{_values(e['before'])} -> {_values(e['after'])}")
+    if e.get("asks"):
+        line += f"; {', '.join(e['asks'])} left as you approved (git-tune auto asks)"
+    if e.get("note"):
+        line += f"; {e['note']}"
+    return line
+
+
+def agent_retune_view(r: dict) -> str:
+    if not r["drift"]:
+        return "nothing has drifted: git-tune's values still hold (git-tune show)"
+    return "\n".join(_retune_line(e) for e in r["retuned"])
+
+
+def agent_log_view(r: dict) -> str:
+    if not r["retunes"]:
+        return "the agent has re-tuned nothing yet"
+    return "\n".join(_retune_line(e) for e in r["retunes"])
 
 
 def _values(v: dict) -> str:

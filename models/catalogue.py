@@ -53,6 +53,7 @@ class Key:
     module: str = ""                  # the module that trials and decides it (keys/registry.py)
     online_cpus: Tuple[str, ...] = () # values meaning Git's online_cpus(): never written
     per_repository: bool = False      # a wider scope gets it only in the repository's block
+    changes: str = ""                 # what a value changes beyond speed; empty: nothing
 
     @property
     def writable(self) -> bool:
@@ -159,7 +160,8 @@ def _keys(raw: dict) -> Dict[str, Key]:
             since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
             not_written_because=" ".join(k.get("not_written_because", "").split()),
             module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())),
-            per_repository=bool(k.get("per_repository", False)))
+            per_repository=bool(k.get("per_repository", False)),
+            changes=" ".join(str(k.get("changes", "")).split()))
     return keys
 
 

@@ -21,6 +21,7 @@ from git_tune.advisor.agent import store
 from git_tune.advisor.write import scopes
 
 POLL = 1.0
+TEND_EVERY = 60.0
 
 
 class AgentStateLike(Protocol):
@@ -108,10 +109,11 @@ def stop() -> bool:
 
 
 def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
-        poll: float = POLL) -> None:
-    """The collector's loop (`git-tune agent run`, which passes switch.load and
-    switch.collect), until the agent is disabled, its routing reverted, or a SIGTERM;
-    what git wrote until then is read first."""
+        tend: Callable[[], object] = lambda: None, poll: float = POLL) -> None:
+    """The collector's loop (`git-tune agent run`, which passes switch.load, switch.collect
+    and switch.tend), until the agent is disabled, its routing reverted, or a SIGTERM;
+    what git wrote until then is read first. Every TEND_EVERY seconds, `tend` (re-tune
+    what has drifted, when the host is idle)."""
     me = psutil.Process()
     tmp = _pid_path() + ".tmp"
     with open(tmp, "w") as f:
@@ -120,10 +122,14 @@ def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
     include = scopes.resolve("agent").include_file     # a stat a second, no git run
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    tended = time.monotonic()
     while not stopping:
         state = load()
         if not state.enabled or not os.path.exists(include):
             break           # disabled, or `git-tune revert --scope agent` took the routing
         collect(state)
+        if time.monotonic() - tended >= TEND_EVERY:
+            tend()
+            tended = time.monotonic()
         time.sleep(poll)
     collect()

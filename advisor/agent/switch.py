@@ -9,16 +9,19 @@ own state (`watch`), applied when the events are read.
 """
 import json
 import os
+import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.agent import collector, spool, store, storm
+from git_tune.advisor.agent import collector, drift, retune, spool, store, storm
 from git_tune.advisor.write import configwrite, revert, scopes
-from git_tune.errors import UsageError
+from git_tune.errors import GitTuneError, UsageError
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
 
 STATE = "agent.json"
+# What a re-tune on the agent's own may take: the default calibration budget.
+RETUNE_BUDGET = 20.0
 
 
 @dataclass(frozen=True)
@@ -143,4 +146,19 @@ def status() -> dict:
             "spool": state.spool, "spool_files": spool.pending(state.spool) if state.spool else 0,
             "records": len(records),
             "storms": [asdict(s) for s in storm.storms(records)],
+            "drift": drift.summary(drift.detect(records)),
+            "retuned": retune.log()[-5:],
             "store_bytes": store.size(), "env_overrides": _env_overrides()}
+
+
+def tend(budget: float = RETUNE_BUDGET) -> list:
+    """What the collector does when the host is idle: re-tune every write that has
+    drifted (git upgraded, host or repository changed), within the budget, through the
+    same safe write path; each re-tune logged (agent log)."""
+    records = store.records()
+    if not drift.idle(records, time.time(), len(os.sched_getaffinity(0))):
+        return []
+    try:
+        return retune.retune_drifting(records, budget=budget)
+    except GitTuneError as e:       # the next quiet moment tries again; the log says why
+        return [{"retuned": False, "why": str(e)}]

@@ -72,7 +72,15 @@ def _written(include_file: str) -> Dict[str, str]:
         return {}
 
 
-def _stale(entry: journal.Applied, now_git: Optional[str], max_age_days: float) -> List[str]:
+def scope_spec(scope: scopes.Scope) -> str:
+    """The scope as --scope names it."""
+    return scope.name if scope.name != "file" else "file:" + scope.include_file
+
+
+def stale_reasons(entry: journal.Applied, now_git: Optional[str], max_age_days: float
+                  ) -> List[str]:
+    """Why a write's measurement no longer holds (none: it does); now_git: the git
+    version in use now (the agent passes the one the user's commands ran)."""
     scope = entry.scope
     stale = []
     try:
@@ -104,10 +112,10 @@ def show(max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> List[Applied]:
     now_git = catalogue.format_version(version) if version else None
     for entry in journal.applied():
         scope = entry.scope
-        stale = _stale(entry, now_git, max_age_days)
+        stale = stale_reasons(entry, now_git, max_age_days)
         index_state, todo = _index_state(entry)
         if stale:
-            spec = scope.name if scope.name != "file" else "file:" + scope.include_file
+            spec = scope_spec(scope)
             todo.append(f"re-tune: git-tune auto --scope {spec}"
                         + (f" --repo {entry.repo}" if entry.repo else "")
                         + f"; or undo: git-tune revert --scope {spec}")

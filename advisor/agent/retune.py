@@ -1,0 +1,125 @@
+"""Measure again and re-apply, on the agent's own, where a write has drifted (issue #33).
+
+The bounds are bpftune's: the agent re-decides only keys whose values change nothing but
+speed (catalogue `changes` empty: checkout.workers, the threshold, preload, index
+threads, pack threads). A key whose value changes an on-disk format or what git notices
+keeps the value the user said yes to, and a new recommendation for it is only named
+(`asks`), for `git-tune auto` to ask about. Values someone edited by hand are left
+alone from then on. Everything goes through the same locked, journaled write as `auto`,
+and every re-tune is logged with its reasons and its evidence (`git-tune agent log`).
+"""
+import json
+import os
+import time
+from dataclasses import asdict
+from typing import Dict, List, Optional, Tuple
+
+from git_tune.advisor.agent import drift as drift_mod, store
+from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.record import Options
+from git_tune.advisor.write import configwrite, journal, safefile, show
+from git_tune.models import catalogue
+
+LOG = "retune.jsonl"
+LOG_MAX_BYTES = 1 << 20
+# The same drift (scope, git running, reasons) is re-tuned at most once this often: a
+# re-tune that cannot end it (git-tune's git is not the user's) is not repeated all day.
+RETRY_SECONDS = 86400.0
+
+
+def log_path() -> str:
+    return os.path.join(store.agent_dir(), LOG)
+
+
+def log() -> List[dict]:
+    """Every re-tune, oldest first (a line that is not JSON is skipped)."""
+    out = []
+    try:
+        with open(log_path()) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        pass
+    return out
+
+
+def _append(entry: dict) -> None:
+    path = log_path()
+    kept = log()[-200:] if os.path.exists(path) and os.path.getsize(path) > LOG_MAX_BYTES else None
+    if kept is not None:
+        safefile.write_atomic(path, "".join(json.dumps(e) + "\n" for e in kept).encode(),
+                              mode=0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def _attempted(d: drift_mod.Drift, now: float) -> bool:
+    return any(e.get("scope") == d.scope and e.get("running") == d.running
+               and e.get("reasons") == list(d.reasons) and now - e.get("time", 0) < RETRY_SECONDS
+               for e in log())
+
+
+def unattended(recommended: Dict[str, str], approved: Dict[str, str]
+               ) -> Tuple[Dict[str, str], List[str]]:
+    """What the agent may write on its own: the recommendation for keys that change only
+    speed, the approved value for the others; and the keys whose new recommendation
+    differs from what the user approved (asked about by `auto`, never written here)."""
+    settings, asks = {}, []
+    for name in sorted(set(recommended) | set(approved)):
+        if catalogue.lookup(name).changes:
+            if name in approved:
+                settings[name] = approved[name]
+            if recommended.get(name) != approved.get(name):
+                asks.append(name)
+        elif name in recommended:
+            settings[name] = recommended[name]
+    return settings, asks
+
+
+def _entry_for(scope: str) -> Optional[journal.Applied]:
+    return next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
+
+
+def retune(d: drift_mod.Drift, *, budget: float) -> dict:
+    """Calibrate the drifting write's repository again and re-apply what the bounds
+    allow; the log entry it made."""
+    entry = _entry_for(d.scope)
+    base = {"time": time.time(), "scope": d.scope, "repo": d.repo, "running": d.running,
+            "reasons": list(d.reasons)}
+    if entry is None or d.edited or not entry.repo or not os.path.isdir(entry.repo):
+        why = ("the values were edited by hand: the agent leaves them alone" if d.edited
+               else "no repository to measure on")
+        out = {**base, "retuned": False, "why": why}
+        _append(out)
+        return out
+    record = cal.calibrate(cal.probe_repository(entry.repo, budget), Options(budget=budget))
+    rec = recommend(record)
+    settings, asks = unattended(rec.settings(), entry.settings)
+    prov = configwrite.Provenance(record.git_version, record.fingerprint,
+                                  record.storage.storage_class, record.repository.path,
+                                  record.repository.entries, rec.reasons())
+    plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo, per_repo=entry.per_repo)
+    result = configwrite.apply(plan, prov, cwd=entry.repo)
+    out = {**base, "retuned": True, "measured_with": record.git_version,
+           "before": entry.settings, "after": settings, "asks": asks,
+           "written": result.written, "message": result.message,
+           "evidence": {k.key: asdict(k.gain) if k.gain else None for k in rec.keys
+                        if k.key in settings or k.key in entry.settings},
+           "calibration": record.stored_at}
+    if record.git_version != d.running and d.running:
+        out["note"] = (f"measured with git {record.git_version}, but your commands run git "
+                       f"{d.running}: run `git-tune --git PATH agent retune` with that git")
+    _append(out)
+    return out
+
+
+def retune_drifting(records, *, budget: float, now: Optional[float] = None) -> List[dict]:
+    """Every drifting write not re-tuned for the same reasons lately, each re-tuned."""
+    now = time.time() if now is None else now
+    return [retune(d, budget=budget) for d in drift_mod.detect(records)
+            if not _attempted(d, now)]
