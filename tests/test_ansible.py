@@ -95,3 +95,34 @@ def test_a_host_of_another_class_is_skipped_not_failed(isolated_git, monkeypatch
     out, changed = play(tmp_path, str(profile), "-v")     # -v: each task's message
     assert changed == 0 and "not of the profile's class" in out, out
     assert git_get("checkout.workers") is None
+
+
+def test_role_enables_the_agent_once_and_honours_check_mode(isolated_git, monkeypatch, tmp_path):
+    """Issue #33: `git_tune_agent: true` enables the agent (changed), a second run is ok,
+    check mode enables nothing; no profile needed."""
+    from git_tune.advisor.agent import collector
+    monkeypatch.setenv("GIT_TUNE_STATE_DIR", str(isolated_git / "state"))
+    routed = lambda: git_get("trace2.eventtarget") is not None  # noqa: E731
+
+    def agent_play(*flags):
+        extra = {"git_tune_install": "none", "git_tune_agent": True,
+                 "git_tune_command": [sys.executable, "-m", "git_tune"],
+                 "ansible_python_interpreter": sys.executable}
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "t"),
+                   ANSIBLE_REMOTE_TEMP=str(tmp_path / "t"), ANSIBLE_STDOUT_CALLBACK="default")
+        proc = subprocess.run(["ansible-playbook", "-c", "local", "-i", "localhost,", PLAYBOOK,
+                               "-e", json.dumps(extra), *flags], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return int(proc.stdout[proc.stdout.rindex("PLAY RECAP"):].split("changed=")[1].split()[0])
+
+    try:
+        assert agent_play("--check") == 1 and not routed()
+        assert agent_play() == 1 and routed()
+        assert agent_play() == 0 and routed()
+    finally:
+        subprocess.run([sys.executable, "-m", "git_tune", "agent", "disable"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        collector.stop()
+    assert not routed()
