@@ -553,6 +553,34 @@ def agent_retune(budget, as_json):
          as_json, agent_retune_view, "agent-retune")
 
 
+@agent.command("experiment")
+@click.argument("assignment", required=False, metavar="KEY=VALUE")
+@scope_option()
+@click.option("--stop", is_flag=True, help="End the running experiment; the values as before.")
+@json_option
+def agent_experiment(assignment, scope, stop, as_json):
+    """Compare a value with the one in force on your own commands, in alternating slots
+    (only keys that change nothing but speed); the winner stays, else yours."""
+    from git_tune.advisor.agent import experiment
+    if stop:
+        running = experiment.load()
+        if running is not None:
+            experiment.restore(running)
+        emit({"stopped": running is not None}, as_json,
+             lambda r: "experiment stopped; the values are as before it" if r["stopped"]
+             else "no experiment was running", "agent")
+        return
+    if not assignment:
+        raise click.UsageError("name KEY=VALUE to try, or --stop")
+    from git_tune.models import catalogue
+    key, value = catalogue.parse_assignment(assignment)
+    exp = experiment.start(scope, key, value)
+    emit(experiment.status(), as_json,
+         lambda r: f"experiment on {exp.key}: {exp.approved or 'Git default'} against "
+                   f"{exp.candidate}, {experiment.SLOT_COMMANDS} commands a slot; "
+                   "git-tune agent status follows it", "agent")
+
+
 @agent.command("log")
 @json_option
 def agent_log(as_json):

@@ -360,11 +360,18 @@ def agent_status_view(r: dict) -> str:
               + " (the agent re-tunes it when the host is idle; git-tune agent retune now)"
               for d in r.get("drift", ())]
     lines += [_retune_line(e) for e in r.get("retuned", ())[-1:]]
+    exp = r.get("experiment")
+    if exp:
+        lines.append(f"experiment on {exp['key']}: {exp['approved'] or 'Git default'} against "
+                     f"{exp['candidate']} in {exp['repo']}, now the {exp['arm']} value, "
+                     f"{exp['pairs']} pairs of slots so far")
     return "\n".join(lines)
 
 
 def _retune_line(e: dict) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("time", 0)))
+    if e.get("experiment"):
+        return f"{when} scope {e.get('scope')}: experiment {e['experiment']}: {e.get('what')}"
     if not e.get("retuned"):
         return f"{when} scope {e.get('scope')}: not re-tuned: {e.get('why')}"
     line = (f"{when} scope {e['scope']}: re-tuned ({'; '.join(e['reasons'])}): "

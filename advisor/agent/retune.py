@@ -47,7 +47,9 @@ def log() -> List[dict]:
     return out
 
 
-def _append(entry: dict) -> None:
+def append_log(entry: dict) -> None:
+    """One line more in the agent's log (re-tunes and experiments), kept under
+    LOG_MAX_BYTES."""
     path = log_path()
     kept = log()[-200:] if os.path.exists(path) and os.path.getsize(path) > LOG_MAX_BYTES else None
     if kept is not None:
@@ -95,7 +97,7 @@ def retune(d: drift_mod.Drift, *, budget: float) -> dict:
         why = ("the values were edited by hand: the agent leaves them alone" if d.edited
                else "no repository to measure on")
         out = {**base, "retuned": False, "why": why}
-        _append(out)
+        append_log(out)
         return out
     record = cal.calibrate(cal.probe_repository(entry.repo, budget), Options(budget=budget))
     rec = recommend(record)
@@ -114,7 +116,7 @@ def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     if record.git_version != d.running and d.running:
         out["note"] = (f"measured with git {record.git_version}, but your commands run git "
                        f"{d.running}: run `git-tune --git PATH agent retune` with that git")
-    _append(out)
+    append_log(out)
     return out
 
 

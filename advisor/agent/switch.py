@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.agent import collector, drift, retune, spool, store, storm
+from git_tune.advisor.agent import collector, drift, experiment, retune, spool, store, storm
 from git_tune.advisor.write import configwrite, revert, scopes
 from git_tune.errors import GitTuneError, UsageError
 from git_tune.models import catalogue
@@ -128,6 +128,9 @@ def disable(forget: bool) -> dict:
     """Stop the collector, put the global config back as it was, drop the raw events
     (and with `forget` the records too)."""
     stopped = collector.stop()
+    running = experiment.load()
+    if running is not None:         # the values as they were before it, byte for byte
+        experiment.restore(running)
     reverted = revert.revert(scopes.resolve("agent"))
     spool.clear(load().spool)
     if forget:
@@ -148,6 +151,7 @@ def status() -> dict:
             "storms": [asdict(s) for s in storm.storms(records)],
             "drift": drift.summary(drift.detect(records)),
             "retuned": retune.log()[-5:],
+            "experiment": experiment.status(),
             "store_bytes": store.size(), "env_overrides": _env_overrides()}
 
 
@@ -156,6 +160,9 @@ def tend(budget: float = RETUNE_BUDGET) -> list:
     drifted (git upgraded, host or repository changed), within the budget, through the
     same safe write path; each re-tune logged (agent log)."""
     records = store.records()
+    stepped = experiment.step(records)      # an experiment runs on the user's commands
+    if stepped is not None or experiment.load() is not None:
+        return [stepped] if stepped else []
     if not drift.idle(records, time.time(), len(os.sched_getaffinity(0))):
         return []
     try:

@@ -1,0 +1,262 @@
+"""Online comparison of two values on the user's own commands (issue #33).
+
+Where a calibration left a key undecided, or decided it on a part of the tree, the
+user's own commands are free evidence: on the real tree, the real cache, the real mix.
+An experiment alternates two values of one key, the one in force ("approved") and a
+candidate, in slots of SLOT_COMMANDS commands of the classes the key affects
+(catalogue `affects`), by rewriting git-tune's include file through the same locked,
+journaled write as `auto` (git reads it whole or not at all: it is renamed into place).
+Each slot's cost is the median seconds per index entry of its commands (a status of
+a grown tree is not a slower one); adjacent slots are paired, so drift across the day
+cancels, and the pairs are compared with calibration's statistics (models/stats.py).
+
+Bounds (bpftune's): a key whose value changes anything but speed is never experimented
+on; a candidate under which a command fails ends at once; a candidate clearly slower
+after EARLY_RUNS pairs is abandoned; values edited by hand end the experiment and are
+left alone; `agent disable` (or `experiment stop`) puts the include file and git-tune's
+record back byte for byte. Every start, switch and decision is logged (agent log).
+"""
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import List, Optional, Sequence, Tuple
+
+from git_tune.advisor.agent import retune, store
+from git_tune.advisor.agent.events import Command
+from git_tune.advisor.measure.bench import EARLY_RUNS
+from git_tune.advisor.write import configwrite, journal, safefile, scopes, show
+from git_tune.errors import UsageError
+from git_tune.models import catalogue, stats
+
+STATE = "experiment.json"
+SLOT_COMMANDS = 5           # commands of the affected classes per slot
+MAX_PAIRS = 20              # then the approved value stays: no gain shown
+APPROVED, CANDIDATE = "approved", "candidate"
+
+
+@dataclass(frozen=True)
+class Slot:
+    arm: str
+    cost: float             # median seconds per index entry of its commands
+    commands: int
+
+
+@dataclass(frozen=True)
+class Experiment:
+    scope: str
+    repo: str
+    key: str
+    approved: Optional[str]            # None: Git's default (the key not written)
+    candidate: str
+    classes: Tuple[str, ...]           # command names it watches; () for every command
+    arm: str
+    since: float                       # commands that ended after this count for the slot
+    slots: Tuple[Slot, ...] = ()
+    include_bytes: Optional[str] = None   # the include file before the experiment (latin-1)
+    entry: Optional[dict] = None          # git-tune's state entry before the experiment
+
+    def value(self, arm: Optional[str] = None) -> Optional[str]:
+        return self.candidate if (arm or self.arm) == CANDIDATE else self.approved
+
+
+def _path() -> str:
+    return os.path.join(store.agent_dir(), STATE)
+
+
+def load() -> Optional[Experiment]:
+    try:
+        with open(_path()) as f:
+            data = json.load(f)
+        data["slots"] = tuple(Slot(**s) for s in data.get("slots", ()))
+        data["classes"] = tuple(data["classes"])
+        return Experiment(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _save(exp: Optional[Experiment]) -> None:
+    if exp is None:
+        try:
+            os.unlink(_path())
+        except FileNotFoundError:
+            pass
+        return
+    safefile.write_atomic(_path(), json.dumps(asdict(exp)).encode(), mode=0o600)
+
+
+def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
+    """The command names whose durations the key changes (its `affects`); () where it
+    affects every command that reads or writes the index."""
+    if any(a.startswith("every ") for a in key.affects):
+        return ()
+    return tuple(sorted({a.split()[0] for a in key.affects}))
+
+
+def _entry(scope: str) -> journal.Applied:
+    entry = next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
+    if entry is None:
+        raise UsageError(f"git-tune has written nothing to scope {scope}: run `git-tune "
+                         "auto` first; the experiment compares against what it wrote")
+    return entry
+
+
+def _write(exp: Experiment, arm: str) -> None:
+    """The scope's values with the key at the arm's value, through configwrite."""
+    entry = _entry(exp.scope)
+    settings = dict(entry.settings)
+    value = exp.value(arm)
+    if value is None:
+        settings.pop(exp.key, None)
+    else:
+        settings[exp.key] = value
+    prov = configwrite.Provenance(entry.git_version, entry.fingerprint, "agent experiment",
+                                  entry.repo, entry.entries,
+                                  {exp.key: f"agent experiment: the {arm} value"})
+    plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo,
+                            per_repo=entry.per_repo)
+    configwrite.apply(plan, prov, cwd=entry.repo)
+
+
+def start(scope: str, key_name: str, candidate: str) -> Experiment:
+    key = catalogue.lookup(key_name)
+    if key.changes:
+        raise UsageError(f"{key.name} changes {key.changes}: the agent experiments only "
+                         "with keys that change nothing but speed")
+    candidate = key.validate(candidate)
+    if load() is not None:
+        raise UsageError("an experiment is running already (git-tune agent experiment stop)")
+    entry = _entry(scope)
+    if not entry.repo:
+        raise UsageError(f"scope {scope} was not measured on a repository")
+    approved = entry.settings.get(key.name)
+    if candidate == (approved if approved is not None else key.default):
+        raise UsageError(f"{key.name}={candidate} is the value in force already")
+    with open(entry.scope.include_file, "rb") as f:
+        original = f.read().decode("latin-1")
+    exp = Experiment(scope, entry.repo, key.name, approved, candidate, classes_of(key),
+                     APPROVED, time.time(), include_bytes=original,
+                     entry=journal.load_state().get(entry.scope.key))
+    _save(exp)
+    _log(exp, "started", f"{key.name}: {approved or 'Git default'} against {candidate}")
+    return exp
+
+
+def _log(exp: Experiment, event: str, what: str, **more) -> None:
+    retune.append_log({"time": time.time(), "experiment": event, "scope": exp.scope,
+                       "repo": exp.repo, "key": exp.key, "what": what, **more})
+
+
+def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:
+    """The slot's commands: in the repository, of the key's classes, ended since the
+    slot began, run with the arm's value in force."""
+    want = exp.value()
+    out = []
+    for c in records:
+        if c.repo != exp.repo or c.ended <= exp.since:
+            continue
+        if exp.classes and c.command not in exp.classes:
+            continue
+        if {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want:
+            out.append(c)
+    return out
+
+
+def _cost(commands: Sequence[Command]) -> float:
+    return statistics.median(c.elapsed / max(1, c.counts.get("entries", 1))
+                             for c in commands if c.elapsed)
+
+
+def pairs(exp: Experiment) -> Tuple[List[float], List[float]]:
+    """(approved, candidate) costs of adjacent slot pairs."""
+    a, b = [], []
+    for first, second in zip(exp.slots[::2], exp.slots[1::2]):
+        x, y = (first, second) if first.arm == APPROVED else (second, first)
+        a.append(x.cost)
+        b.append(y.cost)
+    return a, b
+
+
+def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
+    """(the arm kept, why) once the pairs decide, else None."""
+    a, b = pairs(exp)
+    if len(b) >= EARLY_RUNS and stats.clearly_apart(b, a, EARLY_RUNS):
+        return APPROVED, f"the candidate was clearly slower in {len(b)} pairs of slots"
+    if len(b) < stats.MIN_RUNS:
+        return None
+    est = stats.compare(a, b)
+    if est.verdict == stats.FASTER:
+        return CANDIDATE, f"faster beyond noise: {1 / est.ratio:.2f}x over {len(b)} pairs"
+    if est.verdict == stats.SLOWER:
+        return APPROVED, f"slower beyond noise: {1 / est.ratio:.2f}x over {len(b)} pairs"
+    if len(b) >= MAX_PAIRS:
+        return APPROVED, f"no difference beyond noise in {len(b)} pairs"
+    return None
+
+
+def _finish(exp: Experiment, keep: str, why: str) -> dict:
+    if keep == APPROVED:
+        restore(exp)
+    else:
+        if exp.arm != CANDIDATE:
+            _write(exp, CANDIDATE)
+        _save(None)
+    a, b = pairs(exp)
+    _log(exp, "decided", f"kept {exp.key}={exp.value(keep) or 'Git default'}: {why}",
+         approved_costs=a, candidate_costs=b)
+    return {"decided": keep, "why": why, "value": exp.value(keep)}
+
+
+def restore(exp: Experiment) -> None:
+    """The include file and git-tune's record as they were before the experiment, byte
+    for byte, under git-tune's state lock."""
+    entry = _entry(exp.scope)
+    with safefile.lock(scopes.state_dir()):
+        if exp.include_bytes is not None:
+            safefile.write_atomic(entry.scope.include_file, exp.include_bytes.encode("latin-1"),
+                                  mode=0o644)
+        if exp.entry is not None:
+            state = journal.load_state()
+            state[entry.scope.key] = exp.entry
+            journal.save_state(state)
+    _save(None)
+
+
+def step(records: Sequence[Command]) -> Optional[dict]:
+    """One look at the user's commands: end the arm on a failure, close a full slot and
+    switch arms, decide where the pairs do. What happened, or None."""
+    exp = load()
+    if exp is None:
+        return None
+    if any("changed outside git-tune" in r for r in
+           show.stale_reasons(_entry(exp.scope), None, float("inf"))):
+        _save(None)
+        _log(exp, "stopped", "the values were edited by hand: left alone")
+        return {"stopped": "edited by hand"}
+    mine = _watched(exp, records)
+    failed = next((c for c in mine if c.code not in (0, None)), None)
+    if failed is not None and exp.arm == CANDIDATE:
+        return _finish(exp, APPROVED, f"git {failed.command} exited {failed.code} under "
+                                      "the candidate")
+    if len(mine) < SLOT_COMMANDS:
+        return None
+    exp = replace(exp, slots=exp.slots + (Slot(exp.arm, _cost(mine), len(mine)),))
+    verdict = _verdict(exp)
+    if verdict is not None:
+        return _finish(exp, *verdict)
+    other = CANDIDATE if exp.arm == APPROVED else APPROVED
+    _write(exp, other)
+    exp = replace(exp, arm=other, since=max(c.ended for c in mine))
+    _save(exp)
+    _log(exp, "switched", f"{exp.key}={exp.value() or 'Git default'} for the next slot")
+    return {"switched": other}
+
+
+def status() -> Optional[dict]:
+    exp = load()
+    if exp is None:
+        return None
+    a, b = pairs(exp)
+    out = {k: v for k, v in asdict(exp).items() if k not in ("include_bytes", "entry")}
+    return {**out, "pairs": len(b)}

@@ -1,0 +1,143 @@
+"""The agent, part 2 (issue #33): an online comparison of two values on the user's own
+commands, with its bounds. Real git switching branches in a watched repository; the
+agent's state is read and stepped here as the collector does every minute."""
+import json
+import subprocess
+
+import pytest
+
+from git_tune import repogen
+from git_tune.advisor.agent import collector, experiment, store, switch
+from git_tune.advisor.write import journal
+from git_tune.errors import UsageError
+
+
+def cli(*args, check=True):
+    proc = subprocess.run(["git-tune", *args], text=True, capture_output=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def git(repo, *args, check=True):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=check)
+
+
+@pytest.fixture
+def watched(tmp_path):
+    repo = tmp_path / "r"
+    repogen.generate(str(repo), repogen.RepoShape(depth=1, width=3, files=60),
+                     second_commit_changes=20)
+    git(repo, "branch", "other", "HEAD~1")
+    cli("set", "checkout.workers=2", "--repo", str(repo), "--scope", "global")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()            # stepped here, deterministically
+    yield repo
+    collector.stop()
+    cli("agent", "disable", check=False)
+
+
+def include_file():
+    (entry,) = [e for e in journal.applied() if e.scope.name == "global"]
+    return entry.scope.include_file
+
+
+def switches(repo, n):
+    """n branch switches: what checkout.workers changes (catalogue affects)."""
+    for i in range(n):
+        git(repo, "checkout", "-q", "other" if i % 2 == 0 else "-")
+
+
+def step():
+    switch.collect()
+    return experiment.step(store.records())
+
+
+def value_in_force(repo):
+    return git(repo, "config", "checkout.workers", check=False).stdout.strip()
+
+
+def test_slots_alternate_the_values_through_gits_own_config(watched):
+    exp = experiment.start("global", "checkout.workers", "4")
+    assert exp.classes and "checkout" in exp.classes and exp.arm == "approved"
+    switches(watched, experiment.SLOT_COMMANDS - 1)
+    assert step() is None and value_in_force(watched) == "2"       # slot not full yet
+    switches(watched, 1)
+    assert step() == {"switched": "candidate"} and value_in_force(watched) == "4"
+    # Commands before the switch do not count for the candidate's slot.
+    assert step() is None
+    switches(watched, experiment.SLOT_COMMANDS)
+    assert step() == {"switched": "approved"} and value_in_force(watched) == "2"
+    a, b = experiment.pairs(experiment.load())
+    assert len(a) == len(b) == 1 and a[0] > 0 and b[0] > 0
+    status = json.loads(cli("agent", "status", "--json").stdout)["experiment"]
+    assert status["key"] == "checkout.workers" and status["pairs"] == 1
+    assert "experiment switched" in cli("agent", "log").stdout
+
+
+def test_a_failing_command_ends_the_candidate_and_restores_the_values(watched):
+    before = open(include_file(), "rb").read()
+    experiment.start("global", "checkout.workers", "4")
+    switches(watched, experiment.SLOT_COMMANDS)
+    assert step() == {"switched": "candidate"}
+    git(watched, "checkout", "no-such-branch", check=False)          # exits 1
+    done = step()
+    assert done["decided"] == "approved" and "exited 1" in done["why"]
+    assert open(include_file(), "rb").read() == before and experiment.load() is None
+
+
+def test_a_user_edit_stops_the_experiment_and_is_left_alone(watched):
+    experiment.start("global", "checkout.workers", "4")
+    switches(watched, experiment.SLOT_COMMANDS)
+    assert step() == {"switched": "candidate"}
+    subprocess.run(["git", "config", "--file", include_file(), "checkout.workers", "3"],
+                   check=True)
+    edited = open(include_file(), "rb").read()
+    assert step() == {"stopped": "edited by hand"}
+    assert open(include_file(), "rb").read() == edited and experiment.load() is None
+
+
+def test_disable_mid_experiment_restores_the_config_byte_for_byte(watched, isolated_git):
+    include = include_file()
+    before = open(include, "rb").read()
+    experiment.start("global", "checkout.workers", "4")
+    switches(watched, experiment.SLOT_COMMANDS)
+    assert step() == {"switched": "candidate"} and open(include, "rb").read() != before
+    cli("agent", "disable")
+    assert open(include, "rb").read() == before and experiment.load() is None
+    assert value_in_force(watched) == "2"
+    (entry,) = [e for e in journal.applied() if e.scope.name == "global"]
+    assert entry.settings == {"checkout.workers": "2"}
+
+
+def test_keys_that_change_more_than_speed_are_never_experimented_on(watched):
+    with pytest.raises(UsageError, match="changes"):
+        experiment.start("global", "index.version", "4")
+    with pytest.raises(UsageError, match="in force already"):
+        experiment.start("global", "checkout.workers", "2")
+
+
+def _exp(costs):
+    """An experiment whose slots had these (approved, candidate) costs, in turn."""
+    slots = []
+    for a, b in costs:
+        slots += [experiment.Slot("approved", a, 5), experiment.Slot("candidate", b, 5)]
+    return experiment.Experiment("global", "/r", "checkout.workers", "2", "4", ("checkout",),
+                                 "approved", 0.0, tuple(slots))
+
+
+def test_the_pairs_decide_with_calibrations_statistics():
+    # A candidate twice as slow is abandoned after EARLY_RUNS pairs (4 slots: 20 commands).
+    keep, why = experiment._verdict(_exp([(1.0, 2.0), (1.1, 2.1)]))
+    assert keep == "approved" and "clearly slower" in why
+    assert experiment._verdict(_exp([(1.0, 2.0)])) is None
+    # A steady 1.3x gain is kept once the minimum runs are in, not before.
+    gain = [(1.0 + 0.01 * i, 0.77 + 0.01 * i) for i in range(5)]
+    assert experiment._verdict(_exp(gain[:4])) is None
+    keep, why = experiment._verdict(_exp(gain))
+    assert keep == "candidate" and "faster beyond noise" in why
+    # Within noise for MAX_PAIRS pairs: the value in force stays.
+    same = [(1.0, 1.0 + (0.01 if i % 2 else -0.01)) for i in range(experiment.MAX_PAIRS)]
+    keep, why = experiment._verdict(_exp(same))
+    assert keep == "approved" and "no difference" in why
