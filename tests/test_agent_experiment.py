@@ -141,3 +141,23 @@ def test_the_pairs_decide_with_calibrations_statistics():
     same = [(1.0, 1.0 + (0.01 if i % 2 else -0.01)) for i in range(experiment.MAX_PAIRS)]
     keep, why = experiment._verdict(_exp(same))
     assert keep == "approved" and "no difference" in why
+
+
+def test_a_value_calibration_found_slower_is_never_tried(watched):
+    """The stored calibration of the repository (real, with a comparison of 4 workers on
+    record) says 4 workers were slower: the experiment is refused, naming the workload."""
+    import dataclasses
+    from git_tune.advisor.measure import calibrate as cal
+    from git_tune.advisor.measure.record import Trial, comparison
+    from git_tune.probes import memo
+    report = cal.probe_repository(str(watched))
+    record = cal.calibrate(report, cal.Options(budget=3))
+    slower = comparison("clone", {}, {"checkout.workers": "4"}, [1.0] * 5, [2.0] * 5)
+    assert slower.estimate.verdict == "slower"
+    trials = dict(record.trials, **{"checkout.workers": Trial("checkout.workers", (slower,))})
+    memo.save("calibration", cal.cache_key(report),
+              dataclasses.replace(record, trials=trials).to_json())
+    assert experiment.measured_slower(str(watched), "checkout.workers", "4") == "clone"
+    with pytest.raises(UsageError, match="slower beyond noise"):
+        experiment.start("global", "checkout.workers", "4")
+    assert experiment.measured_slower(str(watched), "checkout.workers", "8") is None

@@ -25,6 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
+from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.bench import EARLY_RUNS
 from git_tune.advisor.write import configwrite, journal, safefile, scopes, show
 from git_tune.errors import UsageError
@@ -133,6 +134,10 @@ def start(scope: str, key_name: str, candidate: str) -> Experiment:
     approved = entry.settings.get(key.name)
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
+    slower = measured_slower(entry.repo, key.name, candidate)
+    if slower:
+        raise UsageError(f"calibration found {key.name}={candidate} slower beyond noise "
+                         f"({slower}): the agent tries no value known to cost the user")
     with open(entry.scope.include_file, "rb") as f:
         original = f.read().decode("latin-1")
     exp = Experiment(scope, entry.repo, key.name, approved, candidate, classes_of(key),
@@ -141,6 +146,18 @@ def start(scope: str, key_name: str, candidate: str) -> Experiment:
     _save(exp)
     _log(exp, "started", f"{key.name}: {approved or 'Git default'} against {candidate}")
     return exp
+
+
+def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
+    """The workload on which this repository's stored calibration found the value slower
+    than Git's default beyond noise, or None (also where nothing is stored)."""
+    record = cal.load_fresh(cal.probe_repository(repo))
+    trial = record.trials.get(key) if record else None
+    for c in trial.comparisons if trial else ():
+        if c.candidate.get(key) == value and (c.fails == "candidate" or (
+                c.estimate is not None and c.estimate.verdict == stats.SLOWER)):
+            return c.workload
+    return None
 
 
 def _log(exp: Experiment, event: str, what: str, **more) -> None:
