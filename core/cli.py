@@ -555,10 +555,11 @@ def agent_retune(budget, as_json):
 
 @agent.command("experiment")
 @click.argument("assignment", required=False, metavar="KEY=VALUE")
+@repo_option
 @scope_option()
 @click.option("--stop", is_flag=True, help="End the running experiment; the values as before.")
 @json_option
-def agent_experiment(assignment, scope, stop, as_json):
+def agent_experiment(assignment, repo, scope, stop, as_json):
     """Compare a value with the one in force on your own commands, in alternating slots
     (only keys that change nothing but speed); the winner stays, else yours."""
     from git_tune.advisor.agent import experiment
@@ -574,7 +575,7 @@ def agent_experiment(assignment, scope, stop, as_json):
         raise click.UsageError("name KEY=VALUE to try, or --stop")
     from git_tune.models import catalogue
     key, value = catalogue.parse_assignment(assignment)
-    exp = experiment.start(scope, key, value)
+    exp = experiment.start(scope, key, value, repo)
     emit(experiment.status(), as_json,
          lambda r: f"experiment on {exp.key}: {exp.approved or 'Git default'} against "
                    f"{exp.candidate}, {experiment.SLOT_COMMANDS} commands a slot; "

@@ -161,3 +161,30 @@ def test_a_value_calibration_found_slower_is_never_tried(watched):
     with pytest.raises(UsageError, match="slower beyond noise"):
         experiment.start("global", "checkout.workers", "4")
     assert experiment.measured_slower(str(watched), "checkout.workers", "8") is None
+
+
+def test_an_experiment_where_git_tune_wrote_nothing_yet_is_undone_by_revert(tmp_path):
+    """A calibration that decided nothing wrote nothing: the experiment's candidate is
+    git-tune's first write to the scope, and stopping it gives the files back as they
+    were (no include file, no include.path)."""
+    repo = tmp_path / "r"
+    repogen.generate(str(repo), repogen.RepoShape(depth=1, width=3, files=60),
+                     second_commit_changes=20)
+    git(repo, "branch", "other", "HEAD~1")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    try:
+        gitconfig = subprocess.run(["git", "config", "--global", "--list", "--show-origin"],
+                                   capture_output=True, text=True).stdout
+        exp = experiment.start("global", "checkout.workers", "4", str(repo))
+        assert exp.approved is None and exp.entry is None
+        switches(repo, experiment.SLOT_COMMANDS)
+        assert step() == {"switched": "candidate"} and value_in_force(repo) == "4"
+        cli("agent", "experiment", "--stop")
+        assert value_in_force(repo) == ""
+        assert not [e for e in journal.applied() if e.scope.name == "global"]
+        assert subprocess.run(["git", "config", "--global", "--list", "--show-origin"],
+                              capture_output=True, text=True).stdout == gitconfig
+    finally:
+        collector.stop()
+        cli("agent", "disable", check=False)

@@ -27,9 +27,10 @@ from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.bench import EARLY_RUNS
-from git_tune.advisor.write import configwrite, journal, safefile, scopes, show
+from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
 from git_tune.errors import UsageError
 from git_tune.models import catalogue, stats
+from git_tune.probes import gitinfo, repo as repo_probe
 
 STATE = "experiment.json"
 SLOT_COMMANDS = 5           # commands of the affected classes per slot
@@ -95,32 +96,34 @@ def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
     return tuple(sorted({a.split()[0] for a in key.affects}))
 
 
-def _entry(scope: str) -> journal.Applied:
-    entry = next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
-    if entry is None:
-        raise UsageError(f"git-tune has written nothing to scope {scope}: run `git-tune "
-                         "auto` first; the experiment compares against what it wrote")
-    return entry
+def _entry(scope: str) -> Optional[journal.Applied]:
+    """What git-tune wrote to the scope, None where it wrote nothing (a calibration
+    that decided nothing there)."""
+    return next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
 
 
 def _write(exp: Experiment, arm: str) -> None:
     """The scope's values with the key at the arm's value, through configwrite."""
     entry = _entry(exp.scope)
-    settings = dict(entry.settings)
+    settings = dict(entry.settings) if entry else {}
     value = exp.value(arm)
     if value is None:
         settings.pop(exp.key, None)
     else:
         settings[exp.key] = value
-    prov = configwrite.Provenance(entry.git_version, entry.fingerprint, "agent experiment",
-                                  entry.repo, entry.entries,
+    version = entry.git_version if entry else catalogue.format_version(gitinfo.require_git())
+    prov = configwrite.Provenance(version, entry.fingerprint if entry else "agent",
+                                  "agent experiment", exp.repo, entry.entries if entry else None,
                                   {exp.key: f"agent experiment: the {arm} value"})
-    plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo,
-                            per_repo=entry.per_repo)
-    configwrite.apply(plan, prov, cwd=entry.repo)
+    target = entry.scope if entry else scopes.resolve(exp.scope, repo_probe.locate(exp.repo))
+    plan = configwrite.plan(target, settings, prov, cwd=exp.repo,
+                            per_repo=entry.per_repo if entry else None)
+    configwrite.apply(plan, prov, cwd=exp.repo)
 
 
-def start(scope: str, key_name: str, candidate: str) -> Experiment:
+def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None) -> Experiment:
+    """An experiment on `scope` (where git-tune wrote, or will write: `repo` names the
+    repository whose commands count where git-tune has written nothing there yet)."""
     key = catalogue.lookup(key_name)
     if key.changes:
         raise UsageError(f"{key.name} changes {key.changes}: the agent experiments only "
@@ -129,20 +132,26 @@ def start(scope: str, key_name: str, candidate: str) -> Experiment:
     if load() is not None:
         raise UsageError("an experiment is running already (git-tune agent experiment stop)")
     entry = _entry(scope)
-    if not entry.repo:
-        raise UsageError(f"scope {scope} was not measured on a repository")
-    approved = entry.settings.get(key.name)
+    repo = entry.repo if entry and entry.repo else (repo_probe.locate(repo).worktree
+                                                    if repo and repo_probe.locate(repo)
+                                                    else None)
+    if not repo:
+        raise UsageError(f"name the repository whose commands count (--repo): scope {scope} "
+                         "was not measured on one")
+    approved = entry.settings.get(key.name) if entry else None
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
-    slower = measured_slower(entry.repo, key.name, candidate)
+    slower = measured_slower(repo, key.name, candidate)
     if slower:
         raise UsageError(f"calibration found {key.name}={candidate} slower beyond noise "
                          f"({slower}): the agent tries no value known to cost the user")
-    with open(entry.scope.include_file, "rb") as f:
-        original = f.read().decode("latin-1")
-    exp = Experiment(scope, entry.repo, key.name, approved, candidate, classes_of(key),
+    original = None
+    if entry is not None:
+        with open(entry.scope.include_file, "rb") as f:
+            original = f.read().decode("latin-1")
+    exp = Experiment(scope, repo, key.name, approved, candidate, classes_of(key),
                      APPROVED, time.time(), include_bytes=original,
-                     entry=journal.load_state().get(entry.scope.key))
+                     entry=journal.load_state().get(entry.scope.key) if entry else None)
     _save(exp)
     _log(exp, "started", f"{key.name}: {approved or 'Git default'} against {candidate}")
     return exp
@@ -227,8 +236,14 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
 
 def restore(exp: Experiment) -> None:
     """The include file and git-tune's record as they were before the experiment, byte
-    for byte, under git-tune's state lock."""
+    for byte, under git-tune's state lock; where git-tune had written nothing there
+    before it, its writes reverted (revert gives back the files' bytes from before)."""
     entry = _entry(exp.scope)
+    if exp.entry is None:
+        if entry is not None:
+            revert.revert(entry.scope)
+        _save(None)
+        return
     with safefile.lock(scopes.state_dir()):
         if exp.include_bytes is not None:
             safefile.write_atomic(entry.scope.include_file, exp.include_bytes.encode("latin-1"),
@@ -246,8 +261,9 @@ def step(records: Sequence[Command]) -> Optional[dict]:
     exp = load()
     if exp is None:
         return None
-    if any("changed outside git-tune" in r for r in
-           show.stale_reasons(_entry(exp.scope), None, float("inf"))):
+    entry = _entry(exp.scope)
+    if entry is not None and any("changed outside git-tune" in r for r in
+                                 show.stale_reasons(entry, None, float("inf"))):
         _save(None)
         _log(exp, "stopped", "the values were edited by hand: left alone")
         return {"stopped": "edited by hand"}

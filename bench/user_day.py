@@ -1,0 +1,244 @@
+"""A user's day with the agent (issue #33): does an experiment on the user's own commands
+settle checkout.workers, how many of their commands does it take, and is what it keeps
+good on the whole tree?
+
+On a bed, a generated repository with a second commit (branch switches write those
+files) and a local remote (pulls). git-tune calibrates it at the default budget and
+writes what it recommends (isolated HOME: never this machine's config), the agent is
+enabled, and an experiment starts: the value in force against a candidate (the
+calibration's count doubled, or the engine's pick where it wrote none). Then a scripted
+day: at a prompt's rate, `git status`; between them, branch switches, a commit now and
+then, a pull every tenth round. After each round the agent reads the events and steps
+the experiment, as its collector does. Reported: the switches (the commands the key
+affects) and all commands until the decision, the value kept, and that value's whole
+tree written plus the next status against the best count of a grid (timed here, or
+--reuse-grid from bench/results/calibrate_speed.json at the same size). A second day
+injects a deliberately slower candidate (1 worker where more were written) and reports
+after how many commands it was abandoned and what it cost the user meanwhile.
+
+    python3 bench/user_day.py [--tiny] [--beds latfs-nfs] [--sizes 20000]
+                              [--reuse-grid] [--max-rounds 400]
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+from common import (RESULTS, BedUnavailable, bed_latency, parser, report, repo_on, storage,
+                    tracked)
+from part_fidelity import COUNTS, grid
+from stat_storm import isolate
+
+
+def sh(*cmd, cwd=None, check=True):
+    return subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, check=check)
+
+
+def tune(repo: str, budget: float) -> dict:
+    """git-tune auto at the default budget, written without asking (isolated HOME)."""
+    out = sh("git-tune", "auto", "--repo", repo, "--budget", str(budget), "--yes",
+             "--no-verify", "--json")
+    return json.loads(out.stdout)
+
+
+def candidate_for(auto: dict) -> str:
+    """The calibration's count doubled, or the engine's pick where it wrote no count."""
+    written = auto["plan"]["settings"].get("checkout.workers")
+    if written:
+        return str(min(64, 2 * int(written)))
+    for k in auto["recommendation"]["keys"]:
+        if k["key"] == "checkout.workers" and k.get("evidence", {}).get("engine_pick"):
+            return str(k["evidence"]["engine_pick"])
+    return "8"
+
+
+class Day:
+    """The scripted user: rounds of statuses and a branch switch, a commit now and then,
+    a pull every tenth round; the agent stepped after each round."""
+
+    def __init__(self, repo: str, statuses: int = 3):
+        self.repo, self.statuses, self.rounds = repo, statuses, 0
+        self.commands = self.switches = 0
+        self.on_other = False
+
+    def round(self) -> None:
+        for _ in range(self.statuses):
+            sh("git", "status", "--porcelain", cwd=self.repo)
+            self.commands += 1
+        sh("git", "switch", "-q", "main" if self.on_other else "other", cwd=self.repo)
+        self.on_other = not self.on_other
+        self.commands += 1
+        self.switches += 1
+        if self.rounds % 7 == 3 and not self.on_other:
+            with open(os.path.join(self.repo, "NOTES"), "a") as f:
+                f.write(f"round {self.rounds}\n")
+            sh("git", "add", "NOTES", cwd=self.repo)
+            sh("git", "commit", "-qm", f"notes {self.rounds}", cwd=self.repo)
+            self.commands += 2
+        if self.rounds % 10 == 9 and not self.on_other:
+            sh("git", "pull", "-q", "--no-rebase", "--no-edit", "origin", "main",
+               cwd=self.repo, check=False)
+            self.commands += 1
+        self.rounds += 1
+
+
+def run_day(repo: str, candidate: str, max_rounds: int) -> dict:
+    from git_tune.advisor.agent import experiment, store, switch
+    exp = experiment.start("global", "checkout.workers", candidate, repo)
+    day, t0 = Day(repo), time.monotonic()
+    decision = None
+    while decision is None and day.rounds < max_rounds:
+        day.round()
+        switch.collect()
+        stepped = experiment.step(store.records())
+        if stepped and ("decided" in stepped or "stopped" in stepped):
+            decision = stepped
+    still = experiment.load()
+    a, b = experiment.pairs(still or _last_pairs(exp))
+    if still is not None:
+        experiment.restore(still)
+    entries = len(tracked(repo))
+    # What the candidate's slots cost the user beyond the value in force's, per switch.
+    extra = [(y - x) * entries for x, y in zip(a, b)]
+    return {"approved": exp.approved, "candidate": candidate, "decision": decision,
+            "switches": day.switches, "commands": day.commands, "rounds": day.rounds,
+            "minutes": (time.monotonic() - t0) / 60, "pairs": len(b),
+            "extra_seconds": sum(e * experiment.SLOT_COMMANDS for e in extra),
+            "approved_costs": a, "candidate_costs": b}
+
+
+def _last_pairs(exp):
+    """The pairs the log kept when the experiment ended (load() is None by then)."""
+    from git_tune.advisor.agent import experiment, retune
+    ended = [e for e in retune.log() if e.get("experiment") == "decided"]
+    if not ended:
+        return exp
+    slots = []
+    for x, y in zip(ended[-1]["approved_costs"], ended[-1]["candidate_costs"]):
+        slots += [experiment.Slot("approved", x, 0), experiment.Slot("candidate", y, 0)]
+    return experiment.Experiment(exp.scope, exp.repo, exp.key, exp.approved, exp.candidate,
+                                 exp.classes, exp.arm, exp.since, tuple(slots))
+
+
+def stored_grid(kind: str, files: int):
+    try:
+        with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
+            cells = json.load(f)["data"][kind]
+    except (OSError, ValueError, KeyError):
+        return None
+    for cell, v in cells.items():
+        if int(cell.split("|")[0]) == files and (v.get("quality") or {}).get("grid"):
+            return {int(w): t for w, t in v["quality"]["grid"].items()}
+    return None
+
+
+def whole_tree(repo: str, scratch: str, kind: str, files: int, reuse: bool, values, tiny):
+    """The kept values' whole tree written plus the next status, against the grid."""
+    from git_tune.advisor.measure import gitbench
+    from git_tune.probes.repo import locate
+    os.mkdir(scratch)
+    ws = gitbench.Workspace(locate(repo), scratch)
+    clone = ws.clone()
+    work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
+    with gitbench.deadline(3 * 3600):
+        times = (stored_grid(kind, files) if reuse else None) or grid(work, COUNTS, 1)
+        out = {}
+        for name, w in values.items():
+            settings = {} if w == 1 else {"checkout.workers": str(w),
+                                          "checkout.thresholdForParallelism": "0"}
+            out[name] = statistics.median(work.run(settings) for _ in range(1 if tiny else 2))
+    best = min(times, key=times.get)
+    return {"grid": times, "best": best, "kept": out}
+
+
+def bed_rows(kind: str, files: int, args) -> list:
+    rows = []
+    with storage(kind, bed_latency(args.tiny), size_mb=4096) as mnt:
+        home = tempfile.mkdtemp(prefix="git-tune-day-")
+        isolate(home)
+        os.environ.update(GIT_AUTHOR_NAME="day", GIT_AUTHOR_EMAIL="day@example.org",
+                          GIT_COMMITTER_NAME="day", GIT_COMMITTER_EMAIL="day@example.org")
+        repo = repo_on(kind, mnt, files, changed=max(20, files // 100), name="repo")
+        sh("git", "branch", "other", "main", cwd=repo)
+        sh("git", "reset", "-q", "--hard", "HEAD~1", cwd=repo)   # main one commit behind
+        sh("git", "clone", "-q", "--bare", repo, os.path.join(mnt, "remote.git"))
+        sh("git", "remote", "add", "origin", os.path.join(mnt, "remote.git"), cwd=repo)
+        auto = tune(repo, 5 if args.tiny else 20)
+        approved = auto["plan"]["settings"].get("checkout.workers")
+        sh("git-tune", "agent", "enable", "--repo", repo)
+        from git_tune.advisor.agent import collector
+        collector.stop()
+        try:
+            settle = run_day(repo, candidate_for(auto), args.max_rounds)
+            slower = (run_day(repo, "1", args.max_rounds) if approved and approved != "1"
+                      else None)
+        finally:
+            sh("git-tune", "agent", "disable", check=False)
+            shutil.rmtree(home, ignore_errors=True)
+        kept_value = (settle["candidate"] if settle["decision"]
+                      and settle["decision"].get("decided") == "candidate"
+                      else approved or "1")
+        q = whole_tree(repo, os.path.join(mnt, "quality"), kind, files, args.reuse_grid,
+                       {"kept": int(kept_value)}, args.tiny)
+        ratio = q["kept"]["kept"] / q["grid"][q["best"]]
+        rows.append((kind, files, f"{approved or 'default'} vs {settle['candidate']}",
+                     _decision(settle), settle["switches"], settle["commands"],
+                     f"{settle['minutes']:.1f}", kept_value,
+                     f"{ratio:.2f} (best {q['best']})",
+                     _slower_cell(slower)))
+        return rows, {"settle": settle, "slower": slower, "quality": q, "auto_settings":
+                      auto["plan"]["settings"]}
+
+
+def _decision(r: dict) -> str:
+    d = r["decision"]
+    if not d:
+        return f"undecided after {r['pairs']} pairs"
+    return f"{d.get('decided', d.get('stopped'))}: {d.get('why', '')}"
+
+
+def _slower_cell(r) -> str:
+    if r is None:
+        return "- (no count written to slow down)"
+    return (f"{_decision(r)}; after {r['switches']} switches ({r['commands']} commands), "
+            f"extra {r['extra_seconds']:.1f} s")
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--beds", nargs="+", default=["latfs-nfs"])
+    p.add_argument("--sizes", nargs="+", type=int)
+    p.add_argument("--reuse-grid", action="store_true")
+    p.add_argument("--max-rounds", type=int, default=400)
+    args = p.parse_args()
+    sizes = args.sizes or ([300] if args.tiny else [20000])
+    beds = ["disk"] if args.tiny else args.beds
+    if args.tiny:
+        args.max_rounds = min(args.max_rounds, 60)
+    rows, data, notes = [], {}, []
+    for kind in beds:
+        data[kind] = {}
+        for files in sizes:
+            try:
+                got, d = bed_rows(kind, files, args)
+            except BedUnavailable as e:
+                notes.append(f"{kind}: {e}")
+                continue
+            rows += got
+            data[kind][str(files)] = d
+    report("user_day", "A user's day with the agent: an experiment on checkout.workers",
+           ("bed", "files", "in force vs candidate", "decision", "switches", "commands",
+            "minutes", "kept", "kept: whole tree + status / grid best",
+            "deliberately slower candidate (1 worker)"),
+           rows, data, args.tiny,
+           notes + [f"slots of {5} switches; a pair is a slot of each value, adjacent",
+                    "commands: every git command of the scripted day (statuses, switches, "
+                    "commits, pulls); switches: the ones the key affects"],
+           beds=beds)
+
+
+if __name__ == "__main__":
+    main()
