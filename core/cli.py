@@ -630,7 +630,8 @@ def profile_export(repo, workload, budget, output, as_json):
     from git_tune.advisor.decide.recommend import recommend as advise
     report = probe_repository(repo, budget)
     record = load_fresh(report, workload) or run(report, Options(budget=budget, workload=workload))
-    data = profiles.export(report, record, advise(record, workload))
+    from git_tune.advisor.agent import retune
+    data = profiles.export(report, record, advise(record, workload), retune.log())
     if output:
         from git_tune.advisor.write.safefile import write_atomic
         write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())

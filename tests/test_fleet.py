@@ -128,3 +128,37 @@ def test_fleet_merge_one_profile_per_class_with_spread(home, small_repo, tmp_pat
     assert "disagree beyond noise" in res.stderr
     for f in data["files"]:
         assert profiles.load(f)["provenance"]["hosts"] in (1, 3)
+
+
+def test_fleet_merge_weighs_values_the_agent_kept_on_real_commands(home, small_repo, tmp_path):
+    """Issue #33: two hosts of a class disagree; the one whose agent kept its value on its
+    user's own commands weighs more. Without that evidence the tie keeps Git's default."""
+    confirmed = {"checkout.workers": {"confirms": True, "pairs": 6, "speedup": 1.31}}
+    a = make_profile(small_repo, {"checkout.workers": "4"}, fingerprint="a")
+    b = dict(make_profile(small_repo, {"checkout.workers": "8"}, fingerprint="b"))
+    plain = profiles.merge([a, profiles.parse(b, "b")])
+    assert plain[0].profile["settings"] == {}
+    b["agent"] = confirmed
+    (merged,) = profiles.merge([profiles.parse(a, "a"), profiles.parse(b, "b")])
+    assert merged.profile["settings"] == {"checkout.workers": "8"}
+    assert merged.profile["agent"]["checkout.workers"]["pairs"] == 6
+    # The merged profile is a profile: it loads.
+    path = write(tmp_path, "merged.json", merged.profile)
+    assert profiles.load(path)["agent"]["checkout.workers"]["confirms"] is True
+
+
+def test_agent_evidence_is_aggregates_only_and_checked_as_untrusted(home, small_repo, tmp_path):
+    log = [{"experiment": "decided", "key": "checkout.workers", "repo": "/secret/path",
+            "value": "8", "approved_costs": [2.0, 2.2],
+            "candidate_costs": [1.0, 1.1]},
+           {"experiment": "decided", "key": "index.threads", "value": "2",
+            "approved_costs": [1.0], "candidate_costs": [1.0]}]
+    got = profiles.agent_evidence(log, {"checkout.workers": "8"})
+    assert got == {"checkout.workers": {"confirms": True, "pairs": 2, "speedup": 2.0}}
+    assert "secret" not in json.dumps(got)
+    bad = make_profile(small_repo, {"checkout.workers": "8"})
+    for evidence in ({"checkout.workers": {"confirms": "yes", "pairs": 1, "speedup": 1}},
+                     {"checkout.workers": {"confirms": True, "pairs": 1, "speedup": "fast"}},
+                     {"no.such": {"confirms": True, "pairs": 1, "speedup": 1.0}}):
+        with pytest.raises(profiles.MalformedProfile):
+            profiles.parse(dict(bad, agent=evidence), "bad")

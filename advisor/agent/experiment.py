@@ -230,7 +230,7 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
         _save(None)
     a, b = pairs(exp)
     _log(exp, "decided", f"kept {exp.key}={exp.value(keep) or 'Git default'}: {why}",
-         approved_costs=a, candidate_costs=b)
+         kept=keep, value=exp.value(keep), approved_costs=a, candidate_costs=b)
     return {"decided": keep, "why": why, "value": exp.value(keep)}
 
 

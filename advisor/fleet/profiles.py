@@ -95,14 +95,34 @@ def _rounded(values: Dict) -> Dict:
     return {k: round(v, RATIO_DIGITS) if isinstance(v, float) else v for k, v in values.items()}
 
 
-def export(report, record, rec) -> dict:
-    """A profile from a probe report, a calibration record and its recommendation."""
+def agent_evidence(log: Sequence[dict], settings: Dict[str, str]) -> Dict[str, dict]:
+    """What the agent's experiments on this host's real commands said of each value the
+    profile sets (aggregates only: no repository, no command): the newest decision on the
+    key, whether it kept the profile's value, over how many pairs of slots, and the
+    candidate's speedup over the value in force (median cost of the pairs)."""
+    out = {}
+    for e in log:
+        key = e.get("key")
+        if e.get("experiment") != "decided" or key not in settings:
+            continue
+        a, b = e.get("approved_costs") or [], e.get("candidate_costs") or []
+        if not a or not b or min(b) <= 0:
+            continue
+        out[key] = {"confirms": e.get("value") == settings[key], "pairs": len(b),
+                    "speedup": round(statistics.median(a) / statistics.median(b), 3)}
+    return out
+
+
+def export(report, record, rec, agent_log: Sequence[dict] = ()) -> dict:
+    """A profile from a probe report, a calibration record and its recommendation (and
+    the agent's log: its experiments' aggregates, where it ran)."""
     # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
     fleet = {k: v for k, v in rec.settings().items() if not catalogue.lookup(k).per_repository}
     measurements = {k.key: _rounded(asdict(k.gain)) for k in rec.keys
                     if k.status == advice.SET and k.gain and k.key in fleet}
     return {"schema": SCHEMA, "class": host_class(report), "settings": fleet,
             "measurements": measurements, "workload": rec.workload,
+            "agent": agent_evidence(agent_log, fleet),
             "provenance": {"fingerprint": record.fingerprint, "created": utc(time.time()),
                            "calibrated": utc(record.created), "git_tune_version": __version__,
                            "git_version": record.git_version,
@@ -160,6 +180,15 @@ def _measurement(m, where: str) -> dict:
     return out
 
 
+def _agent_evidence(v, where: str) -> dict:
+    v = _object(v, where)
+    if not isinstance(v.get("confirms"), bool):
+        raise MalformedProfile(f"{where}.confirms must be true or false")
+    return {"confirms": v["confirms"],
+            "pairs": int(_number(v.get("pairs"), f"{where}.pairs", integer=True)),
+            "speedup": _number(v.get("speedup"), f"{where}.speedup")}
+
+
 def parse(data, source: str) -> dict:
     """A profile checked field by field and normalised: catalogue key names, canonical
     values, typed measurements. Anything else is MalformedProfile (exit 2) naming the field."""
@@ -185,6 +214,8 @@ def parse(data, source: str) -> dict:
             settings[key.name] = key.validate(v)
         measurements = {catalogue.lookup(k).name: _measurement(m, f"measurements.{k}")
                         for k, m in _object(data.get("measurements", {}), "measurements").items()}
+        agent = {catalogue.lookup(k).name: _agent_evidence(v, f"agent.{k}")
+                 for k, v in _object(data.get("agent", {}), "agent").items()}
         prov = _object(data.get("provenance", {}), "provenance")
         provenance = {"fingerprint": _text(prov.get("fingerprint"), "provenance.fingerprint", True),
                       "hosts": int(_number(prov.get("hosts", 1), "provenance.hosts", True))}
@@ -205,7 +236,7 @@ def parse(data, source: str) -> dict:
             if name in prov:
                 provenance[name] = _text(prov[name], f"provenance.{name}")
         return {"schema": SCHEMA, "class": klass, "settings": settings,
-                "measurements": measurements,
+                "measurements": measurements, "agent": agent,
                 "workload": _text(data.get("workload"), "workload", optional=True),
                 "provenance": provenance}
     except UsageError as e:
@@ -287,6 +318,39 @@ def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
     return bool(clear) and len(clear) < len(group)
 
 
+# A host whose value the agent's experiment kept on its user's own commands counts this
+# many times in the vote: real commands are the evidence a calibration stands in for.
+CONFIRMED_WEIGHT = 2
+
+
+def _weight(k: str, p: dict) -> int:
+    return CONFIRMED_WEIGHT if p.get("agent", {}).get(k, {}).get("confirms") else 1
+
+
+def _weight_total(k: str, group: Sequence[dict]) -> int:
+    return sum(_weight(k, p) for p in group)
+
+
+def _weighed_majority(k: str, group: Sequence[dict]) -> Tuple[str, int]:
+    """The value with the most weight, and its weight."""
+    weights: Counter = Counter()
+    for p in group:
+        weights[p["settings"].get(k, "(default)")] += _weight(k, p)
+    return weights.most_common(1)[0]
+
+
+def _merged_agent(settings: Dict[str, str], group: Sequence[dict]) -> Dict[str, dict]:
+    """For each merged value, what the hosts whose agent kept that very value measured."""
+    out = {}
+    for k, v in settings.items():
+        confirming = [p["agent"][k] for p in group if p["settings"].get(k) == v
+                      and p.get("agent", {}).get(k, {}).get("confirms")]
+        if confirming:
+            out[k] = {"confirms": True, "pairs": sum(e["pairs"] for e in confirming),
+                      "speedup": round(statistics.median(e["speedup"] for e in confirming), 3)}
+    return out
+
+
 def merge(profiles: Sequence[dict]) -> List[MergedClass]:
     """One profile per host class: the value most hosts chose, with the spread."""
     groups: Dict[Tuple[str, ...], List[dict]] = defaultdict(list)
@@ -299,8 +363,8 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
         for k in keys:
             counts = Counter(p["settings"].get(k, "(default)") for p in group)
             spread[k] = dict(counts)
-            value, n = counts.most_common(1)[0]
-            if value != "(default)" and n * 2 > len(group):
+            value, n = _weighed_majority(k, group)
+            if value != "(default)" and n * 2 > _weight_total(k, group):
                 settings[k] = value
             gains = [p["measurements"][k]["speedup"] for p in group if k in p["measurements"]]
             if gains:
@@ -314,6 +378,7 @@ def merge(profiles: Sequence[dict]) -> List[MergedClass]:
                 warnings.append(f"{k}: hosts chose {dict(counts)}; the majority value is used")
         merged = {"schema": SCHEMA, "class": dict(zip(CLASS_FIELDS, key)), "settings": settings,
                   "measurements": measurements, "workload": group[0].get("workload"),
+                  "agent": _merged_agent(settings, group),
                   "provenance": {"hosts": len(group), "created": utc(time.time()),
                                  "git_tune_version": __version__,
                                  "fingerprints": sorted({f for p in group
