@@ -104,45 +104,58 @@ static int corrupt(struct loader *l, const char *fmt, uint32_t i, uint64_t a)
 }
 
 /* Decode entry `i` at *pos into a new cache entry; prev is the one before it. */
-static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
-			    const struct cache_entry *prev, struct cache_entry **out)
+/*
+ * The entry's flags word, and the second one where the first says so:
+ * the size of the fixed part before the path goes into *fixed.
+ */
+static int read_flags(struct loader *l, uint32_t i, const unsigned char *p,
+		      const unsigned char *end, size_t *fixed, uint32_t *flags)
 {
-	const struct index_file *ix = l->ix;
-	const unsigned char *p = ix->buf + *pos, *end = ix->buf + l->limit;
-	const unsigned char *name, *nul;
-	const size_t rawsz = ix->algo->rawsz, base = gt_ondisk_fixed(rawsz);
-	size_t fixed = base, len, copy_len = 0, ondisk;
-	uint16_t flags;
-	uint64_t strip = 0;
-	struct cache_entry *ce;
+	const size_t rawsz = l->ix->algo->rawsz, base = gt_ondisk_fixed(rawsz);
 
-	if ((size_t)(end - p) < fixed)
+	*fixed = base;
+	if ((size_t)(end - p) < base)
 		return corrupt(l, "entry %u is truncated (%llu bytes left)", i, (uint64_t)(end - p));
-	flags = gt_get_be16(p + 40 + rawsz);
-	if (flags & GT_CE_EXTENDED) {
-		/*
-		 * Git reads the second flags word whatever the version says and
-		 * refuses only bits it does not know ("unknown index entry format").
-		 */
-		fixed += 2;
-		if ((size_t)(end - p) < fixed)
-			return corrupt(l, "entry %u is truncated (%llu bytes left)", i,
-				       (uint64_t)(end - p));
-		if (((uint32_t)gt_get_be16(p + base) << 16) & ~GT_CE_EXTENDED_FLAGS)
-			return corrupt(l, "entry %u has an unknown index entry format 0x%08x", i,
-				       (uint32_t)gt_get_be16(p + base) << 16);
-	}
-	name = p + fixed;
-	if (ix->version == 4) {
-		if (decode_varint(&name, end, &strip))
+	*flags = gt_get_be16(p + 40 + rawsz);
+	if (!(*flags & GT_CE_EXTENDED))
+		return 0;
+	/*
+	 * Git reads the second flags word whatever the version says and
+	 * refuses only bits it does not know ("unknown index entry format").
+	 */
+	*fixed += 2;
+	if ((size_t)(end - p) < *fixed)
+		return corrupt(l, "entry %u is truncated (%llu bytes left)", i, (uint64_t)(end - p));
+	if (((uint32_t)gt_get_be16(p + base) << 16) & ~GT_CE_EXTENDED_FLAGS)
+		return corrupt(l, "entry %u has an unknown index entry format 0x%08x", i,
+			       (uint32_t)gt_get_be16(p + base) << 16);
+	*flags |= (uint32_t)gt_get_be16(p + base) << 16;
+	return 0;
+}
+
+/*
+ * Where the entry's own path bytes start (*name, after a v4 prefix length)
+ * and how many there are (*len), and how many it shares with the previous
+ * entry's path (*copy_len, v4 only).
+ */
+static int read_path(struct loader *l, uint32_t i, size_t pos, const unsigned char **name,
+		     const unsigned char *end, uint32_t flags, const struct cache_entry *prev,
+		     size_t *len, size_t *copy_len)
+{
+	const unsigned char *nul;
+	uint64_t strip = 0;
+
+	*copy_len = 0;
+	if (l->ix->version == 4) {
+		if (decode_varint(name, end, &strip))
 			return corrupt(l, "entry %u has a bad path prefix length at offset %llu", i,
-				       (uint64_t)*pos);
+				       (uint64_t)pos);
 		/* The first entry of an IEOT block ignores its strip, as Git does. */
 		if (prev) {
 			if (strip > prev->namelen)
 				return corrupt(l, "entry %u strips %llu bytes from a shorter previous path",
 					       i, strip);
-			copy_len = prev->namelen - (size_t)strip;
+			*copy_len = prev->namelen - (size_t)strip;
 		}
 	}
 	/*
@@ -152,32 +165,27 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 	 * nor at the padding, so neither do we; unlike Git, every length is
 	 * checked against the end of the entries.
 	 */
-	len = flags & GT_CE_NAMEMASK;
-	if (len == GT_CE_NAMEMASK) {
-		nul = memchr(name, '\0', (size_t)(end - name));
+	*len = flags & GT_CE_NAMEMASK;
+	if (*len == GT_CE_NAMEMASK) {
+		nul = memchr(*name, '\0', (size_t)(end - *name));
 		if (!nul)
 			return corrupt(l, "entry %u: path runs past the end of the entries (%llu bytes)",
-				       i, (uint64_t)(end - name));
-		len = (size_t)(nul - name);
-	} else if (ix->version == 4) {
-		if (len < copy_len)
+				       i, (uint64_t)(end - *name));
+		*len = (size_t)(nul - *name);
+	} else if (l->ix->version == 4) {
+		if (*len < *copy_len)
 			return corrupt(l, "entry %u: path length %llu is shorter than its shared prefix",
-				       i, (uint64_t)len);
-		len -= copy_len;	/* the flags hold the whole path's length */
+				       i, (uint64_t)*len);
+		*len -= *copy_len;	/* the flags hold the whole path's length */
 	}
-	if (len >= (size_t)(end - name))
+	if (*len >= (size_t)(end - *name))
 		return corrupt(l, "entry %u: path runs past the end of the entries (%llu bytes)",
-			       i, (uint64_t)(end - name));
-	ondisk = ix->version == 4 ? (size_t)(name + len + 1 - p) : gt_ondisk_ce_size(fixed, len);
-	if (ondisk > (size_t)(end - p))
-		return corrupt(l, "entry %u: padding runs past the end (%llu bytes)", i, ondisk);
+			       i, (uint64_t)(end - *name));
+	return 0;
+}
 
-	ce = alloc_ce(l, copy_len + len);
-	if (!ce) {
-		l->status = gt_error(GT_ENOMEM, l->err, sizeof(l->err),
-				     "out of memory at entry %u", i);
-		return -1;
-	}
+static void copy_stat(struct cache_entry *ce, const unsigned char *p, size_t rawsz)
+{
 	ce->ctime_sec = gt_get_be32(p);
 	ce->ctime_nsec = gt_get_be32(p + 4);
 	ce->mtime_sec = gt_get_be32(p + 8);
@@ -189,9 +197,35 @@ static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
 	ce->gid = gt_get_be32(p + 32);
 	ce->size = gt_get_be32(p + 36);
 	memcpy(ce->oid, p + 40, rawsz);
+}
+
+static int create_from_disk(struct loader *l, uint32_t i, size_t *pos,
+			    const struct cache_entry *prev, struct cache_entry **out)
+{
+	const struct index_file *ix = l->ix;
+	const unsigned char *p = ix->buf + *pos, *end = ix->buf + l->limit;
+	const unsigned char *name;
+	size_t fixed, len, copy_len, ondisk;
+	uint32_t flags;
+	struct cache_entry *ce;
+
+	if (read_flags(l, i, p, end, &fixed, &flags))
+		return -1;
+	name = p + fixed;
+	if (read_path(l, i, *pos, &name, end, flags, prev, &len, &copy_len))
+		return -1;
+	ondisk = ix->version == 4 ? (size_t)(name + len + 1 - p) : gt_ondisk_ce_size(fixed, len);
+	if (ondisk > (size_t)(end - p))
+		return corrupt(l, "entry %u: padding runs past the end (%llu bytes)", i, ondisk);
+
+	ce = alloc_ce(l, copy_len + len);
+	if (!ce) {
+		l->status = gt_error(GT_ENOMEM, l->err, sizeof(l->err),
+				     "out of memory at entry %u", i);
+		return -1;
+	}
+	copy_stat(ce, p, ix->algo->rawsz);
 	ce->flags = flags;
-	if (flags & GT_CE_EXTENDED)
-		ce->flags |= (uint32_t)gt_get_be16(p + base) << 16;
 	ce->namelen = (uint32_t)(copy_len + len);
 	if (copy_len)
 		memcpy(ce->name, prev->name, copy_len);
