@@ -98,8 +98,7 @@ def run_day(repo: str, candidate: str, max_rounds: int) -> dict:
             decision = stepped
     still = experiment.load()
     a, b = experiment.pairs(still or _last_pairs(exp))
-    if still is not None:
-        experiment.restore(still)
+    experiment.stop()
     entries = len(tracked(repo))
     # What the candidate's slots cost the user beyond the value in force's, per switch.
     extra = [(y - x) * entries for x, y in zip(a, b)]

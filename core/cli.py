@@ -564,10 +564,7 @@ def agent_experiment(assignment, repo, scope, stop, as_json):
     (only keys that change nothing but speed); the winner stays, else yours."""
     from git_tune.advisor.agent import experiment
     if stop:
-        running = experiment.load()
-        if running is not None:
-            experiment.restore(running)
-        emit({"stopped": running is not None}, as_json,
+        emit({"stopped": experiment.stop()}, as_json,
              lambda r: "experiment stopped; the values are as before it" if r["stopped"]
              else "no experiment was running", "agent")
         return

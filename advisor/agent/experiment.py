@@ -121,9 +121,31 @@ def _write(exp: Experiment, arm: str) -> None:
     configwrite.apply(plan, prov, cwd=exp.repo)
 
 
+def _one_at_a_time():
+    """The collector's step, `experiment --stop` and `agent disable` take turns: a stop
+    while a step switches arms must not leave the switched value behind."""
+    return safefile.lock(store.agent_dir())
+
+
+def stop() -> bool:
+    """End the running experiment: the values as before it, byte for byte. Whether one
+    was running."""
+    with _one_at_a_time():
+        exp = load()
+        if exp is not None:
+            _restore(exp)
+            _log(exp, "stopped", "stopped by the user; the values are as before it")
+        return exp is not None
+
+
 def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None) -> Experiment:
     """An experiment on `scope` (where git-tune wrote, or will write: `repo` names the
     repository whose commands count where git-tune has written nothing there yet)."""
+    with _one_at_a_time():
+        return _start(scope, key_name, candidate, repo)
+
+
+def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Experiment:
     key = catalogue.lookup(key_name)
     if key.changes:
         raise UsageError(f"{key.name} changes {key.changes}: the agent experiments only "
@@ -223,7 +245,7 @@ def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
 
 def _finish(exp: Experiment, keep: str, why: str) -> dict:
     if keep == APPROVED:
-        restore(exp)
+        _restore(exp)
     else:
         if exp.arm != CANDIDATE:
             _write(exp, CANDIDATE)
@@ -234,7 +256,7 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
     return {"decided": keep, "why": why, "value": exp.value(keep)}
 
 
-def restore(exp: Experiment) -> None:
+def _restore(exp: Experiment) -> None:
     """The include file and git-tune's record as they were before the experiment, byte
     for byte, under git-tune's state lock; where git-tune had written nothing there
     before it, its writes reverted (revert gives back the files' bytes from before)."""
@@ -258,6 +280,11 @@ def restore(exp: Experiment) -> None:
 def step(records: Sequence[Command]) -> Optional[dict]:
     """One look at the user's commands: end the arm on a failure, close a full slot and
     switch arms, decide where the pairs do. What happened, or None."""
+    with _one_at_a_time():
+        return _step(records)
+
+
+def _step(records: Sequence[Command]) -> Optional[dict]:
     exp = load()
     if exp is None:
         return None

@@ -128,9 +128,7 @@ def disable(forget: bool) -> dict:
     """Stop the collector, put the global config back as it was, drop the raw events
     (and with `forget` the records too)."""
     stopped = collector.stop()
-    running = experiment.load()
-    if running is not None:         # the values as they were before it, byte for byte
-        experiment.restore(running)
+    experiment.stop()               # the values as they were before it, byte for byte
     reverted = revert.revert(scopes.resolve("agent"))
     spool.clear(load().spool)
     if forget:
