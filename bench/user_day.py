@@ -44,15 +44,17 @@ def tune(repo: str, budget: float) -> dict:
     return json.loads(out.stdout)
 
 
-def candidate_for(auto: dict) -> str:
-    """The calibration's count doubled, or the engine's pick where it wrote no count."""
+def candidate_for(auto: dict, repo: str) -> str:
+    """The calibration's count doubled, else halved, else 8 or 16 where it wrote none:
+    the first the calibration did not find slower (the agent would refuse that one)."""
+    from git_tune.advisor.agent import experiment
     written = auto["plan"]["settings"].get("checkout.workers")
-    if written:
-        return str(min(64, 2 * int(written)))
-    for k in auto["recommendation"]["keys"]:
-        if k["key"] == "checkout.workers" and k.get("evidence", {}).get("engine_pick"):
-            return str(k["evidence"]["engine_pick"])
-    return "8"
+    w = int(written) if written else None
+    tries = [min(64, 2 * w), w // 2, 4 * w] if w else [8, 16, 4]
+    for c in dict.fromkeys(str(t) for t in tries if t and t >= 2 and t != w):
+        if not experiment.measured_slower(repo, "checkout.workers", c):
+            return c
+    return str(tries[0])
 
 
 class Day:
@@ -171,7 +173,7 @@ def bed_rows(kind: str, files: int, args) -> list:
         from git_tune.advisor.agent import collector
         collector.stop()
         try:
-            settle = run_day(repo, candidate_for(auto), args.max_rounds)
+            settle = run_day(repo, candidate_for(auto, repo), args.max_rounds)
             slower = (run_day(repo, "1", args.max_rounds) if approved and approved != "1"
                       else None)
         finally:
