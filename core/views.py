@@ -2,7 +2,7 @@
 import time
 from typing import List
 
-from git_tune.output import seconds, size
+from git_tune.output import counted, seconds, size
 
 
 def _lat(latency: dict, op: str) -> str:
@@ -364,7 +364,7 @@ def agent_status_view(r: dict) -> str:
     if exp:
         lines.append(f"experiment on {exp['key']}: {exp['approved'] or 'Git default'} against "
                      f"{exp['candidate']} in {exp['repo']}, now the {exp['arm']} value, "
-                     f"{exp['pairs']} pairs of slots so far")
+                     f"{counted(exp['pairs'], 'pair')} of slots so far")
     return "\n".join(lines)
 
 
