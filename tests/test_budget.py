@@ -217,8 +217,9 @@ def _bench_with_preload(pid_limit=None, **facts):
     """What preload's trial reads of a calibration in progress: its sweep's facts."""
     f = preload.Facts(**dict(dict(entries=3000, git_threads=6, git_default=None,
                                   single_thread=None), **facts))
-    return SimpleNamespace(sweeps={"preload": SimpleNamespace(facts=asdict(f))},
-                           pid_limit=pid_limit)
+    from git_tune.advisor.measure.record import Sweep
+    sweep = Sweep("grid", (), (), {}, None, 0, 0.0, "deferred", asdict(f))
+    return SimpleNamespace(sweeps={"preload": sweep}, pid_limit=pid_limit)
 
 
 def test_preload_off_is_not_tried_where_the_engine_shows_it_hopeless():

@@ -62,10 +62,15 @@ class BatchSize:
 
 @dataclass(frozen=True)
 class Facts:
-    files: int
-    bytes: int
+    files: int = 0                        # the engine's sample (0: a record without one)
+    bytes: int = 0
     model: Optional[dict] = None          # costmodel.ParallelCost without its replicas
     model_samples: Optional[list] = None  # (workers, files, seconds)
+
+
+def _facts(s: Optional[Sweep]) -> Facts:
+    """The checkout sweep's facts, typed; Facts() where there was no sweep."""
+    return s.facts_as(Facts) if s else Facts()
 
 
 def checkout_batch(target: str, paths, sizes, budget: float,
@@ -262,12 +267,13 @@ def _stakes(bench: Bench, files: int) -> Optional[float]:
     thread against its pick."""
     s = bench.sweeps.get("checkout")
     medians = _engine_medians(s) if s else {}
-    if 1 not in medians or not s.facts.get("files"):
+    sample = _facts(s).files
+    if 1 not in medians or not sample:
         return None
     # The pick is at least 2 workers, which an engine whose one thread was fastest may
     # not have measured: no gain predicted.
     at_pick = medians.get(_engine_pick(s), medians[1])
-    per_file = medians[1] / s.facts["files"]
+    per_file = medians[1] / sample
     saved = 1 - at_pick / medians[1] if at_pick > 0 and medians[1] > 0 else 0.0
     return files * per_file * max(0.0, saved)
 
@@ -438,7 +444,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
 
 def _whole_lstat(bench: Bench) -> Optional[float]:
     s = bench.sweeps.get("preload")
-    return preload.Facts(**s.facts).lstat_seconds() if s else None
+    return s.facts_as(preload.Facts).lstat_seconds() if s else None
 
 
 def _tree_write(bench: Bench, work: gitbench.TreeWrite, cand: Dict[str, str],
@@ -461,9 +467,8 @@ def by_count(trial: Trial) -> Dict[int, Trial]:
 
 def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyAdvice:
     s = cal.sweeps.get("checkout")
-    ev = {"best": s.best if s else None,
-          "curve": s.facts.get("model_samples") if s else None,
-          "model": s.facts.get("model") if s else None}
+    f = _facts(s)
+    ev = {"best": s.best if s else None, "curve": f.model_samples, "model": f.model}
     part = t.facts.get("part")
     what = {c.workload: _timed(c, w, t) for c in t.comparisons}
     # A part's gain stands for the tree's, unmeasured: say so (bench/part_fidelity.py).
@@ -631,8 +636,7 @@ def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict
 
 def _threshold_from_model(cal: Calibration, workers: int,
                           trial: Optional[Trial]) -> Tuple[Optional[int], str, dict]:
-    s = cal.sweeps.get("checkout")
-    m = s.facts.get("model") if s else None
+    m = _facts(cal.sweeps.get("checkout")).model
     if not m:
         return None, "no checkout model (too few measurements)", {}
     per_worker = m["per_worker"]
@@ -670,12 +674,12 @@ def _threshold_evidence(points, threshold: int, default: int) -> Optional[stats.
 
 
 def findings(cal: Calibration) -> List[str]:
-    s = cal.sweeps.get("checkout")
-    m = s.facts.get("model") if s else None
+    f = _facts(cal.sweeps.get("checkout"))
+    m = f.model
     if not m:
         return []
     return [f"writing files: {m['per_item'] * 1e6:.0f} µs each, about {m['parallelism']} "
-            f"served in parallel by this storage and CPUs (engine, {s.facts['files']} files)."]
+            f"served in parallel by this storage and CPUs (engine, {f.files} files)."]
 
 
 def _upgrade_threshold_v1(validation: dict) -> Optional[Trial]:

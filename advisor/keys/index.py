@@ -73,7 +73,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
 
 def _trial_threads(bench: Bench) -> Optional[Trial]:
     s = bench.sweeps.get("index")
-    if s is None or s.facts["ieot_blocks"] <= 1:
+    if s is None or s.facts_as(Facts).ieot_blocks <= 1:
         return None
     threads = str(max(2, s.best[THREADS]))
     load = gitbench.index_load(bench.repo, bench.ws.index_copy("threads", _threads_shape(threads)))
@@ -94,7 +94,7 @@ def _stakes(bench: Bench) -> Optional[float]:
     """What a key that changes how the index is loaded can save a command at most: the
     engine's parse of the whole index (milliseconds below 100,000 entries)."""
     s = bench.sweeps.get("index")
-    return Facts(**s.facts).parse_v2 if s else None
+    return s.facts_as(Facts).parse_v2 if s else None
 
 
 def _decide_threads(key, cal: Calibration, weights) -> advice.KeyAdvice:
@@ -121,7 +121,7 @@ def _decide_version(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")
     if t is not None:
-        f = Facts(**s.facts) if s else None
+        f = s.facts_as(Facts) if s else None
         ev = {"bytes_v2": f.bytes_v2 if f else None, "bytes_v4": f.bytes_v4 if f else None}
         smaller = f"; v4 is {1 - f.bytes_v4 / f.bytes_v2:.0%} smaller" if f and f.bytes_v2 else ""
         # The size is part of the reason whatever the verdict.

@@ -197,7 +197,7 @@ def _hopeless(bench: Bench) -> Optional[str]:
     s = bench.sweeps.get("preload")
     if s is None or bench.pid_limit is not None:
         return None    # under a pid limit Git's threads may fail where the engine's did not
-    return _off_cannot_win(Facts(**s.facts))
+    return _off_cannot_win(s.facts_as(Facts))
 
 
 def _off_cannot_win(f: Facts) -> Optional[str]:
@@ -244,8 +244,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     s = cal.sweeps.get("preload")
     ev = {k: None for k in ("best", "best_value", "git_default", "single_thread", "git_threads")}
     if s:
-        ev.update(best=s.best, best_value=s.best_value, git_default=s.facts["git_default"],
-                  single_thread=s.facts["single_thread"], git_threads=s.facts["git_threads"])
+        f = s.facts_as(Facts)
+        ev.update(best=s.best, best_value=s.best_value, git_default=f.git_default,
+                  single_thread=f.single_thread, git_threads=f.git_threads)
     return advice.weighed(key, t, weights, "false",
                           {"status": "git status -uno with preload off"}, ev)
 
@@ -254,7 +255,7 @@ def findings(cal: Calibration) -> List[str]:
     s = cal.sweeps.get("preload")
     if not s or s.best_value is None:
         return []
-    f = Facts(**s.facts)
+    f = s.facts_as(Facts)
 
     def took(t) -> str:
         return "not timed" if t is None else f"{t * 1e3:.1f} ms"

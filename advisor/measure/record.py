@@ -5,9 +5,10 @@ to_json() and from_json(). A record of schema 1 (git-tune before the key
 registry) is read and upgraded; anything else is refused with RecordUnreadable,
 which the cache treats as "no stored calibration".
 """
+import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
 
 import cattrs
 
@@ -15,6 +16,8 @@ from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.search import DEFAULT_STRATEGY, Dim
 from git_tune.advisor.measure.sweep import Evaluation, SweepResult
 from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 2
 
@@ -80,6 +83,12 @@ class Sweep:
         return cls(result.strategy, tuple(dims), result.evaluations, dict(result.best),
                    result.best_value, result.best_samples, round(result.seconds, 3),
                    result.stopped, json.loads(json.dumps(facts)))
+
+    def facts_as(self, kind: Type[T]) -> T:
+        """The family's facts as its own dataclass: a field an older record lacks takes
+        its default, one a newer record adds is left out."""
+        names = {f.name for f in dataclasses.fields(kind)}
+        return kind(**{k: v for k, v in self.facts.items() if k in names})
 
 
 FAILS_DEFAULT, FAILS_CANDIDATE = "default", "candidate"
