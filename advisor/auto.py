@@ -128,7 +128,7 @@ def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOpti
     touched = registry.verify_workloads(after)
     say("verifying with real git")
     rep = verify_mod.verify(repo, after, before, runs=opts.runs,
-                            workloads=tuple(w for w in verify_mod.ALL_WORKLOADS if w in touched),
+                            workloads=tuple(w for w in verify_mod.all_workloads() if w in touched),
                             layout=layout)
     return rep.to_dict()
 

@@ -406,7 +406,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
             raise click.UsageError("git-tune has applied nothing to verify; run `git-tune auto` "
                                    "or pass --set KEY=VALUE")
     report = verify_mod.verify(repo, after, runs=runs, cold=cold,
-                               workloads=tuple(workloads) or verify_mod.ALL_WORKLOADS)
+                               workloads=tuple(workloads) or verify_mod.all_workloads())
     if plot_file:
         from git_tune import plot
         plot.verify(report.to_dict(), plot_file)

@@ -54,6 +54,7 @@ class Key:
     online_cpus: Tuple[str, ...] = () # values meaning Git's online_cpus(): never written
     per_repository: bool = False      # a wider scope gets it only in the repository's block
     changes: str = ""                 # what a value changes beyond speed; empty: nothing
+    workload: Optional["Workload"] = None   # a workload of its own (the built-in ones: none)
 
     @property
     def writable(self) -> bool:
@@ -161,8 +162,28 @@ def _keys(raw: dict) -> Dict[str, Key]:
             not_written_because=" ".join(k.get("not_written_because", "").split()),
             module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())),
             per_repository=bool(k.get("per_repository", False)),
-            changes=" ".join(str(k.get("changes", "")).split()))
+            changes=" ".join(str(k.get("changes", "")).split()),
+            workload=_workload(k["workload"]) if "workload" in k else None)
     return keys
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload a key brings with it (its toml entry's [workload] table): its name as
+    trials and verify say it, the command as reports name it, and its weight in each
+    workload profile (models/workloads.toml's profiles weigh the built-in ones)."""
+    name: str
+    command: str
+    weights: Tuple[Tuple[str, float], ...]
+
+
+def _workload(w: dict) -> Workload:
+    weights = w.get("weights", {})
+    if not isinstance(weights, dict) or not all(
+            isinstance(v, (int, float)) and 0 <= v <= 1 for v in weights.values()):
+        raise ValueError(f"workload {w.get('name')!r}: weights must be numbers from 0 to 1")
+    return Workload(str(w["name"]), str(w["command"]),
+                    tuple(sorted((str(p), float(v)) for p, v in weights.items())))
 
 
 def lookup(name: str) -> Key:

@@ -6,6 +6,7 @@ from importlib import resources
 from typing import Dict, Iterable, Tuple
 
 from git_tune.errors import UsageError
+from git_tune.models import catalogue
 
 WORKLOADS = ("status", "untracked", "checkout", "clone", "index", "write")
 # A workload weighed at least this much is measured for the profile, and no key's value
@@ -19,10 +20,20 @@ def profiles() -> Dict[str, dict]:
 
 
 def weights(profile: str) -> Dict[str, float]:
+    """Each workload's weight in the profile: the built-in ones from workloads.toml, and
+    the workload a key brings with it from its own catalogue entry."""
     p = profiles().get(profile)
     if p is None:
         raise UsageError(f"unknown workload '{profile}'; choose from {', '.join(profiles())}")
-    return {w: float(p.get(w, 0.0)) for w in WORKLOADS}
+    out = {w: float(p.get(w, 0.0)) for w in WORKLOADS}
+    for w in keys_workloads():
+        out.setdefault(w.name, dict(w.weights).get(profile, 0.0))
+    return out
+
+
+def keys_workloads() -> Tuple["catalogue.Workload", ...]:
+    """The workloads keys bring with them (catalogue entries with a [workload] table)."""
+    return tuple(k.workload for k in catalogue.catalogue().values() if k.workload)
 
 
 def counted(profile: str) -> Dict[str, float]:

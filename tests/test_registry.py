@@ -392,3 +392,103 @@ def test_no_tuner_dispatches_on_its_keys_name():
             entries = [registry.entry(n) for n in names]
             assert all(type(e.tuner) is not registry.ModuleTuner for e in entries), module
             assert len({id(e.tuner) for e in entries}) == len(names), module
+
+
+WORKLOAD_MODULE = '''
+"""A key that brings a workload of its own (as core.deltaBaseCacheLimit would need
+`git log -p`): its catalogue entry names the workload and weighs it per profile; this
+module times it for the trial and for verify. Nothing else changes."""
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.record import Trial
+
+KEY = "toy.deltacache"
+TRIAL_RANK = 0
+LOG = ["log", "-p", "-n", "20"]
+
+
+def _log(repo):
+    def run(settings, trace_file=None):
+        return gitbench.timed_git(LOG, repo.worktree, settings, trace_file=trace_file,
+                                  repo=repo)
+    return run
+
+
+def trial(key, bench):
+    if not bench.counts("log"):
+        return None
+    run = _log(bench.repo)
+    off, on = {KEY: "0"}, {KEY: "1"}
+    return Trial(KEY, (bench.ab("log", off, on, lambda: run(off), lambda: run(on)),))
+
+
+def decide(key, cal, weights):
+    t = cal.trials[key.name]
+    a = advice.validated(key, t.main, "1", "git log -p")
+    return advice.KeyAdvice(key.name, advice.SET, "1", key.default, a.gain,
+                            "toy: always set", {"runs": len(t.main.times_candidate)})
+
+
+def verify_workloads(key):
+    return ("log",)
+
+
+def verify_runner(key, repo, index_file):
+    return _log(repo)
+'''
+
+WORKLOAD_TOML = '''
+[keys."toy.deltacache"]
+module = "toykeys.delta"
+type = "int"
+min = 0
+max = 1
+default = "0"
+since = "1.0.0"
+affects = ["log"]
+measured_by = "git"
+facts = "A key with a workload of its own."
+
+[keys."toy.deltacache".workload]
+name = "log"
+command = "git log -p -n 20"
+weights = { mixed = 0.2, interactive = 0.2 }
+'''
+
+
+def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entry(
+        small_repo, tmp_path):
+    """Issue #31's worked example: `git log -p` is no workload git-tune knows. One
+    module and one catalogue entry (its [workload] table weighs it per profile) are all
+    it takes for the key to be trialled on it, recommended, written, shown, verified on
+    it and reverted."""
+    package = tmp_path / "plugins" / "toykeys"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "delta.py").write_text(textwrap.dedent(WORKLOAD_MODULE))
+    catalogue_file = tmp_path / "toy.toml"
+    catalogue_file.write_text(WORKLOAD_TOML)
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    config_before = (repo / ".git" / "config").read_bytes()
+    env = dict(os.environ, GIT_TUNE_KEYS=str(catalogue_file),
+               PYTHONPATH=os.pathsep.join([str(tmp_path / "plugins"),
+                                           os.environ.get("PYTHONPATH", "")]),
+               GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"))
+    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "25",
+                     "--yes", "--json", env=env)
+    assert auto.returncode == 0, auto.stderr
+    out = json.loads(auto.stdout)
+    toy = next(k for k in out["recommendation"]["keys"] if k["key"] == "toy.deltacache")
+    assert toy["status"] == "set" and toy["gain"]["workload"] == "log", toy    # trialled
+    assert out["plan"]["settings"]["toy.deltacache"] == "1"
+    verified = {w["name"]: w for w in out["verify"]["workloads"]}
+    assert verified["log"]["command"] == "git log -p -n 20"                     # verified
+    got = subprocess.run(["git", "config", "toy.deltacache"], cwd=repo, text=True,
+                         stdout=subprocess.PIPE).stdout.strip()
+    assert got == "1"                                                           # written
+    shown = json.loads(_git_tune("show", "--json", env=env).stdout)
+    assert shown["applied"][0]["settings"]["toy.deltacache"] == "1"             # shown
+    assert _git_tune("revert", "--scope", "local", "--repo", str(repo),
+                     env=env).returncode == 0                                   # reverted
+    assert (repo / ".git" / "config").read_bytes() == config_before

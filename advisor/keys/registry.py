@@ -78,13 +78,19 @@ class Tuner:
         """End what the reverted value started; sentences saying what."""
         return []
 
+    def verify_runner(self, key: Key, repo, index_file: str):
+        """For a key that brings its own workload (catalogue [workload]): the timed runner
+        `verify` calls, runner(settings, trace_file=None) -> seconds, on the user's
+        repository (`repo`, a RepoLayout) and an index copy; gitbench.on_copy makes one."""
+        return None
+
     def has(self, part: str) -> bool:
         """Whether this tuner has the part itself (not Tuner's default)."""
         return getattr(type(self), part) is not getattr(Tuner, part)
 
 
 PARTS = ("trial", "stakes", "decide", "verify_workloads", "index_shape", "rewrite_index",
-         "on_disk", "upgrade_v1", "after_revert")
+         "on_disk", "upgrade_v1", "after_revert", "verify_runner")
 
 
 class ModuleTuner(Tuner):
@@ -244,6 +250,16 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
         e = find(k)
         out += e.after_revert(v) if e else []
     return out
+
+
+def workload_runner(name: str, repo, index_file: str):
+    """(the command as reports name it, its timed runner) for a workload a key brought
+    with it, or None."""
+    for e in _entries():
+        w = e.key.workload
+        if w and w.name == name and e.tuner.has("verify_runner"):
+            return w.command, e.tuner.verify_runner(e.key, repo, index_file)
+    return None
 
 
 def index_shape(settings: Dict[str, str]):

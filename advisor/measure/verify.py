@@ -14,13 +14,19 @@ from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import coldcache, gitbench, hostload
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
-from git_tune.models import catalogue, stats
+from git_tune.models import catalogue, stats, workloads as workloads_model
 from git_tune.probes import repo as repo_probe
 from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
 ALL_WORKLOADS = ("status", "untracked", "diff", "index", "write", "switch")
+
+
+def all_workloads() -> Tuple[str, ...]:
+    """The built-in workloads and those keys bring with them (their [workload] table)."""
+    return ALL_WORKLOADS + tuple(w.name for w in workloads_model.keys_workloads()
+                                 if w.name not in ALL_WORKLOADS)
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,10 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
                                                     ws.layout, index, ok=(0, 1))
     if name == "switch":
         return "git checkout (switch commits)", switch.run
-    raise UsageError(f"unknown workload {name}")
+    found = registry.workload_runner(name, ws.layout, index)
+    if found is None:
+        raise UsageError(f"unknown workload {name}")
+    return found
 
 
 def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
