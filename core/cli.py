@@ -287,7 +287,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
             close()
         data = many.to_dict()
         if write:
-            data["written"] = _write_many(many, scope)
+            data["written"] = multirepo.write_many(many, scope)
         from git_tune.views import multi_view
         emit(data, as_json, multi_view, "calibrations")
         return
@@ -392,19 +392,9 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
       git-tune verify --repo .                     the values applied
       git-tune verify --set checkout.workers=8     a value of your own
     """
-    from git_tune.advisor.write import journal
     from git_tune.advisor.measure import verify as verify_mod
     from git_tune.views import verify_view
-    from git_tune.models import catalogue
-    if candidate:
-        after = dict(catalogue.parse_assignment(item) for item in candidate)
-    else:
-        after = {}
-        for entry in journal.applied():
-            after.update(entry.settings)
-        if not after:
-            raise click.UsageError("git-tune has applied nothing to verify; run `git-tune auto` "
-                                   "or pass --set KEY=VALUE")
+    after = verify_mod.values_to_verify(candidate)
     report = verify_mod.verify(repo, after, runs=runs, cold=cold,
                                workloads=tuple(workloads) or verify_mod.all_workloads())
     if plot_file:
@@ -447,42 +437,11 @@ def show(max_age, as_json):
 def revert(repo, scope, as_json):
     """Restore the config files git-tune touched to their exact earlier bytes."""
     from dataclasses import asdict
-    from git_tune.advisor.write import journal, scopes
-    from git_tune.advisor.write.revert import nothing_to_revert, revert as revert_scope
-    from git_tune.probes import repo as repo_probe
-    if scope is None:
-        written = journal.applied()
-        if not written:     # the state the user asked for: nothing of git-tune's is there
-            emit(asdict(nothing_to_revert(None)), as_json, lambda r: r["message"],
-                 "revert")
-            return
-        if len(written) != 1:
-            raise click.UsageError(f"git-tune wrote to {len(written)} scopes ("
-                                   + ", ".join(w.scope.name for w in written)
-                                   + "); say which with --scope")
-        target = written[0].scope
-    else:
-        layout = repo_probe.locate(repo)
-        target = scopes.resolve(scope, layout)
-    result = revert_scope(target)
+    from git_tune.advisor.write.revert import nothing_to_revert, revert as revert_scope, target
+    scope_to_revert = target(scope, repo)
+    # Nothing of git-tune's there is the state the user asked for (exit 0).
+    result = revert_scope(scope_to_revert) if scope_to_revert else nothing_to_revert(None)
     emit(asdict(result), as_json, lambda r: r["message"], "revert")
-
-
-def _write_many(many, scope_spec: str) -> dict:
-    from dataclasses import asdict
-    from git_tune.advisor.write import configwrite, scopes
-    from git_tune.models import catalogue
-    from git_tune.probes import gitinfo
-    if scope_spec == "local":
-        raise click.UsageError("per-repository values need a shared scope: global, system or file:PATH")
-    target = scopes.resolve(scope_spec)
-    version = gitinfo.require_git()
-    prov = configwrite.Provenance(catalogue.format_version(version), "several-repositories",
-                                  "per-repository",
-                                  reasons={k: "shared by every repository" for k in many.common})
-    plan = configwrite.plan(target, many.common, prov, per_repo=many.per_repo)
-    result = configwrite.apply(plan, prov)
-    return {"plan": asdict(plan), "result": asdict(result)}
 
 
 @cli.group()
@@ -544,13 +503,9 @@ def agent_run():
 def agent_retune(budget, as_json):
     """Re-tune now what has drifted (git upgraded, host or repository changed): only keys
     that change nothing but speed; others are named for `git-tune auto` to ask about."""
-    from git_tune.advisor.agent import drift, retune, store, switch
+    from git_tune.advisor.agent import switch
     from git_tune.views import agent_retune_view
-    switch.collect()
-    records = store.records()
-    emit({"drift": drift.summary(drift.detect(records)),
-          "retuned": [retune.retune(d, budget=budget) for d in drift.detect(records)]},
-         as_json, agent_retune_view, "agent-retune")
+    emit(switch.retune_now(budget), as_json, agent_retune_view, "agent-retune")
 
 
 @agent.command("experiment")

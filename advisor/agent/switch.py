@@ -167,3 +167,12 @@ def tend(budget: float = RETUNE_BUDGET) -> list:
         return retune.retune_drifting(records, budget=budget)
     except GitTuneError as e:       # the next quiet moment tries again; the log says why
         return [{"retuned": False, "why": str(e)}]
+
+
+def retune_now(budget: float) -> dict:
+    """`agent retune`: what has drifted, and each drifting write re-tuned now."""
+    collect()
+    records = store.records()
+    drifting = drift.detect(records)
+    return {"drift": drift.summary(drifting),
+            "retuned": [retune.retune(d, budget=budget) for d in drifting]}

@@ -75,3 +75,22 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
             common[k] = values.pop()
     per_repo = {d: {k: v for k, v in s.items() if k not in common} for d, s in settings.items()}
     return MultiRecommendation(tuple(advice), common, {d: v for d, v in per_repo.items() if v})
+
+
+def write_many(many, scope_spec: str) -> dict:
+    """The values every repository shares into the scope, each repository's own into its
+    includeIf block, through the same safe write as auto."""
+    from git_tune.advisor.write import configwrite, scopes
+    from git_tune.models import catalogue
+    from git_tune.probes import gitinfo
+    if scope_spec == "local":
+        raise UsageError("per-repository values need a shared scope: global, system or "
+                         "file:PATH")
+    target = scopes.resolve(scope_spec)
+    version = gitinfo.require_git()
+    prov = configwrite.Provenance(catalogue.format_version(version), "several-repositories",
+                                  "per-repository",
+                                  reasons={k: "shared by every repository" for k in many.common})
+    plan = configwrite.plan(target, many.common, prov, per_repo=many.per_repo)
+    result = configwrite.apply(plan, prov)
+    return {"plan": asdict(plan), "result": asdict(result)}

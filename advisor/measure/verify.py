@@ -7,10 +7,11 @@ warm-ups. One traced run per side gives the trace2 phase breakdown.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from git_tune import git
 from git_tune.advisor.keys import registry
+from git_tune.advisor.write import journal
 from git_tune.advisor.measure import coldcache, gitbench, hostload
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
@@ -65,6 +66,20 @@ class VerifyReport:
         if stats.SLOWER in verdicts:
             return stats.SLOWER
         return stats.FASTER if stats.FASTER in verdicts else stats.NO_CHANGE
+
+
+def values_to_verify(assignments: Sequence[str] = ()) -> Dict[str, str]:
+    """The values `verify` times: those given (KEY=VALUE), else every value git-tune has
+    applied; a usage error where there are none."""
+    if assignments:
+        return dict(catalogue.parse_assignment(item) for item in assignments)
+    after: Dict[str, str] = {}
+    for entry in journal.applied():
+        after.update(entry.settings)
+    if not after:
+        raise UsageError("git-tune has applied nothing to verify; run `git-tune auto` or "
+                         "pass --set KEY=VALUE")
+    return after
 
 
 def defaults_for(keys) -> Dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 from git_tune.advisor.keys import registry
 from git_tune.advisor.write import configwrite, journal, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError
+from git_tune.errors import ConfigWriteError, UsageError
 
 
 @dataclass(frozen=True)
@@ -141,3 +141,18 @@ def revert(scope: Scope) -> RevertResult:
         msg += "; " + "; ".join(stopped)
     return RevertResult(asdict(scope), tuple(restored), removed_from, msg, tuple(stopped),
                         kept)
+
+
+def target(scope_spec: Optional[str], repo: Optional[str]) -> Optional[Scope]:
+    """The scope `git-tune revert` reverts: the one named, or the only one git-tune wrote
+    (None: it wrote none); naming none where it wrote to several is a usage error."""
+    from git_tune.probes import repo as repo_probe
+    if scope_spec is not None:
+        return scopes.resolve(scope_spec, repo_probe.locate(repo))
+    written = journal.applied()
+    if not written:
+        return None
+    if len(written) != 1:
+        raise UsageError(f"git-tune wrote to {len(written)} scopes ("
+                         + ", ".join(w.scope.name for w in written) + "); say which with --scope")
+    return written[0].scope
