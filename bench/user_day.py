@@ -17,7 +17,7 @@ injects a deliberately slower candidate (1 worker where more were written) and r
 after how many commands it was abandoned and what it cost the user meanwhile.
 
     python3 bench/user_day.py [--tiny] [--beds latfs-nfs] [--sizes 20000]
-                              [--reuse-grid] [--max-rounds 400]
+                              [--reuse-grid] [--max-rounds 400] [--statuses 3]
 """
 import json
 import os
@@ -87,10 +87,10 @@ class Day:
         self.rounds += 1
 
 
-def run_day(repo: str, candidate: str, max_rounds: int) -> dict:
+def run_day(repo: str, candidate: str, max_rounds: int, statuses: int = 3) -> dict:
     from git_tune.advisor.agent import experiment, store, switch
     exp = experiment.start("global", "checkout.workers", candidate, repo)
-    day, t0 = Day(repo), time.monotonic()
+    day, t0 = Day(repo, statuses), time.monotonic()
     decision = None
     while decision is None and day.rounds < max_rounds:
         day.round()
@@ -173,9 +173,9 @@ def bed_rows(kind: str, files: int, args) -> list:
         from git_tune.advisor.agent import collector
         collector.stop()
         try:
-            settle = run_day(repo, candidate_for(auto, repo), args.max_rounds)
-            slower = (run_day(repo, "1", args.max_rounds) if approved and approved != "1"
-                      else None)
+            settle = run_day(repo, candidate_for(auto, repo), args.max_rounds, args.statuses)
+            slower = (run_day(repo, "1", args.max_rounds, args.statuses)
+                      if approved and approved != "1" else None)
         finally:
             sh("git-tune", "agent", "disable", check=False)
             shutil.rmtree(home, ignore_errors=True)
@@ -214,6 +214,8 @@ def main():
     p.add_argument("--sizes", nargs="+", type=int)
     p.add_argument("--reuse-grid", action="store_true")
     p.add_argument("--max-rounds", type=int, default=400)
+    p.add_argument("--statuses", type=int, default=3,
+                   help="git status runs per round, at the prompt (each round: one switch)")
     args = p.parse_args()
     sizes = args.sizes or ([300] if args.tiny else [20000])
     beds = ["disk"] if args.tiny else args.beds
