@@ -446,7 +446,8 @@ def revert(repo, scope, as_json):
 
 @cli.group()
 def agent():
-    """Watch what your own git commands cost (trace2), and the rehash storms."""
+    """Watch what your own git commands cost (trace2), the rehash storms, and keep tuning
+    on them: drift re-tuned when idle, experiments on your own commands."""
 
 
 @agent.command("enable")
@@ -515,8 +516,16 @@ def agent_retune(budget, as_json):
 @click.option("--stop", is_flag=True, help="End the running experiment; the values as before.")
 @json_option
 def agent_experiment(assignment, repo, scope, stop, as_json):
-    """Compare a value with the one in force on your own commands, in alternating slots
-    (only keys that change nothing but speed); the winner stays, else yours."""
+    """Try a value on your own commands against the one in force.
+
+    \b
+    The two alternate in slots of 5 commands the key affects; the candidate stays only
+    when faster beyond noise, and is dropped at once when a command fails under it.
+    Only keys that change nothing but speed. Examples:
+      git-tune agent experiment checkout.workers=8 --repo ~/src/big
+      git-tune agent status              how far it is
+      git-tune agent experiment --stop   the values as before it, byte for byte
+    """
     from git_tune.advisor.agent import experiment
     if stop:
         emit({"stopped": experiment.stop()}, as_json,
@@ -537,7 +546,7 @@ def agent_experiment(assignment, repo, scope, stop, as_json):
 @agent.command("log")
 @json_option
 def agent_log(as_json):
-    """Every re-tune the agent made, with its reasons and evidence."""
+    """Every re-tune and experiment of the agent's, with its reasons and evidence."""
     from git_tune.advisor.agent import retune
     from git_tune.views import agent_log_view
     emit({"retunes": retune.log()}, as_json, agent_log_view, "agent-log")
