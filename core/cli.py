@@ -519,9 +519,10 @@ def agent_experiment(assignment, repo, scope, stop, as_json):
     """Try a value on your own commands against the one in force.
 
     \b
-    The two alternate in slots of 5 commands the key affects; the candidate stays only
-    when faster beyond noise, and is dropped at once when a command fails under it.
-    Only keys that change nothing but speed. Examples:
+    The two alternate in slots of 5 commands the key affects; the
+    candidate stays only when faster beyond noise, and is dropped at
+    once when a command fails under it. Only keys that change nothing
+    but speed. Examples:
       git-tune agent experiment checkout.workers=8 --repo ~/src/big
       git-tune agent status              how far it is
       git-tune agent experiment --stop   the values as before it, byte for byte
