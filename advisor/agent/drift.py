@@ -29,11 +29,7 @@ class Drift:
     measured_with: str             # the git version of the measurement
     running: Optional[str]         # the git version the user's commands run now
     reasons: Tuple[str, ...]
-
-    @property
-    def edited(self) -> bool:
-        """Someone changed git-tune's values by hand: then they are left alone."""
-        return any("changed outside git-tune" in r for r in self.reasons)
+    edited: bool                   # someone changed git-tune's values by hand: left alone
 
 
 def _version(text: str) -> Optional[str]:
@@ -64,7 +60,7 @@ def detect(records: Sequence[Command], entries: Optional[List[journal.Applied]] 
         reasons = show.stale_reasons(entry, running, MAX_AGE_DAYS)
         if reasons:
             out.append(Drift(show.scope_spec(entry.scope), entry.repo, entry.git_version,
-                             running, tuple(reasons)))
+                             running, tuple(reasons), show.edited_outside(entry)))
     return out
 
 

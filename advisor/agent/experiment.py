@@ -96,15 +96,9 @@ def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
     return tuple(sorted({a.split()[0] for a in key.affects}))
 
 
-def _entry(scope: str) -> Optional[journal.Applied]:
-    """What git-tune wrote to the scope, None where it wrote nothing (a calibration
-    that decided nothing there)."""
-    return next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
-
-
 def _write(exp: Experiment, arm: str) -> None:
     """The scope's values with the key at the arm's value, through configwrite."""
-    entry = _entry(exp.scope)
+    entry = show.applied_to(exp.scope)
     settings = dict(entry.settings) if entry else {}
     value = exp.value(arm)
     if value is None:
@@ -153,7 +147,7 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
     candidate = key.validate(candidate)
     if load() is not None:
         raise UsageError("an experiment is running already (git-tune agent experiment stop)")
-    entry = _entry(scope)
+    entry = show.applied_to(scope)
     repo = entry.repo if entry and entry.repo else (repo_probe.locate(repo).worktree
                                                     if repo and repo_probe.locate(repo)
                                                     else None)
@@ -260,7 +254,7 @@ def _restore(exp: Experiment) -> None:
     """The include file and git-tune's record as they were before the experiment, byte
     for byte, under git-tune's state lock; where git-tune had written nothing there
     before it, its writes reverted (revert gives back the files' bytes from before)."""
-    entry = _entry(exp.scope)
+    entry = show.applied_to(exp.scope)
     if exp.entry is None:
         if entry is not None:
             revert.revert(entry.scope)
@@ -288,9 +282,8 @@ def _step(records: Sequence[Command]) -> Optional[dict]:
     exp = load()
     if exp is None:
         return None
-    entry = _entry(exp.scope)
-    if entry is not None and any("changed outside git-tune" in r for r in
-                                 show.stale_reasons(entry, None, float("inf"))):
+    entry = show.applied_to(exp.scope)
+    if entry is not None and show.edited_outside(entry):
         _save(None)
         _log(exp, "stopped", "the values were edited by hand: left alone")
         return {"stopped": "edited by hand"}

@@ -18,7 +18,7 @@ from git_tune.advisor.agent import drift as drift_mod, store
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, journal, safefile, show
+from git_tune.advisor.write import configwrite, safefile, show
 from git_tune.models import catalogue
 
 LOG = "retune.jsonl"
@@ -83,14 +83,10 @@ def unattended(recommended: Dict[str, str], approved: Dict[str, str]
     return settings, asks
 
 
-def _entry_for(scope: str) -> Optional[journal.Applied]:
-    return next((e for e in journal.applied() if show.scope_spec(e.scope) == scope), None)
-
-
 def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     """Calibrate the drifting write's repository again and re-apply what the bounds
     allow; the log entry it made."""
-    entry = _entry_for(d.scope)
+    entry = show.applied_to(d.scope)
     base = {"time": time.time(), "scope": d.scope, "repo": d.repo, "running": d.running,
             "reasons": list(d.reasons)}
     if entry is None or d.edited or not entry.repo or not os.path.isdir(entry.repo):

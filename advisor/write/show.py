@@ -77,19 +77,30 @@ def scope_spec(scope: scopes.Scope) -> str:
     return scope.name if scope.name != "file" else "file:" + scope.include_file
 
 
+def applied_to(spec: str) -> Optional[journal.Applied]:
+    """What git-tune wrote to the scope `spec` names (as --scope takes it), or None."""
+    return next((e for e in journal.applied() if scope_spec(e.scope) == spec), None)
+
+
+def edited_outside(entry: journal.Applied) -> bool:
+    """Whether the include file no longer holds what git-tune wrote there (someone edited
+    it, or it cannot be read); an interrupted write is not counted as an edit."""
+    try:
+        actual = configwrite.read_include(entry.scope.include_file)
+    except Exception:   # a damaged include file is itself the finding
+        return not entry.pending
+    return not entry.pending and actual != entry.settings
+
+
 def stale_reasons(entry: journal.Applied, now_git: Optional[str], max_age_days: float
                   ) -> List[str]:
     """Why a write's measurement no longer holds (none: it does); now_git: the git
     version in use now (the agent passes the one the user's commands ran)."""
     scope = entry.scope
     stale = []
-    try:
-        actual = configwrite.read_include(scope.include_file)
-    except Exception as e:  # a damaged include file is itself the finding
-        actual = {"<unreadable>": str(e)}
     if entry.pending:
         stale.append("a git-tune write here was interrupted (killed) before it finished")
-    elif actual != entry.settings:
+    elif edited_outside(entry):
         stale.append(f"{scope.include_file} was changed outside git-tune")
     if scope.config_file and scope.include_file not in scopes.include_paths(scope):
         stale.append(f"{scope.config_file} no longer includes it")
