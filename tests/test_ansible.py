@@ -17,10 +17,12 @@ pytestmark = pytest.mark.skipif(not shutil.which("ansible-playbook"),
                                 reason="ansible-core is not installed")
 
 
-def play(tmp_path, profile, *flags):
+def play(tmp_path, profile, *flags, **variables):
+    """The playbook against localhost with this profile ("" for none) and any other role
+    variables: its output and how many tasks changed."""
     extra = {"git_tune_install": "none", "git_tune_profile": profile,
              "git_tune_command": [sys.executable, "-m", "git_tune"],
-             "ansible_python_interpreter": sys.executable}
+             "ansible_python_interpreter": sys.executable, **variables}
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
                ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_STDOUT_CALLBACK="default")
     proc = subprocess.run(["ansible-playbook", "-c", "local", "-i", "localhost,", PLAYBOOK,
@@ -105,17 +107,7 @@ def test_role_enables_the_agent_once_and_honours_check_mode(isolated_git, monkey
     routed = lambda: git_get("trace2.eventtarget") is not None  # noqa: E731
 
     def agent_play(*flags):
-        extra = {"git_tune_install": "none", "git_tune_agent": True,
-                 "git_tune_command": [sys.executable, "-m", "git_tune"],
-                 "ansible_python_interpreter": sys.executable}
-        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "t"),
-                   ANSIBLE_REMOTE_TEMP=str(tmp_path / "t"), ANSIBLE_STDOUT_CALLBACK="default")
-        proc = subprocess.run(["ansible-playbook", "-c", "local", "-i", "localhost,", PLAYBOOK,
-                               "-e", json.dumps(extra), *flags], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return int(proc.stdout[proc.stdout.rindex("PLAY RECAP"):].split("changed=")[1].split()[0])
+        return play(tmp_path, "", *flags, git_tune_agent=True)[1]
 
     try:
         assert agent_play("--check") == 1 and not routed()

@@ -265,20 +265,27 @@ def _git_tune(*args, env):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
+def _plugin_key(tmp_path, small_repo, module_name: str, module_text: str, toml_text: str):
+    """A key added as a user would: one module in a package of its own on PYTHONPATH and
+    its catalogue entry through GIT_TUNE_KEYS; a copy of the repository to tune. (the
+    repository, the environment git-tune runs in, the repository's config bytes)"""
     package = tmp_path / "plugins" / "toykeys"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "knob.py").write_text(textwrap.dedent(TOY_MODULE))
+    (package / f"{module_name}.py").write_text(textwrap.dedent(module_text))
     catalogue_file = tmp_path / "toy.toml"
-    catalogue_file.write_text(TOY_TOML)
+    catalogue_file.write_text(toml_text)
     repo = tmp_path / "r"
     subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
-    config_before = (repo / ".git" / "config").read_bytes()
     env = dict(os.environ, GIT_TUNE_KEYS=str(catalogue_file),
                PYTHONPATH=os.pathsep.join([str(tmp_path / "plugins"),
                                            os.environ.get("PYTHONPATH", "")]),
                GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"))
+    return repo, env, (repo / ".git" / "config").read_bytes()
+
+
+def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
+    repo, env, config_before = _plugin_key(tmp_path, small_repo, "knob", TOY_MODULE, TOY_TOML)
 
     # The toy trial runs first (TRIAL_RANK 0), so a loaded machine's slower real keys cannot
     # leave it out of the budget; a key the budget cannot reach stays at Git's default.
@@ -462,19 +469,8 @@ def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entr
     module and one catalogue entry (its [workload] table weighs it per profile) are all
     it takes for the key to be trialled on it, recommended, written, shown, verified on
     it and reverted."""
-    package = tmp_path / "plugins" / "toykeys"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "delta.py").write_text(textwrap.dedent(WORKLOAD_MODULE))
-    catalogue_file = tmp_path / "toy.toml"
-    catalogue_file.write_text(WORKLOAD_TOML)
-    repo = tmp_path / "r"
-    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
-    config_before = (repo / ".git" / "config").read_bytes()
-    env = dict(os.environ, GIT_TUNE_KEYS=str(catalogue_file),
-               PYTHONPATH=os.pathsep.join([str(tmp_path / "plugins"),
-                                           os.environ.get("PYTHONPATH", "")]),
-               GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"))
+    repo, env, config_before = _plugin_key(tmp_path, small_repo, "delta", WORKLOAD_MODULE,
+                                           WORKLOAD_TOML)
     auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "25",
                      "--yes", "--json", env=env)
     assert auto.returncode == 0, auto.stderr
