@@ -94,18 +94,22 @@ PARTS = ("trial", "stakes", "decide", "verify_workloads", "index_shape", "rewrit
 
 
 class ModuleTuner(Tuner):
-    """The module-level functions of a module without TUNERS (a plug-in's toy key): each
-    part the module defines stands, as an instance attribute, in place of Tuner's."""
+    """The module-level functions of a module without TUNERS (a plug-in's toy key), looked
+    up at each call, so a function the module replaces later is the one called."""
 
     def __init__(self, module: ModuleType):
+        self.module = module
         self.rank = getattr(module, "TRIAL_RANK", 1)
-        for part in PARTS:
-            fn = getattr(module, part, None)
-            if callable(fn):
-                setattr(self, part, fn)
 
     def has(self, part: str) -> bool:
-        return part in vars(self)
+        return callable(getattr(self.module, part, None))
+
+    def __getattribute__(self, name: str):
+        if name in PARTS:
+            fn = getattr(object.__getattribute__(self, "module"), name, None)
+            if callable(fn):
+                return fn
+        return object.__getattribute__(self, name)
 
 
 @dataclass(frozen=True)
