@@ -42,8 +42,13 @@ WHOLE_TREE_LIMIT = 3 * 3600
 
 def timed_calibration(repo: str, budget: float):
     t0 = time.monotonic()
-    record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget),
-                           store=False)
+    report = cal.probe_repository(repo, budget)
+    # Where the budget went: the probe's own timings, then each phase's end (the budget's
+    # ticks), in seconds from the probe's start.
+    phases = [(f"probe {k}", round(v, 2)) for k, v in report.timings.items()]
+    record = cal.calibrate(report, Options(budget=budget), store=False,
+                           progress=lambda phase, _: phases.append(
+                               (phase, round(time.monotonic() - t0, 2))))
     wall = time.monotonic() - t0
     settings = recommend(record).settings()
     # A key is decided when its main comparison ran its full runs, stopped clearly apart
@@ -52,7 +57,7 @@ def timed_calibration(repo: str, budget: float):
                      and (t.main.stopped == STOPPED_SLOWER
                           or stats.conclusive(t.main.times_default, t.main.times_candidate)))
     kept = sorted(k for k, t in record.trials.items() if t.why_not_run)
-    return wall, decided, kept, dict(record.unfinished), settings
+    return wall, decided, kept, dict(record.unfinished), settings, phases, record.notes
 
 
 class Quality:
@@ -145,12 +150,14 @@ def main():
                                        1 if args.tiny else args.repeat or 2)
                                if args.quality or args.tiny else None)
                     for budget in budgets:
-                        wall, decided, kept, unfinished, values = timed_calibration(repo, budget)
+                        wall, decided, kept, unfinished, values, phases, said = \
+                            timed_calibration(repo, budget)
                         short = [s for s in unfinished.values() if s is not None]
                         q = quality.of(values) if quality else None
                         data[kind][f"{files}|{budget:g}"] = {
                             "wall": wall, "decided": decided, "kept_by_prediction": kept,
-                            "unfinished": unfinished, "values": values, "quality": q}
+                            "unfinished": unfinished, "values": values, "quality": q,
+                            "phases": phases, "notes": list(said)}
                         rows.append((kind, files, f"{budget:g} s", f"{wall:.1f} s",
                                      f"{wall / budget:.2f}" + ("" if wall <= PROMISE * budget
                                                                else " OVER"),

@@ -38,3 +38,50 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         status = git(part.worktree, "status", "--porcelain", "-uno").stdout.splitlines()
         assert len(status) == 120 and all(line.startswith("A  ") for line in status), status
     assert seen[300] == seen[3000] == (120, 120, 120), seen
+
+
+def _part_calibration(engine_seconds, cores, part_times):
+    """A recorded calibration whose workers trial ran on a 48-entry part (at most 6
+    workers timed there) and whose engine sweep measured these seconds per thread count."""
+    from dataclasses import asdict
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure.record import Calibration, Sweep, Trial, comparison
+    from git_tune.advisor.measure.sweep import Evaluation
+    with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
+                           "latfs-v1.json")) as f:
+        recorded = Calibration.from_json(json.load(f)["calibration"])
+    evals = tuple(Evaluation({checkout.WORKERS: w}, t) for w, t in engine_seconds.items()
+                  for _ in range(3))
+    sweep = Sweep("grid", (), evals, {checkout.WORKERS: min(engine_seconds,
+                                                            key=engine_seconds.get)},
+                  min(engine_seconds.values()), 3, 1.0, "done",
+                  asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
+    default, six = part_times
+    trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
+                                                default, six, files=48),),
+                  {"next_status": True, "part": 48, "entries": 20000})
+    return Calibration(**{**recorded.__dict__, "sweeps": {"checkout": sweep},
+                          "trials": {checkout.WORKERS: trial}})
+
+
+def test_the_engine_ranking_chooses_above_the_parts_cap_only_where_it_can_be_trusted():
+    """#30: a 48-entry part times at most 6 workers. Where real git showed 6 faster beyond
+    noise and the engine's writes waited on the storage (its pick more than the cores
+    faster than one thread), the engine's pick is set, and said to be extrapolated; on a
+    CPU-bound engine curve, or where real git showed no gain on the part, it is not."""
+    from git_tune.advisor.decide import advice
+    from git_tune.advisor.keys import checkout
+    from git_tune.models import catalogue, workloads
+    key, weights = catalogue.lookup(checkout.WORKERS), workloads.weights("mixed")
+    storage = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}    # latency hidden
+    faster = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.52, 0.53, 0.51, 0.52, 0.52])
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster), weights)
+    assert (w, a.status, a.value) == (8, advice.SET, "8"), a.reason
+    assert "extrapolated" in a.reason and a.evidence["extrapolated_from"] == 6
+    # As many cores as the engine's speedup: the curve may be the CPU's; 6 stands.
+    w, a = checkout.chosen(key, _part_calibration(storage, 8, faster), weights)
+    assert (w, a.value) == (6, "6") and "extrapolated" not in a.reason
+    # No gain on the part: Git's default stands, whatever the engine says.
+    level = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.71, 0.70, 0.72, 0.70, 0.71])
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, level), weights)
+    assert a.status != advice.SET and "extrapolated" not in a.reason
