@@ -30,7 +30,7 @@ from part_fidelity import COUNTS, grid
 
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
-from git_tune.advisor.measure.bench import STOPPED_SLOWER
+from git_tune.advisor.measure.ab import STOPPED_SLOWER
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
 
@@ -138,7 +138,7 @@ def main():
     rows, data, notes = [], {}, []
     for kind in beds:
         try:
-            with storage(kind, bed_latency(args.tiny), size_mb=4096) as mnt:
+            with storage(kind, bed_latency(args.tiny), size_mb=8192) as mnt:
                 data[kind] = {}
                 for files in sizes:
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")

@@ -10,7 +10,6 @@ import click
 
 from git_tune import __version__
 from git_tune.advisor.measure import search
-from git_tune.advisor.measure.verify import ALL_WORKLOADS as VERIFY_WORKLOADS
 from git_tune.errors import GitTuneError, Interrupted, WouldChange
 from git_tune.output import emit
 
@@ -30,6 +29,11 @@ def repo_option(f):
 def scope_option(default="global"):
     return click.option("--scope", default=default, show_default=True,
                         help="Where to write: global, system, local or file:PATH.")
+
+
+def _verifiable():
+    from git_tune.models import workloads
+    return workloads.verified()
 
 
 def workload_option(f):
@@ -378,7 +382,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
 @runs_option
 @click.option("--cold", is_flag=True, help="Drop caches before every run (root), or say why not.")
 @click.option("--workload", "workloads", multiple=True,
-              type=click.Choice(VERIFY_WORKLOADS),
+              type=click.Choice(_verifiable()),
               help="Only these workloads (default: all).")
 @click.option("--set", "candidate", multiple=True, metavar="KEY=VALUE",
               help="Time these values instead of the ones in force.")

@@ -20,8 +20,9 @@ from git_tune.probes import report, storage
 from git_tune.advisor.decide import advice
 from git_tune.advisor.decide.recommend import decide_measured
 from git_tune.advisor.measure import budget as plan
-from git_tune.advisor.measure.bench import (Bench, Budget, EARLY_RUNS, OutOfBudget,
-                                            STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER)
+from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, STOPPED_FASTER,
+                                         STOPPED_SLOWER, OutOfBudget)
+from git_tune.advisor.measure.bench import Bench, Budget
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats

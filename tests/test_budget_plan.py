@@ -10,7 +10,8 @@ import pytest
 
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench
-from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget
+from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options, Trial
 from git_tune.models import catalogue, stats
 

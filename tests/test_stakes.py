@@ -75,7 +75,8 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
     as for one four times that size."""
     from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure import calibrate, gitbench
-    from git_tune.advisor.measure.bench import Bench, Budget, OutOfBudget
+    from git_tune.advisor.measure.ab import OutOfBudget
+    from git_tune.advisor.measure.bench import Bench, Budget
     from git_tune.advisor.measure.record import Options
     from git_tune.probes import repo as repo_probe
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))

@@ -26,7 +26,8 @@ from typing import List, Optional, Sequence, Tuple
 from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
 from git_tune.advisor.measure import calibrate as cal
-from git_tune.advisor.measure.bench import EARLY_RUNS
+from git_tune.advisor.measure import ab
+from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
 from git_tune.errors import UsageError
 from git_tune.models import catalogue, stats
@@ -179,7 +180,7 @@ def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
     record = cal.load_fresh(cal.probe_repository(repo))
     trial = record.trials.get(key) if record else None
     for c in trial.comparisons if trial else ():
-        if c.candidate.get(key) == value and (c.fails == "candidate" or (
+        if c.candidate.get(key) == value and (c.fails == FAILS_CANDIDATE or (
                 c.estimate is not None and c.estimate.verdict == stats.SLOWER)):
             return c.workload
     return None
@@ -220,14 +221,26 @@ def pairs(exp: Experiment) -> Tuple[List[float], List[float]]:
     return a, b
 
 
-def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
-    """(the arm kept, why) once the pairs decide, else None."""
+def comparison_of(exp: Experiment) -> Comparison:
+    """The pairs so far as calibration's comparison record: the value in force as the
+    "default" side, the candidate as the other, the commands it watches as the workload."""
     a, b = pairs(exp)
-    if len(b) >= EARLY_RUNS and stats.clearly_apart(b, a, EARLY_RUNS):
+    return comparison(",".join(exp.classes) or "git", {exp.key: exp.approved or ""},
+                      {exp.key: exp.candidate}, a, b, stopped=ab.stopped(a, b))
+
+
+def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
+    """(the arm kept, why) once the pairs decide, else None: calibration's rule for
+    stopping early (ab.stopped), then its statistics on MIN_RUNS pairs or more."""
+    a, b = pairs(exp)
+    why = ab.stopped(a, b)
+    if why == ab.STOPPED_SLOWER:
         return APPROVED, f"the candidate was clearly slower in {len(b)} pairs of slots"
+    if why == ab.STOPPED_FASTER:
+        return CANDIDATE, f"clearly faster in {len(b)} pairs of slots"
     if len(b) < stats.MIN_RUNS:
         return None
-    est = stats.compare(a, b)
+    est = comparison_of(exp).estimate
     if est.verdict == stats.FASTER:
         return CANDIDATE, f"faster beyond noise: {1 / est.ratio:.2f}x over {len(b)} pairs"
     if est.verdict == stats.SLOWER:
@@ -246,7 +259,8 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
         _save(None)
     a, b = pairs(exp)
     _log(exp, "decided", f"kept {exp.key}={exp.value(keep) or 'Git default'}: {why}",
-         kept=keep, value=exp.value(keep), approved_costs=a, candidate_costs=b)
+         kept=keep, value=exp.value(keep), approved_costs=a, candidate_costs=b,
+         **({"comparison": asdict(comparison_of(exp))} if min(len(a), len(b)) >= 2 else {}))
     return {"decided": keep, "why": why, "value": exp.value(keep)}
 
 

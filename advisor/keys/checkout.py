@@ -17,7 +17,8 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
-from git_tune.advisor.measure.bench import STOPPED_SLOWER, Bench, OutOfBudget
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget
+from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, engine_measure,
@@ -746,9 +747,6 @@ class Workers(registry.Tuner):
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return _decide_workers(key, cal, weights)
 
-    def verify_workloads(self, key):
-        return ("switch",)
-
 
 class Threshold(registry.Tuner):
     """checkout.thresholdForParallelism: batches around Git's threshold; at stake, a
@@ -762,9 +760,6 @@ class Threshold(registry.Tuner):
 
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return _decide_threshold(key, cal, weights)
-
-    def verify_workloads(self, key):
-        return ("switch",)
 
     def upgrade_v1(self, key, validation: dict) -> Optional[Trial]:
         return _upgrade_threshold_v1(validation)

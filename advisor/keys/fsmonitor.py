@@ -107,9 +107,6 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           suffix="; one daemon per repository, started by its next git command")
 
 
-def verify_workloads(key):
-    return ("status", "untracked")
-
 
 def after_revert(key, value: str):
     """The daemons the reverted value started, in repositories that no longer ask for one

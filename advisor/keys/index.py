@@ -179,9 +179,6 @@ class Threads(registry.Tuner):
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return _decide_threads(key, cal, weights)
 
-    def verify_workloads(self, key):
-        return ("index",)
-
     def index_shape(self, key, value: str) -> IndexShape:
         return _threads_shape(value)
 
@@ -199,9 +196,6 @@ class Version(registry.Tuner):
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return _decide_version(key, cal, weights)
 
-    def verify_workloads(self, key):
-        return ("index", "status")
-
     def index_shape(self, key, value: str) -> IndexShape:
         return _version_shape(value)
 
@@ -218,9 +212,6 @@ class ManyFiles(registry.Tuner):
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
                                    "which git-tune sets one by one where measured")
-
-    def verify_workloads(self, key):
-        return ("index",)
 
 
 TUNERS = {THREADS: Threads(), VERSION: Version(), MANY_FILES: ManyFiles()}

@@ -15,7 +15,8 @@ from git_tune import git
 from git_tune.errors import GitError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import budget as plan, gitbench
-from git_tune.advisor.measure.bench import Bench, OutOfBudget
+from git_tune.advisor.measure.ab import OutOfBudget
+from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.probes import repo as repo_probe
 

@@ -264,6 +264,3 @@ def findings(cal: Calibration) -> List[str]:
             f"{counted(f.git_threads, 'thread')} ({took(f.git_default)}), one thread: "
             f"{took(f.single_thread)}. Git has no key for the thread count."]
 
-
-def verify_workloads(key):
-    return ("status",)

@@ -27,10 +27,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.errors import UsageError
-from git_tune.models import catalogue
+from git_tune.models import catalogue, workloads
 from git_tune.models.catalogue import Key
-
-DEFAULT_VERIFY = ("status",)
 
 
 class Tuner:
@@ -57,7 +55,9 @@ class Tuner:
         return None
 
     def verify_workloads(self, key: Key) -> Tuple[str, ...]:
-        return DEFAULT_VERIFY
+        """The workloads `verify` times for the key: by default those whose git commands
+        its `affects` names (models/workloads.toml)."""
+        return workloads.showing([key.name])
 
     def index_shape(self, key: Key, value: str) -> IndexShape:
         return IndexShape()

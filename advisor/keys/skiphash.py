@@ -51,6 +51,3 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           {"write": "writing the index (git update-index --force-write-index)"},
                           {"entries": t.facts.get("entries")}, suffix=COMPAT)
 
-
-def verify_workloads(key):
-    return ("write",)

@@ -66,7 +66,7 @@ class StatKey(registry.Tuner):
             return Trial.not_run(key.name, f"the fields that differ ({', '.join(fields)}) "
                                  "are for the other stat-data key", fields=list(fields))
         default, candidate = {key.name: key.default}, {key.name: self.value}
-        run = gitbench.ON_INDEX["status"][1]
+        run = gitbench.ON_INDEX["status"]
         copies = (bench.ws.index_copy("stat-default"), bench.ws.index_copy("stat-candidate"))
         run_default, run_candidate = (run(bench.repo, index) for index in copies)
         c = bench.ab("status", default, candidate, lambda: run_default(default),
@@ -81,9 +81,6 @@ class StatKey(registry.Tuner):
                               {"fields": t.facts.get("fields")},
                               suffix=f"; the index's {', '.join(t.facts.get('fields') or [])} "
                               "never matched the files")
-
-    def verify_workloads(self, key):
-        return ("status",)
 
 
 TUNERS = {"core.trustctime": StatKey("false", frozenset({"ctime"})),

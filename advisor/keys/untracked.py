@@ -55,7 +55,7 @@ WHAT = {"untracked": "git status with untracked files", "status": "git status -u
 def _ab(bench: Bench, workload: str, copies) -> Comparison:
     """`workload` on the index copy without the cache against the one with it."""
     off, on = {KEY: "false"}, {KEY: "true"}
-    make = gitbench.ON_INDEX[workload][1]
+    make = gitbench.ON_INDEX[workload]
     run_off, run_on = (make(bench.repo, index) for index in copies)
     return bench.ab(workload, off, on, lambda: run_off(off), lambda: run_on(on))
 
@@ -67,6 +67,3 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     return advice.weighed(key, t, weights, "true", WHAT, {"fs_test": t.facts.get("fs_test")},
                           suffix="; bypassed by `git status -uall`")
 
-
-def verify_workloads(key):
-    return ("untracked", *COSTS)

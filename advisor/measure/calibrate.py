@@ -15,7 +15,8 @@ from typing import Optional, Sequence
 from git_tune import __version__
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import budget as plan, gitbench, hostload, search, settle
-from git_tune.advisor.measure.bench import Bench, OutOfBudget
+from git_tune.advisor.measure.ab import OutOfBudget
+from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.budget import Budget, Progress
 from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
                                              RecordUnreadable, Repository, SCHEMA_VERSION,

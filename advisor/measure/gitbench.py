@@ -464,9 +464,11 @@ def index_load(repo: RepoLayout, index_file: str):
 
 # The workloads timed on an index copy: name -> (the command, as reports name it, and
 # its runner for the user's repository and an index file). Trials and `verify` share them.
+# The runners of the workloads timed on an index copy (models/workloads.toml names them
+# and their commands).
 ON_INDEX = {
-    "status": ("git status -uno", lambda repo, index: status(repo, index, untracked=False)),
-    "untracked": ("git status", lambda repo, index: status(repo, index, untracked=True)),
-    "index": ("git ls-files", index_load),
-    "write": ("git update-index --force-write-index", index_write),
+    "status": lambda repo, index: status(repo, index, untracked=False),
+    "untracked": lambda repo, index: status(repo, index, untracked=True),
+    "index": index_load,
+    "write": index_write,
 }

@@ -12,7 +12,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from git_tune import git
 from git_tune.advisor.keys import registry
 from git_tune.advisor.write import journal
-from git_tune.advisor.measure import coldcache, gitbench, hostload
+from git_tune.advisor.measure import ab, coldcache, gitbench, hostload
+from git_tune.advisor.measure.record import FAILS_CANDIDATE, FAILS_DEFAULT, Comparison
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue, stats, workloads as workloads_model
@@ -21,26 +22,45 @@ from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
-ALL_WORKLOADS = ("status", "untracked", "diff", "index", "write", "switch")
 
 
 def all_workloads() -> Tuple[str, ...]:
-    """The built-in workloads and those keys bring with them (their [workload] table)."""
-    return ALL_WORKLOADS + tuple(w.name for w in workloads_model.keys_workloads()
-                                 if w.name not in ALL_WORKLOADS)
+    """The workloads verify can time (models/workloads.toml's, and those keys bring)."""
+    return workloads_model.verified()
+
+
+# The sides of a comparison as verify's report names them.
+SIDE = {FAILS_DEFAULT: "before", FAILS_CANDIDATE: "after"}
 
 
 @dataclass(frozen=True)
 class WorkloadResult:
+    """One workload timed before and after: the comparison record calibration keeps
+    (Git's defaults as the "default" side, the values verified as the candidate), with
+    the command and one traced run a side."""
     name: str
     command: str
-    times_before: Tuple[float, ...]
-    times_after: Tuple[float, ...]
-    estimate: Optional[stats.RatioEstimate]   # None: git failed on one side
+    comparison: Comparison
     phases_before: Dict[str, float]
     phases_after: Dict[str, float]
-    fails: str = ""           # "" | "before" | "after": the side where git failed
-    error: str = ""
+
+    @property
+    def estimate(self) -> Optional[stats.RatioEstimate]:
+        return self.comparison.estimate    # None: git failed on one side
+
+    @property
+    def fails(self) -> str:
+        """"" | "before" | "after": the side where git failed."""
+        return SIDE.get(self.comparison.fails, "")
+
+    def to_dict(self) -> dict:
+        """The report's stable JSON (schema 1): the sides named before and after."""
+        c = self.comparison
+        return {"name": self.name, "command": self.command,
+                "times_before": list(c.times_default), "times_after": list(c.times_candidate),
+                "estimate": asdict(c.estimate) if c.estimate else None,
+                "phases_before": self.phases_before, "phases_after": self.phases_after,
+                "fails": self.fails, "error": c.error}
 
 
 @dataclass(frozen=True)
@@ -56,7 +76,7 @@ class VerifyReport:
     notes: Tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "workloads": [w.to_dict() for w in self.workloads]}
 
     def verdict(self) -> str:
         # Git failing under git-tune's values is worse than any slowdown; failing only
@@ -131,16 +151,16 @@ class _Switch:
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
             switch: Optional[_Switch]) -> Tuple[str, Callable]:
     index = copies[side]
+    cmd = workloads_model.command(name)
     if name in gitbench.ON_INDEX:
-        cmd, make = gitbench.ON_INDEX[name]
-        return cmd, make(ws.layout, index)
+        return cmd, gitbench.ON_INDEX[name](ws.layout, index)
     if name == "diff":
         # Exit 1 is git's answer "the work tree differs" (an unstaged change, a merge
         # or rebase in progress), not a failure.
-        return "git diff --quiet", gitbench.on_copy(["diff", "--quiet", "--exit-code"],
-                                                    ws.layout, index, ok=(0, 1))
+        return cmd, gitbench.on_copy(["diff", "--quiet", "--exit-code"], ws.layout, index,
+                                     ok=(0, 1))
     if name == "switch":
-        return "git checkout (switch commits)", switch.run
+        return cmd, switch.run
     found = registry.workload_runner(name, ws.layout, index)
     if found is None:
         raise UsageError(f"unknown workload {name}")
@@ -162,24 +182,18 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
             return runners[which](settings[which])
         return run
 
-    errors = {which: gitbench.attempt(side(which)) for which in runners}   # the warm-ups
-    if errors["before"] and errors["after"]:
-        raise GitError(f"{cmd} fails before and after: {errors['after']}")
-    if errors["before"] or errors["after"]:
-        fails = "before" if errors["before"] else "after"
-        works = side("after" if fails == "before" else "before")
-        times = tuple(works() for _ in range(runs))
-        return WorkloadResult(name, cmd, () if fails == "before" else times,
-                              times if fails == "before" else (), None, {}, {}, fails,
-                              errors[fails])
-    ta, tb = gitbench.interleaved(side("before"), side("after"), runs, warmup=0)
+    try:
+        c = ab.run(name, settings["before"], settings["after"], side("before"), side("after"),
+                   ab.Runs(runs, seed, budget=None, stop_early=False, extensions=0))
+    except MeasurementFailed as e:
+        raise GitError(f"{cmd} fails before and after: {e}") from None
     phases = {}
-    for which, fn in runners.items():
-        trace = os.path.join(ws.root, f"trace-{name}-{which}.json")
-        fn(settings[which], trace_file=trace)
-        phases[which] = gitbench.trace_phases(trace)
-    return WorkloadResult(name, cmd, tuple(ta), tuple(tb), stats.compare(ta, tb, seed=seed),
-                          phases["before"], phases["after"])
+    if not c.fails:
+        for which, fn in runners.items():
+            trace = os.path.join(ws.root, f"trace-{name}-{which}.json")
+            fn(settings[which], trace_file=trace)
+            phases[which] = gitbench.trace_phases(trace)
+    return WorkloadResult(name, cmd, c, phases.get("before", {}), phases.get("after", {}))
 
 
 def _layout(repo: Optional[str], located: Optional[repo_probe.RepoLayout]
@@ -209,9 +223,11 @@ def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
 
 def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
            runs: int = stats.MIN_RUNS, cold: bool = False,
-           workloads: Tuple[str, ...] = ALL_WORKLOADS, seed: int = 0,
+           workloads: Optional[Tuple[str, ...]] = None, seed: int = 0,
            layout: Optional[repo_probe.RepoLayout] = None) -> VerifyReport:
-    """`layout`: the repository as the command located it already (else repo's)."""
+    """`layout`: the repository as the command located it already (else repo's);
+    `workloads`: those timed (by default every one verify can time)."""
+    workloads = all_workloads() if workloads is None else workloads
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")

@@ -1,0 +1,221 @@
+"""The one A/B runner: real git, interleaved (ABBA), Git's default against a candidate, into
+the one comparison record (record.Comparison).
+
+Calibration runs it under its budget (the minimum runs priced by a warm-up pair, a
+candidate dropped once clearly slower, more runs for a comparison still within noise);
+`verify` runs it unbounded, every run to the end; the agent's online comparison of the
+user's own commands stops by the same rule (stopped) and keeps the same record.
+"""
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.budget import EXTEND, Budget, now
+from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison,
+                                             comparison, failed_comparison)
+from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.models import stats
+
+# A candidate whose every run is stats.CLEARLY slower than every run of Git's default,
+# after EARLY_RUNS pairs, is dropped: no number of further runs would make it faster.
+# One clearly faster after stats.CLEAR_RUNS pairs has its verdict: a large gain is
+# certain before MIN_RUNS.
+EARLY_RUNS = 2
+STOPPED_SLOWER, STOPPED_FASTER, STOPPED_BUDGET = "clearly slower", "clearly faster", "budget"
+
+Run = Callable[[], float]
+
+
+class OutOfBudget(Exception):
+    """A trial's minimum runs do not fit in the budget left: seconds_short says by how
+    much (at least), None when the budget had ended before the trial could start."""
+
+    def __init__(self, seconds_short: Optional[float]):
+        super().__init__("budget spent" if seconds_short is None else f"{seconds_short:.1f} s short")
+        self.seconds_short = seconds_short
+
+
+@dataclass(frozen=True)
+class Runs:
+    """How a comparison runs. budget None: no budget (verify), each git run under git's
+    usual limit and every pair run; stop_early: a candidate clearly slower is dropped and
+    one clearly faster decided before `runs` pairs; extensions: more rounds of `runs`
+    pairs for a comparison still within noise, while they fit budget.EXTEND of what is
+    left (a noisy disk needs 10-15 runs a side to tell a 20% gain, bench/tuner_quality.py)."""
+
+    runs: int
+    seed: int = 0
+    budget: Optional[Budget] = None
+    stop_early: bool = True
+    extensions: int = 2
+
+    def left(self) -> float:
+        return math.inf if self.budget is None else self.budget.left()
+
+    def within(self, seconds: float):
+        """Every git run inside killed `seconds` from now at the latest (none: no budget)."""
+        return contextlib.nullcontext() if math.isinf(seconds) else gitbench.deadline(seconds)
+
+
+def stopped(times_default, times_candidate, slower: bool = True) -> str:
+    """Why the pairs so far end a comparison early: the candidate clearly slower after
+    EARLY_RUNS pairs (with `slower`), clearly faster after stats.CLEAR_RUNS; else ""."""
+    if slower and stats.clearly_apart(times_candidate, times_default, EARLY_RUNS):
+        return STOPPED_SLOWER
+    if stats.clearly_apart(times_default, times_candidate):
+        return STOPPED_FASTER
+    return ""
+
+
+class _SideFailed(MeasurementFailed):
+    """Git failed on one side of a comparison after its warm-up had worked."""
+
+    def __init__(self, side: str, error: str):
+        super().__init__(error)
+        self.side, self.error = side, error
+
+
+def _side(run: Run, side: str) -> Run:
+    """The run, with a failure named by its side (the deadline is not a failure)."""
+    def tagged() -> float:
+        try:
+            return run()
+        except gitbench.DeadlineReached:
+            raise
+        except MeasurementFailed as e:
+            raise _SideFailed(side, str(e)) from None
+    return tagged
+
+
+def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
+        run_default: Run, run_candidate: Run, how: Runs, *, files: Optional[int] = None,
+        warm_default: Optional[float] = None) -> Comparison:
+    """Real git, interleaved (ABBA): Git's default against the candidate.
+
+    Keeping Git's default needs no proof, changing it does, so under a budget the runs
+    are asymmetric: a candidate clearly slower after EARLY_RUNS pairs is dropped there,
+    and a comparison the budget cannot finish keeps fewer than the minimum runs a side
+    (whose verdict is never "faster"). A warm-up pair prices the runs first: when the
+    minimum does not fit in what is left, OutOfBudget says how many seconds it needed.
+    Git failing on both sides is MeasurementFailed; on one side, the record says which.
+
+    `warm_default`: Git's default has just run this very workload (a pilot), in that
+    many seconds: it stands for the warm-up's default side, whose run would only
+    repeat it (on the NFS-like bed, a second of a 20 s budget)."""
+    error_default, error_candidate, first, second = _warm_up(run_default, run_candidate,
+                                                             warm_default, how)
+    if error_default and error_candidate:
+        raise MeasurementFailed(f"git failed with Git's default and with {candidate}: "
+                                f"{error_default}")
+    if error_default or error_candidate:
+        return _one_side_fails(workload, default, candidate, run_default, run_candidate,
+                               error_default, error_candidate, files, how)
+    pair = first + second
+    # A warm-up that already shows a gain beyond stats.APART may be decided in
+    # CLEAR_RUNS pairs: those must fit. Whether they do decide is the runs' business,
+    # not the warm-up's (one pair is noisier than the median of three: on the NFS-like
+    # bed a 1.52x checkout gain showed 1.33-1.50x in its warm-ups).
+    minimum = stats.CLEAR_RUNS if how.stop_early and first > second * stats.APART else how.runs
+    if pair * minimum > how.left():
+        raise OutOfBudget(pair * minimum - how.left())
+    try:
+        return _timed(workload, default, candidate, _side(run_default, FAILS_DEFAULT),
+                      _side(run_candidate, FAILS_CANDIDATE), files, how, pair)
+    except _SideFailed as e:
+        # It worked in its warm-up and failed later (a pid limit that threads exceed
+        # only when enough of them overlap): failing sometimes is failing.
+        error = f"{e.error} (worked in its warm-up: it fails only sometimes)"
+        return _one_side_fails(workload, default, candidate, run_default, run_candidate,
+                               error if e.side == FAILS_DEFAULT else None,
+                               error if e.side == FAILS_CANDIDATE else None, files, how)
+
+
+def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float], how: Runs):
+    """The warm-up pair: (git's error or None, and seconds) for each side."""
+    left = how.left()
+    if left <= 0:
+        raise OutOfBudget(None)
+    t0 = now()
+    try:
+        # The fewest pairs any verdict needs come after the warm-up, each priced at
+        # it: a warm-up past a quarter of what is left already says "does not fit"
+        # (on the NFS-like bed, status with preload off ran 5 s of a 17 s remainder
+        # to say it).
+        with how.within(left / (stats.CLEAR_RUNS + 1)):
+            error_default = None if warm_default is not None else gitbench.attempt(run_default)
+            t1 = now()
+            error_candidate = gitbench.attempt(run_candidate)
+    except gitbench.DeadlineReached:
+        # At least that per pair, for the warm-up and the minimum runs.
+        raise OutOfBudget((now() - t0) * (how.runs + 1) - left) from None
+    first = t1 - t0 if warm_default is None else warm_default
+    return error_default, error_candidate, first, now() - t1
+
+
+def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, files,
+           how: Runs, pair: float) -> Comparison:
+    """The interleaved runs after a warm-up pair that worked on both sides."""
+    ta: List[float] = []
+    tb: List[float] = []
+    why = _pairs(run_default, run_candidate, ta, tb, how)
+    if not ta:    # the budget's end came during the first pair
+        raise OutOfBudget(pair * how.runs)
+    c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)
+    for _ in range(how.extensions):
+        est = c.estimate
+        # Priced at the pairs so far (the warm-up's can be a cold outlier).
+        pair = (sum(ta) + sum(tb)) / len(ta)
+        if why or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
+                or pair * how.runs > how.left() * EXTEND:
+            break
+        why = _pairs(run_default, run_candidate, ta, tb, how, slower=False)
+        c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)
+    return c
+
+
+def _one_side_fails(workload, default, candidate, run_default: Run, run_candidate: Run,
+                    error_default, error_candidate, files, how: Runs) -> Comparison:
+    """Git failed on one side only (a pid limit Git's preload threads exceed, workers
+    that cannot start): the failing side is tried once more, so one unlucky moment
+    does not decide, and the working side runs the minimum times, so that it is
+    known to work every time. A side that works only sometimes is a failure too."""
+    failing = run_default if error_default else run_candidate
+    working = run_candidate if error_default else run_default
+    fails = FAILS_DEFAULT if error_default else FAILS_CANDIDATE
+    error = error_default or error_candidate
+    times: List[float] = []
+    try:
+        with how.within(how.left()):
+            if gitbench.attempt(failing) is None:
+                error += " (then worked once: it fails only sometimes)"
+            for _ in range(how.runs):
+                times.append(working())
+    except gitbench.DeadlineReached:
+        if not times:
+            raise OutOfBudget(None) from None
+    return failed_comparison(workload, default, candidate, fails, error, times, files)
+
+
+def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs,
+           slower: bool = True) -> str:
+    """`how.runs` more ABBA pairs into ta and tb; why they stopped early, or "". A pair
+    the budget's end interrupts (its git killed) is dropped whole."""
+    for i in range(how.runs):
+        try:
+            with how.within(how.left()):
+                if i % 2 == 0:
+                    t_a, t_b = a(), b()
+                else:
+                    t_b, t_a = b(), a()
+        except gitbench.DeadlineReached:
+            return STOPPED_BUDGET
+        ta.append(t_a)
+        tb.append(t_b)
+        why = stopped(ta, tb, slower) if how.stop_early else ""
+        if why:
+            return why
+        if i + 1 < how.runs and how.left() <= 0:
+            return STOPPED_BUDGET
+    return ""
