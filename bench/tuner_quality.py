@@ -27,6 +27,12 @@ costing under 5% of the grid's time. The search strategies are compared in
 bench/search_strategies.py.
 
     python3 bench/tuner_quality.py [--tiny] [--beds latfs-nfs] [--reuse-grid]
+                                   [--files 20000 --grid workers-preload]
+
+With --files other than 3,000 a bed's row is its own ("latfs-nfs 20000"). On the NFS-like
+bed at 20,000 files one mix takes minutes (the whole tree written through 1 ms a metadata
+operation): `--grid workers-preload` leaves the threshold out of the grid (Git's 100;
+every batch of the mix is far above any threshold) and times 12 cells, not 38.
 """
 import json
 import os
@@ -110,9 +116,9 @@ def objective(times: dict) -> float:
     return workloads.weighted_geomean((w, times[k]) for k, w in WEIGHTS.items())
 
 
-def grid_configs(tiny: bool):
+def grid_configs(tiny: bool, restricted: bool = False):
     workers = (1, 4) if tiny else (1, 2, 4, 8, 16, 32)
-    thresholds = ("1",) if tiny else ("1", "100", "1000")
+    thresholds = ("1",) if tiny else ("100",) if restricted else ("1", "100", "1000")
     for p in ("true", "false"):
         yield {"checkout.workers": "1", "core.preloadIndex": p}
         for w in workers[1:]:
@@ -149,7 +155,7 @@ def cross_fitted(times: dict, finalists, tuned: str):
 
 
 def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int, budget: float,
-            tiny: bool, stored_grid: Optional[dict] = None):
+            tiny: bool, stored_grid: Optional[dict] = None, restricted: bool = False):
     repo = repo_on(kind, mnt, files, changed=50)
     mix = Mix(repo, min(400, files // 5), cold)
     t0 = time.monotonic()
@@ -167,7 +173,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     final = min(final, stats.MIN_RUNS) if slow else final
     t0 = time.monotonic()
     grid = {}
-    for cfg in grid_configs(tiny):
+    for cfg in grid_configs(tiny, restricted):
         if stored_grid:     # --reuse-grid: the cells' stored times pick the three finalists
             grid[label(cfg)] = (cfg, stored_grid["grid"][label(cfg)])
         else:
@@ -207,7 +213,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     vs_best = stats.compare_paired(*cross_fitted(times, finalists, "git-tune"))
     by_workload = {w: {k: median([t[w] for t in each[timed_as[k]]])
                        for k in ("git defaults", "git-tune", best)} for w in MIX}
-    row = (kind + (" cold" if cold else ""), f"{med['git defaults'] * 1e3:.0f} ms",
+    row = (kind + (" cold" if cold else "") + ("" if files == FILES or tiny else f" {files}"),
+           f"{med['git defaults'] * 1e3:.0f} ms",
            *(f"{med[k] * 1e3:.0f} ms" for k in scalars), f"{med['git-tune'] * 1e3:.0f} ms",
            f"{med[best] * 1e3:.0f} ms", f"{vs_best.ratio:.3f} [{vs_best.low:.3f}-{vs_best.high:.3f}]",
            f"{vs_default.verdict} ({vs_default.ratio:.3f})",
@@ -227,6 +234,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     return row, data
 
 
+FILES = 3000         # the rows' repository size, unless --files says otherwise
 SLOW_MIX = 10.0      # seconds: a mix this long is timed once per grid cell
 # The final rounds go on to 30 while they have taken less. At 120 s the hot disk had 7
 # rounds, and two runs on the same grid put git-tune at 1.090 [1.016-1.171] and 0.974
@@ -235,6 +243,11 @@ FINAL_SECONDS = 300
 
 BEDS = {"tmpfs": ("tmpfs", False), "disk": ("disk", False), "disk-cold": ("disk", True),
         "latfs-nfs": ("latfs-nfs", False)}
+
+
+def _row_order(name: str):
+    bed, _, files = name.partition(" ")
+    return (list(BEDS).index(bed) if bed in BEDS else len(BEDS), int(files or FILES))
 
 
 def kept_results(rerun) -> dict:
@@ -258,18 +271,24 @@ def main():
                         "again (they only pick the three finalists, which the final rounds "
                         "time again, interleaved with git-tune); the NFS-like bed's grid is "
                         "23 of its 55 minutes")
+    p.add_argument("--files", type=int, default=FILES,
+                   help="the generated repository's files (a size other than 3,000 gets rows "
+                        "of its own)")
+    p.add_argument("--grid", choices=("full", "workers-preload"), default="full",
+                   help="workers-preload: checkout.workers x core.preloadIndex only (12 cells)")
     args = p.parse_args()
-    files = 300 if args.tiny else 3000
+    files = 300 if args.tiny else args.files
     repeat = args.repeat
     final = 5 if args.tiny else 7
     budget = 4 if args.tiny else Options().budget
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
-    data = {} if args.tiny or not args.beds else kept_results(names)
+    row_of = {n: n if files == FILES or args.tiny else f"{n} {files}" for n in names}
+    data = {} if args.tiny or not args.beds else kept_results(list(row_of.values()))
     stored = kept_results(()) if args.reuse_grid else {}
     notes = [f"{n}: grid cells reused from the stored run of "
              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(grid_measured(stored[n])))} UTC "
              "(--reuse-grid); the finalists were timed again in this run's rounds"
-             for n in names if n in stored]
+             for n in names if row_of[n] in stored]
     for name in names:
         kind, cold = BEDS[name]
         if cold and os.geteuid() != 0:
@@ -277,21 +296,26 @@ def main():
             continue
         try:
             with storage(kind, bed_latency(args.tiny), size_mb=2048) as mnt:
-                row, data[name] = run_bed(kind, cold, mnt, files, repeat, final, budget, args.tiny,
-                                          stored.get(name))
-                data[name]["row"], data[name]["when"] = row, time.time()
+                key = row_of[name]
+                row, data[key] = run_bed(kind, cold, mnt, files, repeat, final, budget, args.tiny,
+                                         stored.get(key), args.grid == "workers-preload")
+                data[key]["row"], data[key]["when"] = row, time.time()
                 print(row, flush=True)
         except BedUnavailable as e:
             notes.append(f"{name}: {e}")
-    rows = [data[n]["row"] for n in BEDS if n in data]
-    report("tuner_quality", f"Real git, weighted mix on {files} files: git-tune against an exhaustive grid",
+    rows = [data[n]["row"] for n in sorted(data, key=_row_order) if "row" in data[n]]
+    report("tuner_quality", f"Real git, weighted mix on {files if args.tiny else FILES} files "
+           "(a row named with a size: that many): git-tune against an exhaustive grid",
            ("bed", "git defaults", *scalar_lists(), "git-tune", "grid best",
             "git-tune / grid best [95%]",
             "git-tune vs defaults", "whole tree + next status: defaults / git-tune / grid best",
             "calibrate+recommend / grid", "git-tune wrote", "grid best is"),
            rows, data, args.tiny,
            notes + [f"grid: {sum(1 for _ in grid_configs(args.tiny))} cells (checkout.workers x "
-                    "checkout.thresholdForParallelism x core.preloadIndex), each the median of "
+                    "checkout.thresholdForParallelism x core.preloadIndex; rows run with "
+                    "--grid workers-preload: "
+                    f"{sum(1 for _ in grid_configs(args.tiny, True))}, the threshold at Git's "
+                    "100), each the median of "
                     f"{repeat or 3} real-git mixes (1 where a mix takes over {SLOW_MIX:g} s); "
                     "then the 3 best cells, Git's defaults, Scalar's settings (each release's "
                     "list, bench/scalar.toml; core.fsmonitor only with a git that has the "

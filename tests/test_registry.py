@@ -463,6 +463,43 @@ weights = { mixed = 0.2, interactive = 0.2 }
 '''
 
 
+def test_every_tuners_facts_are_typed():
+    """Issue #31: a key module writes its trial's and sweep's facts from its own dataclass
+    (asdict) and reads them back through it (facts_as): no dict literal as a Trial's or a
+    Sweep's facts, no facts read by a string."""
+    untyped = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "advisor", "keys", "*.py"))):
+        where = os.path.relpath(path, ROOT)
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                if name == "Trial" and len(node.args) >= 3 and isinstance(node.args[2], ast.Dict):
+                    untyped.append(f"{where}:{node.lineno}: Trial facts as a dict literal")
+                if name == "of" and len(node.args) >= 3 and isinstance(node.args[2], ast.Dict):
+                    untyped.append(f"{where}:{node.lineno}: Sweep facts as a dict literal")
+                if (name == "get" and isinstance(f, ast.Attribute)
+                        and isinstance(f.value, ast.Attribute) and f.value.attr == "facts"):
+                    untyped.append(f"{where}:{node.lineno}: facts read by a string")
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "facts"):
+                untyped.append(f"{where}:{node.lineno}: facts read by a string")
+    assert not untyped, untyped
+
+
+def test_verify_times_the_workloads_a_keys_affects_name():
+    """Issue #31: one workload table; `affects` chooses what verify times for a key."""
+    from git_tune.advisor.keys import registry
+    assert registry.verify_workloads(["checkout.workers"]) == ("switch",)
+    assert registry.verify_workloads(["index.threads"]) == ("index",)
+    # The untracked cache lives in the index: reading and writing it pay for it.
+    assert set(registry.verify_workloads(["core.untrackedCache"])) == {
+        "status", "untracked", "index", "write"}
+    assert set(workloads.verified()) >= {"status", "untracked", "diff", "index", "write", "switch"}
+    assert all(w in workloads.table() for p in workloads.profiles().values() for w in p
+               if w not in ("description", "cold"))
+
+
 def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entry(
         small_repo, tmp_path):
     """Issue #31's worked example: `git log -p` is no workload git-tune knows. One

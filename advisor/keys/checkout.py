@@ -70,6 +70,22 @@ class Facts:
     cores: int = 0                        # CPUs the engine's threads had (0: not recorded)
 
 
+@dataclass(frozen=True)
+class WorkersFacts:
+    """What the workers trial recorded beside its comparisons."""
+    next_status: bool = False     # the batch timed with its next status (older records: not)
+    part: Optional[int] = None    # entries of the part the counts were timed on, if one
+    entries: Optional[int] = None  # the repository's entries, beside the part
+
+
+@dataclass(frozen=True)
+class ThresholdFacts:
+    """What the threshold trial recorded: the worker count its batches ran at, and the
+    price of a worker process they showed."""
+    workers: Optional[int] = None
+    per_worker: float = 0.0
+
+
 def _facts(s: Optional[Sweep]) -> Facts:
     """The checkout sweep's facts, typed; Facts() where there was no sweep."""
     return s.facts_as(Facts) if s else Facts()
@@ -197,9 +213,8 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     if s is None:
         return None
     if len(bench.names) < 100:
-        bench.notes.append("fewer than 100 tracked files: Git never checks out in parallel "
-                           "below its default threshold, so checkout.workers was not timed")
-        return None
+        return Trial.not_run(WORKERS, "fewer than 100 tracked files: Git never checks out in "
+                             "parallel below its default threshold")
     pick = _engine_pick(s)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
     route = _route(bench, counts)
@@ -221,7 +236,8 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
 
     # Records from before the batch was timed with its next status lack this fact.
-    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)), {"next_status": True})
+    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
+                 asdict(WorkersFacts(next_status=True)))
 
 
 def _ladder(bench: Bench, counts: List[int], compare) -> List[Comparison]:
@@ -380,7 +396,7 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
                          files=n, warm_default=None if i else route.warm)]
 
     return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
-                 {"next_status": True, "part": n, "entries": route.part.entries})
+                 asdict(WorkersFacts(True, n, route.part.entries)))
 
 
 def _engine_pick(s: Sweep) -> int:
@@ -472,7 +488,7 @@ def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyA
     s = cal.sweeps.get("checkout")
     f = _facts(s)
     ev = {"best": s.best if s else None, "curve": f.model_samples, "model": f.model}
-    part = t.facts.get("part")
+    part = t.facts_as(WorkersFacts).part
     what = {c.workload: _timed(c, w, t) for c in t.comparisons}
     # A part's gain stands for the tree's, unmeasured: say so (bench/part_fidelity.py).
     extrapolated = ("; timed on a part of the tree only: the whole tree's own gain was not "
@@ -483,12 +499,13 @@ def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyA
 
 def _timed(c: Comparison, w: int, t: Trial) -> str:
     """What real git timed in comparison c of the workers trial t, at w workers."""
-    if t.facts.get("part"):
-        return (f"writing {c.files} of the tree's {t.facts.get('entries')} files (a part) "
+    f = t.facts_as(WorkersFacts)
+    if f.part:
+        return (f"writing {c.files} of the tree's {f.entries} files (a part) "
                 f"then git status of them, {w} workers")
     if c.workload == CLONE:
         return f"writing {c.files} files then git status, {w} workers"
-    then = ", then git status of them" if t.facts.get("next_status") else ""
+    then = ", then git status of them" if f.next_status else ""
     return f"checkout of {c.files} files with {w} workers{then}"
 
 
@@ -509,8 +526,9 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     if others and a.status == advice.SET:
         a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
                                           + ", ".join(others) + ")")
-    if a.status == advice.SET and t.facts.get("part"):
-        return _beyond_the_part(w, a, int(t.facts["part"]), cal.sweeps.get("checkout"))
+    part = t.facts_as(WorkersFacts).part
+    if a.status == advice.SET and part:
+        return _beyond_the_part(w, a, part, cal.sweeps.get("checkout"))
     return w, a
 
 
@@ -553,18 +571,17 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     where it won by THRESHOLD_MARGIN. Sequential time is not linear in files on a disk
     (write-back starts past a few hundred), so the threshold is measured, not interpolated."""
     workers = bench.trials.get(WORKERS)
-    if workers is None or workers.main.fails:
-        return None
+    if workers is None or not workers.comparisons or workers.main.fails:
+        return None     # no worker count to trial it at (the workers' record says why)
     w = chosen(catalogue.lookup(WORKERS), bench, workloads.weights(bench.options.workload))[0]
     cand = _candidate(w)
-    on_part = bool(workers.facts.get("part"))
+    on_part = bool(workers.facts_as(WorkersFacts).part)
     tiny = _batch(bench, TINY_FILES, on_part)
     first = bench.ab("checkout", {}, cand, lambda: tiny.run({}), lambda: tiny.run(cand),
                      files=len(tiny.paths), extensions=0)
     if first.fails:
-        bench.notes.append(f"{THRESHOLD} not decided: a {len(tiny.paths)}-file checkout "
-                           f"failed on the {first.fails} side: {first.error}")
-        return None
+        return Trial.not_run(THRESHOLD, f"a {len(tiny.paths)}-file checkout failed on the "
+                             f"{first.fails} side: {first.error}")
     per_worker = max(0.0, (statistics.median(first.times_candidate)
                            - statistics.median(first.times_default)) / w)
     points = [first, by_count(workers)[w].main]
@@ -582,7 +599,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
             break
         points.append(point)
     points.sort(key=lambda c: c.files)
-    return Trial(THRESHOLD, tuple(points), {"workers": w, "per_worker": per_worker})
+    return Trial(THRESHOLD, tuple(points), asdict(ThresholdFacts(w, per_worker)))
 
 
 def _batch(bench: Bench, n: int, on_part: bool) -> gitbench.CheckoutWorkload:
@@ -640,7 +657,7 @@ def _threshold_trial(cal: Calibration, workers: int) -> Optional[Trial]:
     """The batches real git timed at this worker count: a profile other than the one
     calibrated may choose another count, and those batches say nothing of it."""
     trial = cal.trials.get(THRESHOLD)
-    return trial if trial and trial.facts.get("workers") == workers else None
+    return trial if trial and trial.facts_as(ThresholdFacts).workers == workers else None
 
 
 def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict]:
@@ -679,7 +696,8 @@ def _threshold_from_model(cal: Calibration, workers: int,
         return None, "no checkout model (too few measurements)", {}
     per_worker = m["per_worker"]
     if trial:
-        per_worker = max(per_worker, trial.facts["per_worker"])  # Git's workers are processes
+        # Git's workers are processes
+        per_worker = max(per_worker, trial.facts_as(ThresholdFacts).per_worker)
     model = costmodel.ParallelCost(m["serial"], m["per_item"], per_worker, m["parallelism"],
                                    m["rmse"], m["points"])
     even = model.break_even(workers, THRESHOLD_MARGIN)
@@ -731,7 +749,7 @@ def _upgrade_threshold_v1(validation: dict) -> Optional[Trial]:
     return Trial(THRESHOLD, tuple(comparison("checkout", {}, cand, p["times_sequential"],
                                              p["times_parallel"], files=p["files"])
                                   for p in points),
-                 {"workers": cost["workers"], "per_worker": cost["per_worker"]})
+                 asdict(ThresholdFacts(cost["workers"], cost["per_worker"])))
 
 
 class Workers(registry.Tuner):

@@ -14,6 +14,7 @@ puts it in that repository's own block (`per_repository` in keys.toml).
 """
 import os
 import shutil
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 from git_tune import fsmonitor as daemon
@@ -42,6 +43,14 @@ def _fresh_clones(profile: str) -> Optional[str]:
     # job on a shared runner.
     return (f"the {profile} profile's clones are fresh, and each would start a daemon that "
             "outlives it")
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the trial recorded beside its comparisons."""
+    directories: Optional[int] = None       # one inotify watch each
+    max_user_watches: Optional[int] = None
+    daemon_was_running: bool = False
 
 
 def directories(names) -> int:
@@ -90,8 +99,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
             daemon.stop(wt)
             if not state_existed:       # the daemon's cookie directory, made for this trial
                 shutil.rmtree(state, ignore_errors=True)
-    return Trial(KEY, tuple(comparisons), {"directories": dirs, "max_user_watches": limit,
-                                           "daemon_was_running": was_running})
+    return Trial(KEY, tuple(comparisons), asdict(TrialFacts(dirs, limit, was_running)))
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
@@ -102,8 +110,7 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if fresh:
         return advice.not_set(key, "not set: " + fresh)
     return advice.weighed(key, t, weights, "true", {w: text for w, (text, _) in WORKLOADS.items()},
-                          {"directories": t.facts.get("directories"),
-                           "max_user_watches": t.facts.get("max_user_watches")},
+                          _evidence(t.facts_as(TrialFacts)),
                           suffix="; one daemon per repository, started by its next git command")
 
 
@@ -115,3 +122,7 @@ def after_revert(key, value: str):
         return []
     stopped = daemon.stop_unwanted()
     return [f"stopped the fsmonitor daemon of {d}" for d in stopped]
+
+
+def _evidence(f: TrialFacts) -> dict:
+    return {"directories": f.directories, "max_user_watches": f.max_user_watches}

@@ -9,7 +9,8 @@ cores, then Git's choice against the fastest. 0 is never written.
 """
 import glob
 import os
-from typing import Optional
+from dataclasses import asdict, dataclass
+from typing import Dict, Optional
 
 from git_tune import git
 from git_tune.errors import GitError
@@ -18,6 +19,7 @@ from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.ab import OutOfBudget
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.probes import repo as repo_probe
 
 KEY = "pack.threads"
@@ -27,8 +29,16 @@ MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before thi
 TRIAL_RANK = 2
 
 
-def _pack_for(bench: Bench) -> Optional[str]:
-    """The largest pack the repository has, or the whole history packed into scratch."""
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the trial recorded: the pack's size and each thread count's quick pass."""
+    pack_bytes: int = 0
+    seconds_by_count: Optional[Dict[str, float]] = None
+
+
+def _pack_for(bench: Bench) -> str:
+    """The largest pack the repository has, or the whole history packed into scratch;
+    MeasurementFailed where git packs nothing."""
     packs = repo_probe.pack_files(bench.ws.layout)
     if packs:
         return max(packs, key=os.path.getsize)
@@ -44,9 +54,8 @@ def _pack_for(bench: Bench) -> Optional[str]:
         raise OutOfBudget(None) from None
     made = glob.glob(base + "-*.pack")
     if proc.returncode or not made:
-        bench.notes.append(f"{KEY}: no pack to time (git pack-objects: "
-                           f"{git.first_lines(proc.stderr) or 'nothing written'})")
-        return None
+        raise MeasurementFailed("git pack-objects: "
+                                + (git.first_lines(proc.stderr) or "nothing written"))
     return made[0]
 
 
@@ -70,11 +79,11 @@ def trial(key, bench: Bench) -> Optional[Trial]:
                              "here stands for what clone and fetch index")
     counts = range(1, min(bench.cores, MAX_COUNT) + 1)
     if len(counts) < 2:
-        bench.notes.append(f"{KEY}: one CPU to use, so there is no thread count to choose")
-        return None
-    pack = _pack_for(bench)
-    if pack is None:
-        return None
+        return Trial.not_run(KEY, "one CPU to use, so there is no thread count to choose")
+    try:
+        pack = _pack_for(bench)
+    except MeasurementFailed as e:
+        return Trial.not_run(KEY, f"no pack to time ({e})")
     run = index_pack(pack, bench.ws.root)
     once = run({})                                        # warms the pack into the cache
     # One quick pass over the counts picks the candidate (two runs each where a quarter
@@ -84,8 +93,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     best = str(min(times, key=times.get))
     cand = {KEY: best}
     c = bench.ab("clone", {}, cand, lambda: run({}), lambda: run(cand))
-    return Trial(KEY, (c,), {"pack_bytes": os.path.getsize(pack),
-                             "seconds_by_count": {str(n): round(t, 4) for n, t in times.items()}})
+    return Trial(KEY, (c,), asdict(TrialFacts(
+        os.path.getsize(pack), {str(n): round(t, 4) for n, t in times.items()})))
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
@@ -93,8 +102,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if t is None:
         return advice.unmeasured(key)
     threads = t.main.candidate[KEY]
-    mib = t.facts.get("pack_bytes", 0) / 2 ** 20
+    f = t.facts_as(TrialFacts)
+    mib = f.pack_bytes / 2 ** 20
     return advice.weighed(key, t, weights, threads,
                           {"clone": f"indexing a {mib:.1f} MiB pack (git index-pack, what clone "
                                     "and fetch spend their CPU on)"},
-                          {"seconds_by_count": t.facts.get("seconds_by_count")})
+                          {"seconds_by_count": f.seconds_by_count})

@@ -33,6 +33,11 @@ def git_threads(entries: int) -> int:
 
 
 @dataclass(frozen=True)
+class TrialFacts:
+    cold: Optional[str] = None    # how the status was made cold, where the profile's is
+
+
+@dataclass(frozen=True)
 class Facts:
     entries: int
     git_threads: int
@@ -234,7 +239,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if not how:
         return Trial(KEY, (c,))
     bench.notes.append(f"{KEY} timed cold: {how[-1]}")
-    return Trial(KEY, (c,), {"cold": how[-1]})
+    return Trial(KEY, (c,), asdict(TrialFacts(how[-1])))
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:

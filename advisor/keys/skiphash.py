@@ -7,6 +7,7 @@ against without. That the git in use honours the key is read from what it wrote
 (a zero trailer), not from its version. Such an index is unreadable to tools built on
 libgit2 and is reported corrupt by `git fsck` before 2.40: the reason says so.
 """
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 from git_tune.advisor.decide import advice
@@ -21,26 +22,29 @@ COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read su
           "index, and git before 2.40 reports it corrupt")
 
 
+@dataclass(frozen=True)
+class TrialFacts:
+    entries: Optional[int] = None     # the index's entries, each written by the trial
+
+
 def index_shape(key, value: str) -> IndexShape:
     return IndexShape(settings=((KEY, value),)) if value in ("true", "false") else IndexShape()
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
     ws, wt = bench.ws, bench.repo
-    ignored = (f"{KEY}: git {bench.git_facts.version} wrote a hashed index with it set, so "
-               "it does not honour the key")
+    ignored = (f"git {bench.git_facts.version} wrote a hashed index with it set, so it does "
+               "not honour the key")
     if bench.git_facts.skip_hash is False:     # the probe saw it: no copy to make
-        bench.notes.append(ignored)
-        return None
+        return Trial.not_run(KEY, ignored)
     on = ws.index_copy("skiphash-on", index_shape(key, "true"))
     if not gitinfo.zero_trailer(on):           # the probe could not tell (no scratch)
-        bench.notes.append(ignored)
-        return None
+        return Trial.not_run(KEY, ignored)
     off, cand = {KEY: "false"}, {KEY: "true"}
     w_off = gitbench.index_write(wt, ws.index_copy("skiphash-off", index_shape(key, "false")))
     w_on = gitbench.index_write(wt, on)
     return Trial(KEY, (bench.ab("write", off, cand, lambda: w_off(off), lambda: w_on(cand)),),
-                 {"entries": len(bench.names)})
+                 asdict(TrialFacts(len(bench.names))))
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
@@ -49,5 +53,5 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
         return advice.unmeasured(key)
     return advice.weighed(key, t, weights, "true",
                           {"write": "writing the index (git update-index --force-write-index)"},
-                          {"entries": t.facts.get("entries")}, suffix=COMPAT)
+                          asdict(t.facts_as(TrialFacts)), suffix=COMPAT)
 

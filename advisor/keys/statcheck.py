@@ -11,7 +11,8 @@ owner. Real git decides: `git status -uno` on two copies of the user's index, ea
 refreshed and written back by every run as a user's status is, so a mismatch that one
 refresh ends (a copy that kept mtimes) shows no gain, and one that comes back does.
 """
-from typing import FrozenSet, Optional
+from dataclasses import asdict, dataclass
+from typing import FrozenSet, List, Optional
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import registry
@@ -32,6 +33,12 @@ def _fields(bench: Bench) -> Optional[tuple]:
     if not fields or "mtime" in fields or "size" in fields:
         return None
     return fields
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    fields: Optional[List[str]] = None    # the stat fields that never matched (probe's sample)
+    candidate: Optional[str] = None
 
 
 class StatKey(registry.Tuner):
@@ -71,15 +78,16 @@ class StatKey(registry.Tuner):
         run_default, run_candidate = (run(bench.repo, index) for index in copies)
         c = bench.ab("status", default, candidate, lambda: run_default(default),
                      lambda: run_candidate(candidate))
-        return Trial(key.name, (c,), {"fields": list(fields), "candidate": self.value})
+        return Trial(key.name, (c,), asdict(TrialFacts(list(fields), self.value)))
 
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         t = advice.trial_of(key, cal)
         if t is None:
             return advice.unmeasured(key)
+        f = t.facts_as(TrialFacts)
         return advice.weighed(key, t, weights, self.value, WHAT,
-                              {"fields": t.facts.get("fields")},
-                              suffix=f"; the index's {', '.join(t.facts.get('fields') or [])} "
+                              {"fields": f.fields},
+                              suffix=f"; the index's {', '.join(f.fields or [])} "
                               "never matched the files")
 
 

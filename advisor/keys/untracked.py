@@ -10,6 +10,7 @@ are timed on the same two copies, and the profile weighs the lot (on the hot dis
 3,000 files, status -uno and ls-files were 5-6% slower with the cache in 10
 interleaved rounds of bench/tuner_quality.py's mix).
 """
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 from git_tune.advisor.decide import advice
@@ -20,6 +21,11 @@ from git_tune.advisor.measure.record import Calibration, Comparison, Trial
 from git_tune.models import stats
 
 KEY = "core.untrackedCache"
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    fs_test: Optional[bool] = None    # git's mtime test on this file system (None: not run)
 
 
 def index_shape(key, value: str) -> IndexShape:
@@ -33,8 +39,8 @@ def index_shape(key, value: str) -> IndexShape:
 def trial(key, bench: Bench) -> Optional[Trial]:
     works = bench.git_facts.untracked_cache_works
     if works is False:
-        bench.notes.append("the untracked cache fails git's mtime test on this file system")
-        return None
+        return Trial.not_run(KEY, "the untracked cache fails git's mtime test on this file "
+                             "system (git update-index --test-untracked-cache)")
     copies = (bench.ws.index_copy("uc-off", index_shape(key, "false")),
               bench.ws.index_copy("uc-on", index_shape(key, "true")))
     gain = _ab(bench, "untracked", copies)
@@ -42,7 +48,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     # Only a gain needs its costs weighed: without one Git's default stands anyway.
     if gain.estimate is not None and gain.estimate.verdict == stats.FASTER:
         comparisons += [_ab(bench, w, copies) for w in COSTS if bench.counts(w)]
-    return Trial(KEY, tuple(comparisons), {"fs_test": works})
+    return Trial(KEY, tuple(comparisons), asdict(TrialFacts(works)))
 
 
 # Where the extension costs: workloads timed on an index copy (gitbench.ON_INDEX).
@@ -64,6 +70,6 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    return advice.weighed(key, t, weights, "true", WHAT, {"fs_test": t.facts.get("fs_test")},
+    return advice.weighed(key, t, weights, "true", WHAT, asdict(t.facts_as(TrialFacts)),
                           suffix="; bypassed by `git status -uall`")
 

@@ -85,10 +85,15 @@ class Sweep:
                    result.stopped, json.loads(json.dumps(facts)))
 
     def facts_as(self, kind: Type[T]) -> T:
-        """The family's facts as its own dataclass: a field an older record lacks takes
-        its default, one a newer record adds is left out."""
-        names = {f.name for f in dataclasses.fields(kind)}
-        return kind(**{k: v for k, v in self.facts.items() if k in names})
+        """The family's facts as its own dataclass (typed_facts)."""
+        return typed_facts(kind, self.facts)
+
+
+def typed_facts(kind: Type[T], facts: Dict[str, Any]) -> T:
+    """A record's facts as the module's own dataclass: a field an older record lacks takes
+    its default, one a newer record adds is left out."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{k: v for k, v in facts.items() if k in names})
 
 
 FAILS_DEFAULT, FAILS_CANDIDATE = "default", "candidate"
@@ -139,6 +144,10 @@ class Trial:
     @property
     def why_not_run(self) -> Optional[str]:
         return None if self.comparisons else self.facts.get(NOT_RUN)
+
+    def facts_as(self, kind: Type[T]) -> T:
+        """The key's facts as its module's own dataclass (typed_facts)."""
+        return typed_facts(kind, self.facts)
 
 
 @dataclass(frozen=True)
