@@ -188,3 +188,30 @@ def test_an_experiment_where_git_tune_wrote_nothing_yet_is_undone_by_revert(tmp_
     finally:
         collector.stop()
         cli("agent", "disable", check=False)
+
+
+def test_the_agent_asks_the_users_commands_what_the_budget_left_open(watched):
+    """A stored calibration of the repository whose budget ended before real git timed
+    checkout.workers, and whose engine measured a gain from 8 threads: the agent starts,
+    on its own, 8 against the value in force (2), once; stopped, it is not asked again."""
+    import dataclasses
+    from git_tune.advisor.measure import calibrate as cal
+    from git_tune.probes import memo
+    from tests.test_part import engine_sweep
+    report = cal.probe_repository(str(watched))
+    record = cal.calibrate(report, cal.Options(budget=3))
+    trials = {k: t for k, t in record.trials.items() if k != "checkout.workers"}
+    sweep = engine_sweep({1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25}, 2)
+    memo.save("calibration", cal.cache_key(report), dataclasses.replace(
+        record, trials=trials, sweeps={**record.sweeps, "checkout": sweep},
+        unfinished={"checkout.workers": 4.0}).to_json())
+    assert experiment.propose(store.records()) is None      # no command of the repo seen yet
+    switches(watched, 2)
+    switch.collect()
+    started = experiment.propose(store.records())
+    assert started["started"] == "checkout.workers" and started["candidate"] == "8"
+    exp = experiment.load()
+    assert (exp.approved, exp.candidate) == ("2", "8") and "budget ended" in started["why"]
+    assert value_in_force(watched) == "2"                    # the slots switch it later
+    assert experiment.stop()
+    assert experiment.propose(store.records()) is None       # asked once

@@ -40,22 +40,30 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
     assert seen[300] == seen[3000] == (120, 120, 120), seen
 
 
+def engine_sweep(engine_seconds, cores):
+    """The checkout family's engine sweep, as if it had measured these seconds per thread
+    count (3 evaluations each) on cores CPUs."""
+    from dataclasses import asdict
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure.record import Sweep
+    from git_tune.advisor.measure.sweep import Evaluation
+    evals = tuple(Evaluation({checkout.WORKERS: w}, t) for w, t in engine_seconds.items()
+                  for _ in range(3))
+    return Sweep("grid", (), evals, {checkout.WORKERS: min(engine_seconds,
+                                                           key=engine_seconds.get)},
+                 min(engine_seconds.values()), 3, 1.0, "done",
+                 asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
+
+
 def _part_calibration(engine_seconds, cores, part_times):
     """A recorded calibration whose workers trial ran on a 48-entry part (at most 6
     workers timed there) and whose engine sweep measured these seconds per thread count."""
-    from dataclasses import asdict
     from git_tune.advisor.keys import checkout
-    from git_tune.advisor.measure.record import Calibration, Sweep, Trial, comparison
-    from git_tune.advisor.measure.sweep import Evaluation
+    from git_tune.advisor.measure.record import Calibration, Trial, comparison
     with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
                            "latfs-v1.json")) as f:
         recorded = Calibration.from_json(json.load(f)["calibration"])
-    evals = tuple(Evaluation({checkout.WORKERS: w}, t) for w, t in engine_seconds.items()
-                  for _ in range(3))
-    sweep = Sweep("grid", (), evals, {checkout.WORKERS: min(engine_seconds,
-                                                            key=engine_seconds.get)},
-                  min(engine_seconds.values()), 3, 1.0, "done",
-                  asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
+    sweep = engine_sweep(engine_seconds, cores)
     default, six = part_times
     trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
                                                 default, six, files=48),),
@@ -85,3 +93,19 @@ def test_the_engine_ranking_chooses_above_the_parts_cap_only_where_it_can_be_tru
     level = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.71, 0.70, 0.72, 0.70, 0.71])
     w, a = checkout.chosen(key, _part_calibration(storage, 2, level), weights)
     assert a.status != advice.SET and "extrapolated" not in a.reason
+
+
+def test_what_the_part_left_open_is_the_agents_question():
+    """#33: a count set on the engine's ranking beyond the part's cap is an open question
+    for the user's own branch switches: the count real git confirmed is the candidate."""
+    from git_tune.advisor.keys import registry
+    from git_tune.models import workloads
+    storage = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}
+    faster = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.52, 0.53, 0.51, 0.52, 0.52])
+    open_ = registry.open_questions(_part_calibration(storage, 2, faster),
+                                    workloads.weights("mixed"))
+    value, why = open_["checkout.workers"]
+    assert value == "6" and "engine's ranking" in why
+    # Real git's own count, not extrapolated: nothing left open.
+    assert "checkout.workers" not in registry.open_questions(
+        _part_calibration(storage, 8, faster), workloads.weights("mixed"))

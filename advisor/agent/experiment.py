@@ -25,12 +25,13 @@ from typing import List, Optional, Sequence, Tuple
 
 from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
+from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure import ab
 from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
 from git_tune.errors import UsageError
-from git_tune.models import catalogue, stats
+from git_tune.models import catalogue, stats, workloads
 from git_tune.probes import gitinfo, repo as repo_probe
 
 STATE = "experiment.json"
@@ -188,7 +189,38 @@ def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
 
 def _log(exp: Experiment, event: str, what: str, **more) -> None:
     retune.append_log({"time": time.time(), "experiment": event, "scope": exp.scope,
-                       "repo": exp.repo, "key": exp.key, "what": what, **more})
+                       "repo": exp.repo, "key": exp.key, "candidate": exp.candidate,
+                       "what": what, **more})
+
+
+def propose(records: Sequence[Command]) -> Optional[dict]:
+    """An experiment the agent starts on its own, on what a calibration left open
+    (registry.open_questions: a worker count set on the engine's ranking beyond what real
+    git timed on a part, a key the budget left undecided), in a repository whose
+    commands it sees: within the bounds of one the user starts (start() refuses keys
+    that change more than speed, values in force, values calibration found slower),
+    each question asked once (the log), never on values edited by hand."""
+    seen = {c.repo for c in records}
+    asked = {(e.get("scope"), e.get("key"), e.get("candidate")) for e in retune.log()
+             if e.get("experiment") == "started"}
+    for entry in journal.applied():
+        if not entry.repo or entry.repo not in seen or show.edited_outside(entry):
+            continue
+        record = cal.load_fresh(cal.probe_repository(entry.repo))
+        if record is None:
+            continue
+        spec = show.scope_spec(entry.scope)
+        questions = registry.open_questions(record, workloads.weights(record.options.workload))
+        for name, (value, why) in questions.items():
+            if (spec, name, value) in asked:
+                continue
+            try:
+                exp = start(spec, name, value, entry.repo)
+            except UsageError:
+                continue
+            _log(exp, "proposed", why)
+            return {"started": name, "candidate": value, "why": why}
+    return None
 
 
 def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:

@@ -153,18 +153,31 @@ def status() -> dict:
             "store_bytes": store.size(), "env_overrides": _env_overrides()}
 
 
-def tend(budget: float = RETUNE_BUDGET) -> list:
-    """What the collector does when the host is idle: re-tune every write that has
-    drifted (git upgraded, host or repository changed), within the budget, through the
-    same safe write path; each re-tune logged (agent log)."""
+# Open questions of the stored calibrations are looked for at most this often (each look
+# probes the repositories git-tune wrote for).
+PROPOSE_EVERY = 3600.0
+_looked = {"at": 0.0}
+
+
+def tend(budget: float = RETUNE_BUDGET, now: Optional[float] = None) -> list:
+    """What the collector does every minute: step the running experiment; else, when the
+    host is idle, re-tune every write that has drifted (git upgraded, host or repository
+    changed) within the budget, through the same safe write path; else, at most every
+    PROPOSE_EVERY, start an experiment on what a calibration left open. Each logged."""
+    now = time.time() if now is None else now
     records = store.records()
     stepped = experiment.step(records)      # an experiment runs on the user's commands
     if stepped is not None or experiment.load() is not None:
         return [stepped] if stepped else []
-    if not drift.idle(records, time.time(), len(os.sched_getaffinity(0))):
+    if not drift.idle(records, now, len(os.sched_getaffinity(0))):
         return []
     try:
-        return retune.retune_drifting(records, budget=budget)
+        retuned = retune.retune_drifting(records, budget=budget)
+        if retuned or now - _looked["at"] < PROPOSE_EVERY:
+            return retuned
+        _looked["at"] = now
+        proposed = experiment.propose(records)
+        return [proposed] if proposed else []
     except GitTuneError as e:       # the next quiet moment tries again; the log says why
         return [{"retuned": False, "why": str(e)}]
 

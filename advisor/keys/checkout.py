@@ -289,12 +289,7 @@ def _stakes(bench: Bench, files: int) -> Optional[float]:
     sample = _facts(s).files
     if 1 not in medians or not sample:
         return None
-    # The pick is at least 2 workers, which an engine whose one thread was fastest may
-    # not have measured: no gain predicted.
-    at_pick = medians.get(_engine_pick(s), medians[1])
-    per_file = medians[1] / sample
-    saved = 1 - at_pick / medians[1] if at_pick > 0 and medians[1] > 0 else 0.0
-    return files * per_file * max(0.0, saved)
+    return files * medians[1] / sample * _saved(s)
 
 
 def _engine_medians(s: Sweep) -> Dict[int, float]:
@@ -565,6 +560,40 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, part: int, s: Optional[Sweep]
         **a.evidence, "extrapolated_from": w})
 
 
+def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
+    """What the user's own branch switches can settle (the agent's experiment): a count
+    the engine's ranking chose above what real git timed on a part, against the count
+    real git confirmed there; or, where the budget ended before real git timed any count,
+    the engine's pick against Git's default (only where the engine measured a gain)."""
+    s = cal.sweeps.get("checkout")
+    t = advice.trial_of(key, cal)
+    if t is not None and t.comparisons:
+        _, a = chosen(key, cal, weights)
+        confirmed = a.evidence.get("extrapolated_from")
+        if a.status == advice.SET and confirmed:
+            return str(confirmed), (f"{a.value} workers were set on the engine's ranking, "
+                                    f"beyond the {confirmed} real git timed on a part of the "
+                                    "tree: your branch switches compare the two")
+        return None
+    if s is None or key.name not in cal.unfinished or not _saved(s):
+        return None
+    pick = _engine_pick(s)
+    return str(pick), (f"the budget ended before real git timed {WORKERS}; the engine's "
+                       f"writes were fastest from {pick} threads: your branch switches "
+                       "compare that with Git's default")
+
+
+def _saved(s: Sweep) -> float:
+    """The share of a write's time the engine's pick saves against one thread. The pick
+    is at least 2 workers, which an engine whose one thread was fastest may not have
+    measured: no gain predicted."""
+    medians = _engine_medians(s)
+    at_pick = medians.get(_engine_pick(s), 0.0)
+    if medians.get(1, 0.0) <= 0 or at_pick <= 0:
+        return 0.0
+    return max(0.0, 1 - at_pick / medians[1])
+
+
 def _trial_threshold(bench: Bench) -> Optional[Trial]:
     """Real git, sequential vs parallel, from a tiny batch (the price of a worker process)
     up, at batch sizes bisected between the largest where parallel lost and the smallest
@@ -764,6 +793,9 @@ class Workers(registry.Tuner):
 
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         return _decide_workers(key, cal, weights)
+
+    def open_question(self, key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
+        return _open_question(key, cal, weights)
 
 
 class Threshold(registry.Tuner):

@@ -1,7 +1,8 @@
 """The key registry: models/keys.toml names each key's module; the module knows the key.
 
 What a key may have is declared once, in `Tuner` below (trial, stakes, decide,
-verify_workloads, index_shape, rewrite_index, on_disk, upgrade_v1, after_revert, rank),
+verify_workloads, index_shape, rewrite_index, on_disk, upgrade_v1, after_revert,
+open_question, rank),
 each with what a key without it gets. A module that owns several keys gives each its own
 Tuner in `TUNERS = {name: tuner}`, sharing the module's helpers (two keys, two tuners:
 no tuner asks which key it is); a module of one key may define the parts as module-level
@@ -84,13 +85,19 @@ class Tuner:
         repository (`repo`, a RepoLayout) and an index copy; gitbench.on_copy makes one."""
         return None
 
+    def open_question(self, key: Key, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
+        """What the calibration left open for the user's own commands to settle (issue
+        #33): (a value for the agent to compare with the one in force, why), or None.
+        Where the budget decided on a part and extrapolated, or could not decide."""
+        return None
+
     def has(self, part: str) -> bool:
         """Whether this tuner has the part itself (not Tuner's default)."""
         return getattr(type(self), part) is not getattr(Tuner, part)
 
 
 PARTS = ("trial", "stakes", "decide", "verify_workloads", "index_shape", "rewrite_index",
-         "on_disk", "upgrade_v1", "after_revert", "verify_runner")
+         "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question")
 
 
 class ModuleTuner(Tuner):
@@ -174,6 +181,9 @@ class Entry:
     def after_revert(self, value: str) -> List[str]:
         return self.tuner.after_revert(self.key, value)
 
+    def open_question(self, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
+        return self.tuner.open_question(self.key, cal, weights)
+
 
 def _import(key: Key) -> Optional[ModuleType]:
     if not key.module:
@@ -241,6 +251,17 @@ def verify_workloads(keys) -> Tuple[str, ...]:
     for k in keys:
         out += [w for w in entry(k).verify_workloads() if w not in out]
     return tuple(out)
+
+
+def open_questions(cal, weights: Dict[str, float]) -> Dict[str, Tuple[str, str]]:
+    """Key -> (value to compare on the user's commands, why) for every key the
+    calibration left open (Tuner.open_question)."""
+    out = {}
+    for e in _entries():
+        q = e.open_question(cal, weights)
+        if q is not None:
+            out[e.key.name] = q
+    return out
 
 
 def after_revert(undone: List[Dict[str, str]]) -> List[str]:
