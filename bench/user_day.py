@@ -5,8 +5,11 @@ good on the whole tree?
 On a bed, a generated repository with a second commit (branch switches write those
 files) and a local remote (pulls). git-tune calibrates it at the default budget and
 writes what it recommends (isolated HOME: never this machine's config), the agent is
-enabled, and an experiment starts: the value in force against a candidate (the
-calibration's count doubled, or the engine's pick where it wrote none). Then a scripted
+enabled, and an experiment starts: the value in force against the candidate the agent
+proposes on its own where the calibration left the count open (experiment.propose: a count
+set on the engine's ranking beyond what real git timed on a part, or one the budget left
+undecided), else a candidate of the bench's (the calibration's count doubled, or the
+engine's pick where it wrote none); the table says which. Then a scripted
 day: at a prompt's rate, `git status`; between them, branch switches, a commit now and
 then, a pull every tenth round. After each round the agent reads the events and steps
 the experiment, as its collector does. Reported: the switches (the commands the key
@@ -26,10 +29,11 @@ import statistics
 import subprocess
 import tempfile
 import time
+from typing import Optional
 
 from common import (RESULTS, BedUnavailable, bed_latency, parser, report, repo_on, storage,
                     tracked)
-from part_fidelity import COUNTS, grid
+from part_fidelity import COUNTS, grid, settings
 from stat_storm import isolate
 
 
@@ -87,9 +91,27 @@ class Day:
         self.rounds += 1
 
 
-def run_day(repo: str, candidate: str, max_rounds: int, statuses: int = 3) -> dict:
+def agent_proposal(repo: str, statuses: int) -> Optional[str]:
+    """One round of the day, then what the agent proposes on its own from the stored
+    calibration (experiment.propose: a count set beyond what real git timed, or one the
+    budget left undecided): the experiment's candidate, started; None where it asks
+    nothing about checkout.workers."""
     from git_tune.advisor.agent import experiment, store, switch
-    exp = experiment.start("global", "checkout.workers", candidate, repo)
+    Day(repo, statuses).round()
+    switch.collect()
+    proposed = experiment.propose(store.records())
+    if proposed and proposed["started"] != "checkout.workers":
+        experiment.stop()
+        return None
+    return proposed["candidate"] if proposed else None
+
+
+def run_day(repo: str, candidate: str, max_rounds: int, statuses: int = 3,
+            started: bool = False) -> dict:
+    """The day until the experiment decides (started: the agent started it already)."""
+    from git_tune.advisor.agent import experiment, store, switch
+    exp = (experiment.load() if started
+           else experiment.start("global", "checkout.workers", candidate, repo))
     day, t0 = Day(repo, statuses), time.monotonic()
     decision = None
     while decision is None and day.rounds < max_rounds:
@@ -104,7 +126,8 @@ def run_day(repo: str, candidate: str, max_rounds: int, statuses: int = 3) -> di
     entries = len(tracked(repo))
     # What the candidate's slots cost the user beyond the value in force's, per switch.
     extra = [(y - x) * entries for x, y in zip(a, b)]
-    return {"approved": exp.approved, "candidate": candidate, "decision": decision,
+    return {"approved": exp.approved, "candidate": exp.candidate, "decision": decision,
+            "proposed_by": "agent" if started else "bench",
             "switches": day.switches, "commands": day.commands, "rounds": day.rounds,
             "minutes": (time.monotonic() - t0) / 60, "pairs": len(b),
             "extra_seconds": sum(e * experiment.SLOT_COMMANDS for e in extra),
@@ -148,9 +171,7 @@ def whole_tree(repo: str, scratch: str, kind: str, files: int, reuse: bool, valu
         times = (stored_grid(kind, files) if reuse else None) or grid(work, COUNTS, 1)
         out = {}
         for name, w in values.items():
-            settings = {} if w == 1 else {"checkout.workers": str(w),
-                                          "checkout.thresholdForParallelism": "0"}
-            out[name] = statistics.median(work.run(settings) for _ in range(1 if tiny else 2))
+            out[name] = statistics.median(work.run(settings(w)) for _ in range(1 if tiny else 2))
     best = min(times, key=times.get)
     return {"grid": times, "best": best, "kept": out}
 
@@ -173,7 +194,9 @@ def bed_rows(kind: str, files: int, args) -> list:
         from git_tune.advisor.agent import collector
         collector.stop()
         try:
-            settle = run_day(repo, candidate_for(auto, repo), args.max_rounds, args.statuses)
+            proposed = agent_proposal(repo, args.statuses)
+            settle = run_day(repo, proposed or candidate_for(auto, repo), args.max_rounds,
+                             args.statuses, started=proposed is not None)
             slower = (run_day(repo, "1", args.max_rounds, args.statuses)
                       if approved and approved != "1" else None)
         finally:
@@ -185,7 +208,8 @@ def bed_rows(kind: str, files: int, args) -> list:
         q = whole_tree(repo, os.path.join(mnt, "quality"), kind, files, args.reuse_grid,
                        {"kept": int(kept_value)}, args.tiny)
         ratio = q["kept"]["kept"] / q["grid"][q["best"]]
-        rows.append((kind, files, f"{approved or 'default'} vs {settle['candidate']}",
+        rows.append((kind, files, f"{approved or 'default'} vs {settle['candidate']} "
+                     f"(proposed by the {settle['proposed_by']})",
                      _decision(settle), settle["switches"], settle["commands"],
                      f"{settle['minutes']:.1f}", kept_value,
                      f"{ratio:.2f} (best {q['best']})",
