@@ -16,6 +16,11 @@ written, then the next git status -uno) takes under the calibration's checkout v
 against Git's defaults and against the best worker count of a grid (1-32) timed on that
 repository beforehand.
 
+With --settled, the bed is written back (sync, untimed) before every cell and before each
+run of the quality grid: a day-old checkout, and no run paying for the write-back of the
+one before (on the hdd bed, a grid of single runs without it put 4 workers slower than 1
+and 16 twice as fast: the flush's timing, not git's).
+
 A run over some beds keeps the other beds' rows of the last run in bench/results.
 """
 import json
@@ -65,7 +70,7 @@ class Quality:
     next git status -uno, in a scratch clone): Git's defaults, each worker count of a grid
     (timed once per bed and size, `rounds` times in turn), and each calibration's values."""
 
-    def __init__(self, repo: str, scratch: str, rounds: int):
+    def __init__(self, repo: str, scratch: str, rounds: int, settle=None):
         from git_tune.advisor.measure import gitbench
         from git_tune.probes.repo import locate
         os.mkdir(scratch)
@@ -73,8 +78,14 @@ class Quality:
         clone = ws.clone()
         self.work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
         with gitbench.deadline(WHOLE_TREE_LIMIT):
-            self.grid = grid(self.work, COUNTS, rounds)
+            self.grid = grid(self.work, COUNTS, rounds, settle)
+        self.settle = settle
         self.best = min(self.grid, key=self.grid.get)
+
+    def _run(self, settings) -> float:
+        if self.settle:
+            self.settle()
+        return self.work.run(settings)
 
     @staticmethod
     def settings(values):
@@ -88,7 +99,7 @@ class Quality:
         from git_tune.advisor.measure import gitbench
         with gitbench.deadline(WHOLE_TREE_LIMIT):
             mine = self.grid[w] if w in self.grid else statistics.median(
-                [self.work.run(self.settings(values)) for _ in range(2)])
+                [self._run(self.settings(values)) for _ in range(2)])
         return {"workers": w, "seconds": mine, "vs_default": self.grid[1] / mine,
                 "vs_grid_best": mine / self.grid[self.best], "grid_best": self.best,
                 "grid": self.grid}
@@ -142,14 +153,17 @@ def main():
                 data[kind] = {}
                 for files in sizes:
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")
-                    if args.settled:
-                        # Untimed: the repository written back, as a day-old checkout is
-                        # (the cell then times git, not the flush of its generation).
-                        subprocess.run(["sync", "--file-system", mnt], check=False)
+                    sync = (lambda: subprocess.run(["sync", "--file-system", mnt], check=False)
+                            ) if args.settled else None
                     quality = (Quality(repo, os.path.join(mnt, f"quality{files}"),
-                                       1 if args.tiny else args.repeat or 2)
+                                       1 if args.tiny else args.repeat or 2, sync)
                                if args.quality or args.tiny else None)
                     for budget in budgets:
+                        if sync:
+                            # Untimed: the repository (and the quality grid's writes, and
+                            # the cell before) written back, as a day-old checkout is: the
+                            # cell times git, not the flush of what the benchmark wrote.
+                            sync()
                         wall, decided, kept, unfinished, values, phases, said = \
                             timed_calibration(repo, budget)
                         short = [s for s in unfinished.values() if s is not None]

@@ -29,14 +29,17 @@ def settings(w: int):
     return {} if w == 1 else {"checkout.workers": str(w), "checkout.thresholdForParallelism": "0"}
 
 
-def grid(work: gitbench.WholeTreeWrite, counts, rounds: int):
+def grid(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
     """Median seconds per worker count: a pilot first (it makes the directories, which
     later runs find made; with the most workers, the quickest), then rounds in which
-    every count runs once, in turn."""
+    every count runs once, in turn. settle(): called, untimed, before each run (a sync,
+    so that on a disk no run pays for the write-back of the one before)."""
     work.run(settings(max(counts)))
     times = {w: [] for w in counts}
     for r in range(rounds):
         for w in (counts if r % 2 == 0 else counts[::-1]):
+            if settle:
+                settle()
             times[w].append(work.run(settings(w)))
     return {w: statistics.median(t) for w, t in times.items()}
 
