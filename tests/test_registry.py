@@ -487,6 +487,21 @@ def test_every_tuners_facts_are_typed():
     assert not untyped, untyped
 
 
+@pytest.mark.parametrize("path", RECORDED, ids=os.path.basename)
+def test_every_trial_times_a_workload_its_keys_affects_name(path):
+    """Issue #31: one workload table, and `affects` says what a key's trial may time: on
+    the stored recordings, every comparison's workload is a row of the table whose git
+    commands the key affects."""
+    with open(path) as f:
+        cal = Calibration.from_json(json.load(f)["calibration"])
+    from git_tune.models import catalogue
+    table = workloads.table()
+    for name, trial in cal.trials.items():
+        key = catalogue.lookup(name)
+        for c in trial.comparisons:
+            assert c.workload in table and table[c.workload].shows(key), (name, c.workload)
+
+
 def test_verify_times_the_workloads_a_keys_affects_name():
     """Issue #31: one workload table; `affects` chooses what verify times for a key."""
     from git_tune.advisor.keys import registry
