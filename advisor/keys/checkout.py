@@ -575,7 +575,7 @@ def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
                                     f"beyond the {confirmed} real git timed on a part of the "
                                     "tree: your branch switches compare the two")
         return None
-    if s is None or key.name not in cal.unfinished or not _saved(s):
+    if s is None or WORKERS not in cal.unfinished or not _saved(s):
         return None
     pick = _engine_pick(s)
     return str(pick), (f"the budget ended before real git timed {WORKERS}; the engine's "
