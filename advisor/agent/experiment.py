@@ -30,7 +30,7 @@ from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure import ab
 from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
-from git_tune.errors import UsageError
+from git_tune.errors import GitTuneError, UsageError
 from git_tune.models import catalogue, stats, workloads
 from git_tune.probes import gitinfo, repo as repo_probe
 
@@ -206,7 +206,10 @@ def propose(records: Sequence[Command]) -> Optional[dict]:
     for entry in journal.applied():
         if not entry.repo or entry.repo not in seen or show.edited_outside(entry):
             continue
-        record = cal.load_fresh(cal.probe_repository(entry.repo))
+        try:
+            record = cal.load_fresh(cal.probe_repository(entry.repo))
+        except (GitTuneError, OSError):
+            continue        # a repository moved or damaged since: the others are asked
         if record is None:
             continue
         spec = show.scope_spec(entry.scope)
