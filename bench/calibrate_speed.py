@@ -50,10 +50,16 @@ def timed_calibration(repo: str, budget: float):
     report = cal.probe_repository(repo, budget)
     # Where the budget went: the probe's own timings, then each phase's end (the budget's
     # ticks), in seconds from the probe's start.
-    phases = [(f"probe {k}", round(v, 2)) for k, v in report.timings.items()]
-    record = cal.calibrate(report, Options(budget=budget), store=False,
-                           progress=lambda phase, _: phases.append(
-                               (phase, round(time.monotonic() - t0, 2))))
+    phases = [[f"probe {k}", round(v, 2)] for k, v in report.timings.items()]
+
+    def tick(phase, _):
+        # A phase's ticks in a row (one per git run) are one entry: when it ended.
+        t = round(time.monotonic() - t0, 2)
+        if phases and phases[-1][0] == phase:
+            phases[-1][1] = t
+        else:
+            phases.append([phase, t])
+    record = cal.calibrate(report, Options(budget=budget), store=False, progress=tick)
     wall = time.monotonic() - t0
     settings = recommend(record).settings()
     # A key is decided when its main comparison ran its full runs, stopped clearly apart
