@@ -192,7 +192,7 @@ def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = F
 
 def ab(run_a: Callable[[], float], run_b: Callable[[], float], repeat: int) -> Tuple[List[float], List[float]]:
     """Interleaved A/B (ABBA) after one warm-up each."""
-    from git_tune.advisor.measure.gitbench import interleaved
+    from git_tune.advisor.measure.ab import interleaved
     return interleaved(run_a, run_b, repeat)
 
 

@@ -9,7 +9,7 @@ user's own commands stops by the same rule (stopped) and keeps the same record.
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.budget import EXTEND, Budget, now
@@ -219,3 +219,21 @@ def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs,
         if i + 1 < how.runs and how.left() <= 0:
             return STOPPED_BUDGET
     return ""
+
+
+def interleaved(a: Run, b: Run, runs: int, warmup: int = 1) -> Tuple[List[float], List[float]]:
+    """Bare ABBA pairs (A then B, B then A, ...), warm-ups first, no budget and no
+    verdict: what the benchmarks time raw with (bench/common.py)."""
+    for _ in range(warmup):
+        a()
+        b()
+    ta: List[float] = []
+    tb: List[float] = []
+    for i in range(runs):
+        if i % 2 == 0:
+            ta.append(a())
+            tb.append(b())
+        else:
+            tb.append(b())
+            ta.append(a())
+    return ta, tb

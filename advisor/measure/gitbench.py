@@ -168,23 +168,6 @@ def trace_phases(trace_file: str) -> Dict[str, float]:
     return phases
 
 
-def interleaved(a: Callable[[], float], b: Callable[[], float], runs: int,
-                warmup: int = 1) -> Tuple[List[float], List[float]]:
-    """A then B, B then A, ... (ABBA) so drift hits both alike; warm-ups first."""
-    for _ in range(warmup):
-        a()
-        b()
-    ta, tb = [], []
-    for i in range(runs):
-        if i % 2 == 0:
-            ta.append(a())
-            tb.append(b())
-        else:
-            tb.append(b())
-            ta.append(a())
-    return ta, tb
-
-
 @dataclass(frozen=True)
 class IndexShape:
     """How an index copy is written: `git update-index` options and the config in force
