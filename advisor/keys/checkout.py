@@ -564,7 +564,7 @@ def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
     """What the user's own branch switches can settle (the agent's experiment): a count
     the engine's ranking chose above what real git timed on a part, against the count
     real git confirmed there; or, where the budget ended before real git timed any count,
-    the engine's pick against Git's default (only where the engine measured a gain)."""
+    the engine's pick against the value in force (only where the engine measured a gain)."""
     s = cal.sweeps.get("checkout")
     t = advice.trial_of(key, cal)
     if t is not None and t.comparisons:
@@ -580,7 +580,7 @@ def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
     pick = _engine_pick(s)
     return str(pick), (f"the budget ended before real git timed {WORKERS}; the engine's "
                        f"writes were fastest from {pick} threads: your branch switches "
-                       "compare that with Git's default")
+                       "compare that with the value in force")
 
 
 def _saved(s: Sweep) -> float:

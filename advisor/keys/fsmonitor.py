@@ -114,6 +114,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           suffix="; one daemon per repository, started by its next git command")
 
 
+def _evidence(f: TrialFacts) -> dict:
+    return {"directories": f.directories, "max_user_watches": f.max_user_watches}
+
 
 def after_revert(key, value: str):
     """The daemons the reverted value started, in repositories that no longer ask for one
@@ -122,7 +125,3 @@ def after_revert(key, value: str):
         return []
     stopped = daemon.stop_unwanted()
     return [f"stopped the fsmonitor daemon of {d}" for d in stopped]
-
-
-def _evidence(f: TrialFacts) -> dict:
-    return {"directories": f.directories, "max_user_watches": f.max_user_watches}

@@ -445,10 +445,9 @@ def index_load(repo: RepoLayout, index_file: str):
     return on_copy(["ls-files"], repo, index_file)
 
 
-# The workloads timed on an index copy: name -> (the command, as reports name it, and
-# its runner for the user's repository and an index file). Trials and `verify` share them.
-# The runners of the workloads timed on an index copy (models/workloads.toml names them
-# and their commands).
+# The runners of the workloads timed on an index copy, for the user's repository and an
+# index file (models/workloads.toml names them and their commands). Trials and `verify`
+# share them.
 ON_INDEX = {
     "status": lambda repo, index: status(repo, index, untracked=False),
     "untracked": lambda repo, index: status(repo, index, untracked=True),
