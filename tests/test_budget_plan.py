@@ -10,7 +10,7 @@ import pytest
 
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options, Trial
 from git_tune.models import catalogue, stats
@@ -25,6 +25,7 @@ class Script:
     candidate: float
     stakes: float
     rank: int = 1
+    priced: bool = False    # says its price before it starts (registry.Tuner.price)
 
 
 def _run(clock: plan.FakeClock, seconds: float, rng: random.Random):
@@ -45,6 +46,8 @@ def _entry(script: Script, clock: plan.FakeClock, rng: random.Random) -> registr
     module = types.ModuleType(f"toy_{script.name.replace('.', '_')}")
     module.TRIAL_RANK = script.rank
     module.stakes = lambda key, bench: script.stakes
+    if script.priced:
+        module.price = lambda key, bench: least_seconds(min(script.default, script.candidate))
 
     def trial(key, bench: Bench) -> Trial:
         cand = {key.name: "candidate"}
@@ -120,6 +123,24 @@ def test_a_key_the_budget_cannot_fit_is_named_with_what_it_needs(monkeypatch):
     # Less than that is never enough.
     bench, _ = _calibrate(DAY, 3 + short / 2, monkeypatch)
     assert "toy.workers" not in _decided(bench)
+
+
+def test_a_trial_priced_above_the_budget_left_spends_nothing_and_the_next_key_runs(monkeypatch):
+    """A whole status on slow storage at 100,000 files: its trial cannot fit, and says so
+    before it starts; the low-stakes key after it gets every second. Unpriced, the same
+    trial spends a quarter of what is left on a warm-up that only finds the same."""
+    tree, index = Script("toy.tree", 4.0, 1.6, 14.0), Script("toy.index", 0.3, 0.3, 0.01)
+    priced = tuple(dataclasses.replace(s, priced=True) for s in (tree, index))
+    bench, used = _calibrate(priced, 6, monkeypatch)
+    assert "toy.tree" not in bench.trials
+    short = bench.unfinished["toy.tree"]
+    assert short == pytest.approx(least_seconds(1.6) - 6, abs=0.1)
+    assert "toy.index" in _decided(bench)
+    # A lower bound: less than it is never enough.
+    bench, _ = _calibrate(priced, 6 + short / 2, monkeypatch)
+    assert "toy.tree" in bench.unfinished and "toy.tree" not in bench.trials
+    _, used_unpriced = _calibrate((tree, index), 6, monkeypatch)
+    assert used_unpriced - used >= 6 / (stats.CLEAR_RUNS + 1) * 0.9, (used, used_unpriced)
 
 
 def test_a_deadline_and_a_share_read_the_budgets_clock():

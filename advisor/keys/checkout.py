@@ -17,7 +17,7 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
@@ -76,6 +76,10 @@ class WorkersFacts:
     next_status: bool = False     # the batch timed with its next status (older records: not)
     part: Optional[int] = None    # entries of the part the counts were timed on, if one
     entries: Optional[int] = None  # the repository's entries, beside the part
+    # The part's pilots' price of a run, where one was timed: git's seconds beside the
+    # files, and a file's (what a later trial on a part needs at least: Threshold.price).
+    part_fixed: Optional[float] = None
+    part_per_file: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -272,6 +276,8 @@ class Route:
     part, the pilot's seconds (a run of Git's default there already)."""
     part: gitbench.Part
     warm: Optional[float]
+    per_file: float      # the pilots' price of a run: seconds a file,
+    fixed: float         # and beside the files
 
 
 def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
@@ -323,11 +329,11 @@ def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
         return None
     n = _part_size(bench, counts, per_file, fixed)
     if n < k_pilot * PART_GROWTH:
-        return Route(pilot, t_pilot)
+        return Route(pilot, t_pilot, per_file, fixed)
     try:
-        return Route(bench.ws.part(n), None)
+        return Route(bench.ws.part(n), None, per_file, fixed)
     except MeasurementFailed:
-        return Route(pilot, t_pilot)
+        return Route(pilot, t_pilot, per_file, fixed)
 
 
 def _per_run(bench: Bench, counts: int) -> float:
@@ -391,7 +397,8 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
                          files=n, warm_default=None if i else route.warm)]
 
     return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
-                 asdict(WorkersFacts(True, n, route.part.entries)))
+                 asdict(WorkersFacts(True, n, route.part.entries, round(route.fixed, 4),
+                                     round(route.per_file, 5))))
 
 
 def _engine_pick(s: Sweep) -> int:
@@ -424,7 +431,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
     would be no larger than the batch, which has then said all it can."""
     whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
     median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
-    lstat = _whole_lstat(bench)
+    lstat = preload.whole_lstat(bench)
     beside = size.fixed + (lstat or 0.0)
     per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
 
@@ -454,11 +461,6 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
     bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(whole.paths)} files "
                        "(spread evenly) to fit the budget")
     return _workload(bench, n, gitbench.TreeWrite), None
-
-
-def _whole_lstat(bench: Bench) -> Optional[float]:
-    s = bench.sweeps.get("preload")
-    return s.facts_as(preload.Facts).lstat_seconds() if s else None
 
 
 def _tree_write(bench: Bench, work: gitbench.TreeWrite, cand: Dict[str, str],
@@ -804,6 +806,15 @@ class Threshold(registry.Tuner):
 
     def trial(self, key, bench: Bench) -> Optional[Trial]:
         return _trial_threshold(bench)
+
+    def price(self, key, bench: Bench) -> Optional[float]:
+        """Where the workers were timed on a part: its first batch, TINY_FILES on a part
+        of its own, at the pilots' price."""
+        workers = bench.trials.get(WORKERS)
+        f = workers.facts_as(WorkersFacts) if workers else None
+        if f is None or f.part_fixed is None or f.part_per_file is None:
+            return None
+        return least_seconds(f.part_fixed + TINY_FILES * f.part_per_file)
 
     def stakes(self, key, bench: Bench) -> Optional[float]:
         return _stakes(bench, min(len(bench.names), int(key.default)))

@@ -55,19 +55,24 @@ def sweep(bench: Bench) -> Optional[Sweep]:
                 default=engine.ALLOC_POOL)]
 
     fmt = bench.repo.object_format     # the copies are the user's index, in its format
+    blocks_read = []
 
     def load(point):
         r = engine.index_read(ieot, threads=point[THREADS], alloc=point[ALLOC],
                               object_format=fmt)
+        blocks_read.append(r.ieot_blocks)
         return r.parse + r.free
 
     r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
                   opts.budget * plan.SWEEP_INDEX, max_evals=40)
     v2, v4 = (ws.index_copy(f"v{v}", _version_shape(str(v))) for v in (2, 4))
-    facts = Facts(engine.index_read(ieot, object_format=fmt).ieot_blocks, len(bench.names),
-                  os.path.getsize(v2), os.path.getsize(v4),
-                  min(engine.index_read(v2, object_format=fmt).parse for _ in range(3)),
-                  min(engine.index_read(v4, object_format=fmt).parse for _ in range(3)))
+    # The best of two loads each: the parses are stakes and a finding, not a verdict, and
+    # on the NFS-like bed at 100,000 entries a load is 65 ms of a budget's last seconds.
+    facts = Facts(blocks_read[-1] if blocks_read else
+                  engine.index_read(ieot, object_format=fmt).ieot_blocks,
+                  len(bench.names), os.path.getsize(v2), os.path.getsize(v4),
+                  min(engine.index_read(v2, object_format=fmt).parse for _ in range(2)),
+                  min(engine.index_read(v4, object_format=fmt).parse for _ in range(2)))
     return Sweep.of(r, dims, asdict(facts))
 
 

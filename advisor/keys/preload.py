@@ -13,6 +13,7 @@ from git_tune.output import counted
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import budget as plan, coldcache, gitbench, search
+from git_tune.advisor.measure.ab import least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResult,
                                             engine_measure, run as run_sweep)
@@ -65,6 +66,24 @@ class Facts:
         if self.part_single_thread and self.part_git_default:
             return self.part_single_thread / self.part_git_default
         return None
+
+
+def whole_lstat(bench: Bench) -> Optional[float]:
+    """The engine's lstat of every entry at Git's thread count (Facts.lstat_seconds): what
+    every whole status pays at least. None before this family's sweep."""
+    s = bench.sweeps.get("preload")
+    return s.facts_as(Facts).lstat_seconds() if s else None
+
+
+def status_price(bench: Bench) -> Optional[float]:
+    """What a trial of whole statuses needs at least (registry.Tuner.price)."""
+    lstat = whole_lstat(bench)
+    return least_seconds(lstat) if lstat else None
+
+
+def price(key, bench: Bench) -> Optional[float]:
+    # Where the sweep already shows off cannot win, the trial costs no git at all.
+    return None if _hopeless(bench) else status_price(bench)
 
 
 def sweep(bench: Bench) -> Optional[Sweep]:

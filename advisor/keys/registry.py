@@ -2,7 +2,7 @@
 
 What a key may have is declared once, in `Tuner` below (trial, stakes, decide,
 verify_workloads, index_shape, rewrite_index, on_disk, upgrade_v1, after_revert,
-open_question, rank),
+open_question, price, rank),
 each with what a key without it gets. A module that owns several keys gives each its own
 Tuner in `TUNERS = {name: tuner}`, sharing the module's helpers (two keys, two tuners:
 no tuner asks which key it is); a module of one key may define the parts as module-level
@@ -51,6 +51,15 @@ class Tuner:
         engine or git measured so far (None: not known yet)."""
         return None
 
+    def price(self, key: Key, bench) -> Optional[float]:
+        """Seconds the key's trial needs at least (ab.least_seconds of its cheapest run),
+        from what the engine or git measured so far (None: not known). A trial priced
+        above the budget left is not started: the record says how many seconds it was
+        short, and what it would have spent goes to the trials that fit (on the NFS-like
+        bed at 100,000 files, a status with untracked files cannot be timed in a 20 s
+        budget, and starting it only to stop at its warm-up left the index keys none)."""
+        return None
+
     def decide(self, key: Key, cal, weights: Dict[str, float]):
         """A decide.advice.KeyAdvice from the calibration, for the profile's weights."""
         return None
@@ -96,8 +105,8 @@ class Tuner:
         return getattr(type(self), part) is not getattr(Tuner, part)
 
 
-PARTS = ("trial", "stakes", "decide", "verify_workloads", "index_shape", "rewrite_index",
-         "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question")
+PARTS = ("trial", "stakes", "price", "decide", "verify_workloads", "index_shape",
+         "rewrite_index", "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question")
 
 
 class ModuleTuner(Tuner):
@@ -154,6 +163,9 @@ class Entry:
 
     def stakes(self, bench) -> Optional[float]:
         return self.tuner.stakes(self.key, bench)
+
+    def price(self, bench) -> Optional[float]:
+        return self.tuner.price(self.key, bench)
 
     @property
     def rank(self) -> int:

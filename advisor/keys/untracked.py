@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from git_tune.advisor.decide import advice
+from git_tune.advisor.keys import preload
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
@@ -34,6 +35,11 @@ def index_shape(key, value: str) -> IndexShape:
     if value == "false":
         return IndexShape(args=("--no-untracked-cache",))
     return IndexShape()
+
+
+def price(key, bench: Bench) -> Optional[float]:
+    """A status with untracked files lstats every entry before it reads a directory."""
+    return preload.status_price(bench)
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:

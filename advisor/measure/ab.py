@@ -69,6 +69,14 @@ def stopped(times_default, times_candidate, slower: bool = True) -> str:
     return ""
 
 
+def least_seconds(run: float) -> float:
+    """What a comparison whose runs take at least `run` seconds needs at least: its
+    warm-up pair and the CLEAR_RUNS pairs of the quickest verdict. run() says the same
+    from its warm-up (a pair past 1 / (CLEAR_RUNS + 1) of what is left does not fit);
+    this says it before anything is spent (registry.Tuner.price)."""
+    return 2 * (stats.CLEAR_RUNS + 1) * run
+
+
 class _SideFailed(MeasurementFailed):
     """Git failed on one side of a comparison after its warm-up had worked."""
 

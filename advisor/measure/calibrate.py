@@ -103,6 +103,11 @@ def _measure(bench: Bench, understood) -> None:
             # Not reached, whatever its trial would make of a missing sweep.
             bench.unfinished[entry.key.name] = None
             continue
+        price, left = entry.price(bench), bench.budget.left()
+        if price is not None and price > left:
+            # Priced out before a second is spent: the trials after it get that second.
+            bench.unfinished[entry.key.name] = round(price - left, 1)
+            continue
         try:
             # Every git run of the trial, its scratch clones and index copies too, ends
             # with the budget.
