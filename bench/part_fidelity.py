@@ -1,25 +1,32 @@
 """Does a part of the repository decide checkout.workers as the whole tree does (issue #30)?
 
-On each bed, a generated repository; for every worker count of a grid, the sequence a
-clone leaves the user with (every file written, then the next `git status -uno`) timed
-on the whole tree and on part repositories (gitbench.Workspace.part: runs of consecutive
-entries spread over the index, the user's objects, HEAD unborn) of a few sizes.
-Each cell is the median of interleaved rounds; the table gives each count's speedup over
-sequential on the part and on the whole, which count each picks, and how far the part's
-pick is from the whole's best (on the whole tree). Part repositories cost what git's
-start costs there, not the repository's size: their making is timed too.
+On each bed and repository size, a generated repository; for every worker count of a
+grid, the sequence a clone leaves the user with (every file written, then the next `git
+status -uno`) timed on the whole tree and on part repositories (gitbench.Workspace.part:
+runs of consecutive entries spread over the index, the user's objects, HEAD unborn) of a
+few sizes. A part is timed with the counts calibration times on it (at most one worker
+per keys/checkout.py's PART_FILES_PER_WORKER files), in rounds, each a decision of its
+own: the count that round found fastest. Each row says how often that decision, taken on
+the whole tree, is within 1.15x of the whole tree's best count (the issue's bar) and how
+often it agrees on parallel against sequential; and each count's median speedup over
+sequential on the part and on the whole. Part repositories cost what git's start costs
+there, not the repository's size: their making is timed too.
 
-    python3 bench/part_fidelity.py [--tiny] [--beds latfs-nfs disk] [--files 4000]
-                                   [--parts 100 300] [--repeat 2]
+    python3 bench/part_fidelity.py [--tiny] [--beds latfs-nfs disk] [--files 4000 20000]
+                                   [--parts 48 100 300] [--repeat 5] [--whole-rounds 1]
+                                   [--settled]
 """
 import os
 import statistics
+import subprocess
 import time
 
 from common import BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
 from testbeds.slow import NFS_NOCACHE as NOCACHE
 
+from git_tune.advisor.keys.checkout import PART_FILES_PER_WORKER
 from git_tune.advisor.measure import gitbench
+from git_tune.models.stats import MIN_EFFECT
 from git_tune.probes.repo import locate
 
 COUNTS = (1, 2, 4, 8, 16, 32)
@@ -29,11 +36,12 @@ def settings(w: int):
     return {} if w == 1 else {"checkout.workers": str(w), "checkout.thresholdForParallelism": "0"}
 
 
-def grid(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
-    """Median seconds per worker count: a pilot first (it makes the directories, which
-    later runs find made; with the most workers, the quickest), then rounds in which
-    every count runs once, in turn. settle(): called, untimed, before each run (a sync,
-    so that on a disk no run pays for the write-back of the one before)."""
+def grid_runs(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
+    """Seconds per worker count, one run a round: a pilot first (it makes the
+    directories, which later runs find made; with the most workers, the quickest), then
+    rounds in which every count runs once, in turn (the order reversed every other
+    round). settle(): called, untimed, before each run (a sync, so that on a disk no run
+    pays for the write-back of the one before)."""
     work.run(settings(max(counts)))
     times = {w: [] for w in counts}
     for r in range(rounds):
@@ -41,38 +49,73 @@ def grid(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
             if settle:
                 settle()
             times[w].append(work.run(settings(w)))
-    return {w: statistics.median(t) for w, t in times.items()}
+    return times
+
+
+def grid(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
+    """Median seconds per worker count (grid_runs)."""
+    return {w: statistics.median(t) for w, t in grid_runs(work, counts, rounds, settle).items()}
 
 
 def speedups(med):
     return {w: med[1] / t for w, t in med.items()}
 
 
-def bed_rows(kind: str, files: int, parts, rounds: int, whole_counts):
+# The issue's bar: git-tune's count within this of the grid's best, on the whole tree.
+WITHIN = 1.15
+
+
+def part_counts(n: int):
+    """The counts calibration times on a part of n entries (keys/checkout.py)."""
+    top = max(2, n // PART_FILES_PER_WORKER)
+    return tuple(c for c in COUNTS if c <= top)
+
+
+def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds: int,
+              whole_counts, settle):
+    repo = repo_on(kind, mnt, files, name=f"repo{files}")
+    scratch = os.path.join(mnt, f"scratch{files}")
+    os.mkdir(scratch)
+    ws = gitbench.Workspace(locate(repo), scratch)
+    whole = gitbench.WholeTreeWrite(ws.clone(), _tracked(ws), scratch)
+    w_med = grid(whole, whole_counts, whole_rounds, settle)
+    best = min(w_med, key=w_med.get)
+    parallel = w_med[best] * (1 + MIN_EFFECT) < w_med[1]
+    rows, data = [], {"whole": w_med, "best": best, "parallel": parallel, "parts": {}}
+    rows.append((kind, files, "whole", "-", _cells(speedups(w_med)), str(best), "-", "-"))
+    for n in parts:
+        t0 = time.monotonic()
+        part = ws.part(min(n, files - 1))
+        made = time.monotonic() - t0
+        counts = part_counts(len(part.paths))
+        runs = grid_runs(gitbench.WholeTreeWrite(part.worktree, part.paths, scratch), counts,
+                         rounds, settle)
+        picks = [min(counts, key=lambda w: runs[w][r]) for r in range(rounds)]
+        within = [w_med[p] <= w_med[best] * WITHIN for p in picks if p in w_med]
+        same_kind = [(p != 1) == parallel for p in picks]
+        p_med = {w: statistics.median(t) for w, t in runs.items()}
+        rows.append((kind, files, f"part {len(part.paths)}", f"{made:.2f} s",
+                     _cells(speedups(p_med)), ", ".join(map(str, picks)),
+                     f"{sum(within)} of {len(within)}",
+                     f"{sum(same_kind)} of {len(same_kind)}"))
+        data["parts"][str(len(part.paths))] = {
+            "made_seconds": made, "counts": counts, "runs": runs, "picks": picks,
+            "within": sum(within), "same_kind": sum(same_kind), "rounds": rounds}
+    return rows, data
+
+
+def bed_rows(kind: str, sizes, parts, rounds: int, whole_rounds: int, whole_counts,
+             settled: bool):
     with storage(kind, bed_latency(False) if kind != "latfs-nfs" else NOCACHE,
-                 size_mb=2048) as mnt:
-        repo = repo_on(kind, mnt, files)
-        scratch = os.path.join(mnt, "scratch")
-        os.mkdir(scratch)
-        ws = gitbench.Workspace(locate(repo), scratch)
-        whole = gitbench.WholeTreeWrite(ws.clone(), _tracked(ws), scratch)
-        w_med = grid(whole, whole_counts, 1)
-        best = min(w_med, key=w_med.get)
-        rows, data = [], {"whole": w_med, "parts": {}}
-        rows.append((kind, files, "whole", "-", _cells(speedups(w_med)), best, "1.00"))
-        for n in parts:
-            t0 = time.monotonic()
-            part = ws.part(n)
-            made = time.monotonic() - t0
-            p_med = grid(gitbench.WholeTreeWrite(part.worktree, part.paths, scratch), COUNTS,
-                         rounds)
-            pick = min(p_med, key=p_med.get)
-            off = w_med[pick] / w_med[best] if pick in w_med else None
-            rows.append((kind, files, f"part {len(part.paths)}", f"{made:.2f} s",
-                         _cells(speedups(p_med)), pick,
-                         f"{off:.2f}" if off is not None else "not timed whole"))
-            data["parts"][str(n)] = {"made_seconds": made, "medians": p_med, "pick": pick,
-                                     "whole_ratio_of_pick": off}
+                 size_mb=8192) as mnt:
+        settle = ((lambda: subprocess.run(["sync", "--file-system", mnt], check=False))
+                  if settled else None)
+        rows, data = [], {}
+        for files in sizes:
+            r, d = size_rows(kind, mnt, files, parts, rounds, whole_rounds, whole_counts,
+                             settle)
+            rows += r
+            data[str(files)] = d
         return rows, data
 
 
@@ -89,20 +132,24 @@ def _cells(s) -> str:
 def main():
     p = parser(__doc__)
     p.add_argument("--beds", nargs="+", default=["latfs-nfs"], choices=BEDS)
-    p.add_argument("--files", type=int, default=4000)
-    p.add_argument("--parts", type=int, nargs="+", default=[100, 300])
+    p.add_argument("--files", type=int, nargs="+", default=[4000])
+    p.add_argument("--parts", type=int, nargs="+", default=[48, 100, 300])
+    p.add_argument("--whole-rounds", type=int, default=1,
+                   help="rounds of the whole tree's grid (one run a count a round)")
+    p.add_argument("--settled", action="store_true",
+                   help="sync the bed, untimed, before every run")
     args = p.parse_args()
-    files = 300 if args.tiny else args.files
+    sizes = [300] if args.tiny else args.files
     parts = [40] if args.tiny else args.parts
-    rounds = args.repeat or (1 if args.tiny else 2)
-    # The whole tree on slow storage takes minutes a run: the counts the parts pick
-    # and their neighbours, once each.
+    rounds = args.repeat or (2 if args.tiny else 5)
+    # The whole tree on slow storage takes minutes a run.
     whole_counts = (1, 4) if args.tiny else COUNTS
     beds = ["tmpfs"] if args.tiny else args.beds
     rows, data, notes = [], {}, []
     for kind in beds:
         try:
-            r, d = bed_rows(kind, files, parts, rounds, whole_counts)
+            r, d = bed_rows(kind, sizes, parts, rounds, args.whole_rounds, whole_counts,
+                            args.settled)
             rows += r
             data[kind] = d
         except BedUnavailable as e:
@@ -110,9 +157,12 @@ def main():
     if "latfs-nfs" in data:
         notes.append("latfs-nfs: 1 ms per metadata operation, no attribute or entry caching "
                      "(NFS with actimeo=0 and lookupcache=none)")
-    report("part_fidelity", f"The whole tree written, then git status -uno: whole tree vs "
-           f"parts, {files} files", ("bed", "files", "timed on", "part made in",
-                                     "speedup over sequential", "picks", "pick on the whole / best"),
+    report("part_fidelity", "The whole tree written, then git status -uno: the decision on "
+           "a part against the whole tree", ("bed", "files", "timed on", "part made in",
+                                              "median speedup over sequential",
+                                              "each round's pick",
+                                              f"pick on the whole within {WITHIN}x of its best",
+                                              "parallel or not, as the whole"),
            rows, data, args.tiny, notes, beds=beds)
 
 
