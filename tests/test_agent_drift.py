@@ -112,3 +112,38 @@ def test_the_same_drift_is_not_retried_all_day(watched):
     assert len(first) == 1 and not first[0]["retuned"]
     assert retune.retune_drifting(store.records(), budget=5) == []     # tried lately
     assert "not re-tuned" in cli("agent", "log").stdout
+
+
+def _untracked_reasons():
+    return [r for d in drift.detect(store.records()) for r in d.reasons
+            if "untracked cache stopped working" in r]
+
+
+def test_an_untracked_cache_that_stopped_working_is_seen_in_the_users_statuses(tmp_path):
+    """git's own counts of each status's untracked walk (dir.c, trace2 nesting 3): while
+    the cache works, a status reads no directory again; once every directory's mtime
+    changes between statuses, each re-reads them all, and the agent says so."""
+    repo = tmp_path / "r"
+    repogen.generate(str(repo), repogen.RepoShape(depth=2, width=3, files=40))
+    cli("set", "core.untrackedCache=true", "--repo", str(repo), "--scope", "global")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    try:
+        for _ in range(drift.UNTRACKED_WINDOW + 1):
+            _run("git", repo, "status", "--porcelain")
+        switch.collect()
+        assert not _untracked_reasons()
+        dirs = [d for d, _, _ in os.walk(repo) if ".git" not in d.split(os.sep)]
+        base = os.stat(repo).st_mtime - 10_000
+        for i in range(drift.UNTRACKED_WINDOW):
+            for d in dirs:      # a tool that touches every directory between statuses
+                os.utime(d, (base + i, base + i))
+            _run("git", repo, "status", "--porcelain")
+        switch.collect()
+        (reason,) = _untracked_reasons()
+        assert "read every directory again" in reason
+        status = json.loads(cli("agent", "status", "--json").stdout)
+        assert reason in [r for d in status["drift"] for r in d["reasons"]]
+    finally:
+        collector.stop()
+        cli("agent", "disable", check=False)

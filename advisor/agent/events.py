@@ -36,6 +36,11 @@ COUNTS = {
     ("index", "refresh/sum_lstat"): "lstat",
     ("index", "refresh/sum_scan"): "rehashed",
     ("index", "read/version"): "index_version",
+    # dir.c's traversal statistics (nesting 3: switch.trace2_settings asks for it). git
+    # reports `opendir` only where the untracked cache is in use: the directories it
+    # had to read again, against every directory the status visited.
+    ("read_directory", "directories-visited"): "dirs_visited",
+    ("read_directory", "opendir"): "dirs_opened",
 }
 LONG_OPTION = re.compile(r"--([a-z][a-z0-9-]{0,39})(=.*)?\Z", re.DOTALL)
 SHORT_OPTION = re.compile(r"-[a-zA-Z]\Z")

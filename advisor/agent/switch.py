@@ -39,8 +39,11 @@ def tuned_keys() -> List[str]:
 
 def trace2_settings(spool_dir: str) -> dict:
     # Lower case, as `git config --list` names them: the plan compares with what is there.
+    # Nesting 3: dir.c's counts of a status's untracked walk sit there (the untracked
+    # cache's directories read again, drift.untracked_cache_idle).
     return {"trace2.eventtarget": spool_dir,
             "trace2.eventbrief": "true",
+            "trace2.eventnesting": "3",
             "trace2.maxfiles": str(spool.MAX_FILES),
             "trace2.configparams": ",".join(tuned_keys())}
 
