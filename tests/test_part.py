@@ -109,3 +109,40 @@ def test_what_the_part_left_open_is_the_agents_question():
     # Real git's own count, not extrapolated: nothing left open.
     assert "checkout.workers" not in registry.open_questions(
         _part_calibration(storage, 8, faster), workloads.weights("mixed"))
+
+
+def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, monkeypatch):
+    """#30: where the engine's ranking chose a count above the part's cap (8 where the
+    part timed 6), the threshold's batches are timed at that count; the workers trial has
+    no comparison at it to lend them (a budget of 30 s on an NFS-like bed crashed here)."""
+    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.record import Options, Trial, comparison
+    from git_tune.models import catalogue, workloads
+    from git_tune.probes import repo as repo_probe
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "r"
+    repogen.generate(str(src), repogen.RepoShape.for_files(600), limit=600)
+    report = calibrate.probe_repository(str(src))
+    layout = report.repository.layout
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    opts = Options(budget=60)
+    bench = Bench(gitbench.Workspace(layout, str(scratch)),
+                  repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
+                  opts, Budget(opts.budget))
+    bench.sweeps["checkout"] = engine_sweep({1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25,
+                                             32: 0.26}, 2)
+    bench.trials[checkout.WORKERS] = Trial(checkout.WORKERS, (comparison(
+        "clone", {}, {checkout.WORKERS: "6"}, [0.70, 0.72, 0.71, 0.69, 0.70],
+        [0.52, 0.53, 0.51, 0.52, 0.52], files=48),),
+        {"next_status": True, "part": 48, "entries": 600})
+    w, _ = checkout.chosen(catalogue.lookup(checkout.WORKERS), bench,
+                           workloads.weights(opts.workload))
+    assert w == 8
+    trial = registry.entry(checkout.THRESHOLD).trial(bench)
+    assert trial.facts_as(checkout.ThresholdFacts).workers == 8
+    assert trial.comparisons and all(c.candidate[checkout.WORKERS] == "8"
+                                     for c in trial.comparisons)
+

@@ -615,7 +615,10 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
                              f"{first.fails} side: {first.error}")
     per_worker = max(0.0, (statistics.median(first.times_candidate)
                            - statistics.median(first.times_default)) / w)
-    points = [first, by_count(workers)[w].main]
+    # The workers trial's own batch is a point where it timed this count; a count chosen
+    # beyond what a part could time (_beyond_the_part) has only the batches timed here.
+    timed = by_count(workers)
+    points = [first] + ([timed[w].main] if w in timed else [])
     for _ in range(2):
         n = _bisect(points)
         if n is None:
