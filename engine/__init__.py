@@ -159,14 +159,17 @@ def library_path() -> str:
 
 def preload(paths: Sequence[str], base: Optional[str] = None, threads: int = 1,
             split: str = SPLIT_SLICES, io_streams: int = 1, batch: int = 500,
-            record_latency: bool = False, limits: Limits = NO_LIMITS) -> PreloadResult:
-    """lstat() every path with `threads` threads (see gt_preload_run)."""
+            record_latency: bool = False, limits: Limits = NO_LIMITS,
+            partial: bool = False) -> PreloadResult:
+    """lstat() every path with `threads` threads (see gt_preload_run). With `partial`, a
+    run stopped by its timeout returns the entries done so far (`done` < `entries`) and
+    the time they took, instead of EngineError."""
     opts = _lib.PreloadOpts(threads=threads, split=_SPLITS[split], io_streams=io_streams,
                             batch=batch, record_latency=int(record_latency))
     r = _lib.call("gt_preload_run",
                   (_enc(base) if base is not None else None, _path_list(paths), len(paths),
                    _lib.by_ref(opts)),
-                  _lib.PreloadResult(), limits.timeout, limits.byte_budget)
+                  _lib.PreloadResult(), limits.timeout, limits.byte_budget, partial)
     by_errno = {e: int(n) for e, n in enumerate(r.errno_count) if n}
     return PreloadResult(r.wall_ns / 1e9, int(r.entries), int(r.done), int(r.errors),
                          _threads(r.thread, r.threads), by_errno, Latency.from_hist(r.latency))

@@ -30,6 +30,7 @@ STATUS_NAMES = {
     -7: "over-budget",
 }
 CANCELLED = -5
+TIMED_OUT = -6
 
 
 class Ctl(ctypes.Structure):
@@ -227,8 +228,11 @@ def _check(status: int, err) -> None:
     raise EngineError(status, STATUS_NAMES.get(status, f"status {status}"), message)
 
 
-def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: int = 0):
+def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: int = 0,
+         partial: bool = False):
     """Call `name(*args, ctl, &result, err, errlen)` (no &result when it is None).
+    With `partial`, a call stopped by its timeout returns the result it filled so far
+    (what the kernel measured before the deadline) instead of raising.
 
     From the main thread the call runs in a helper thread (ctypes drops the
     GIL), so Ctrl-C lands here: it sets the call's cancel flag, waits for the
@@ -277,7 +281,8 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
                 while not done.wait(0.02):
                     pass
             raise
-    _check(outcome["status"], err)
+    if not (partial and outcome["status"] == TIMED_OUT):
+        _check(outcome["status"], err)
     return result
 
 

@@ -137,9 +137,16 @@ def test_the_pairs_decide_with_calibrations_statistics():
     assert experiment._verdict(_exp(gain[:4])) is None
     keep, why = experiment._verdict(_exp(gain))
     assert keep == "candidate" and "faster beyond noise" in why
-    # Within noise for MAX_PAIRS pairs: the value in force stays.
-    same = [(1.0, 1.0 + (0.01 if i % 2 else -0.01)) for i in range(experiment.MAX_PAIRS)]
+    # The same within EQUIVALENT once the minimum pairs are in: the value in force stays
+    # then, paired slot by slot, though the day drifted 20% across them.
+    same = [(1.0 + 0.05 * i, (1.0 + 0.05 * i) * (1.01 if i % 2 else 0.99)) for i in range(5)]
+    assert experiment._verdict(_exp(same[:4])) is None
     keep, why = experiment._verdict(_exp(same))
+    assert keep == "approved" and "the same within 5%" in why
+    # Too noisy to say either for MAX_PAIRS pairs: the value in force stays.
+    noisy = [(1.0, 1.0 + (0.15 if i % 2 else -0.14)) for i in range(experiment.MAX_PAIRS)]
+    assert experiment._verdict(_exp(noisy[:-1])) is None
+    keep, why = experiment._verdict(_exp(noisy))
     assert keep == "approved" and "no difference" in why
 
 

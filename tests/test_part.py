@@ -55,9 +55,10 @@ def engine_sweep(engine_seconds, cores):
                  asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
 
 
-def _part_calibration(engine_seconds, cores, part_times):
+def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None):
     """A recorded calibration whose workers trial ran on a 48-entry part (at most 6
-    workers timed there) and whose engine sweep measured these seconds per thread count."""
+    workers timed there) and whose engine sweep measured these seconds per thread count;
+    status_slowdown: the part's next status after 6 workers against after one."""
     from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure.record import Calibration, Trial, comparison
     with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
@@ -67,7 +68,8 @@ def _part_calibration(engine_seconds, cores, part_times):
     default, six = part_times
     trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
                                                 default, six, files=48),),
-                  {"next_status": True, "part": 48, "entries": 20000})
+                  {"next_status": True, "part": 48, "entries": 20000,
+                   "status_slowdown": {"6": status_slowdown} if status_slowdown else None})
     return Calibration(**{**recorded.__dict__, "sweeps": {"checkout": sweep},
                           "trials": {checkout.WORKERS: trial}})
 
@@ -93,6 +95,15 @@ def test_the_engine_ranking_chooses_above_the_parts_cap_only_where_it_can_be_tru
     level = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.71, 0.70, 0.72, 0.70, 0.71])
     w, a = checkout.chosen(key, _part_calibration(storage, 2, level), weights)
     assert a.status != advice.SET and "extrapolated" not in a.reason
+    # Never beyond twice the count real git timed, however far the engine's curve goes.
+    far = {1: 3.2, 2: 1.6, 4: 0.8, 8: 0.4, 16: 0.2, 32: 0.1}
+    w, a = checkout.chosen(key, _part_calibration(far, 2, faster), weights)
+    assert w == 8 and a.evidence["extrapolated_from"] == 6, a.reason
+    # The part's next status paid for the parallel write: the engine cannot see that cost.
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.27), weights)
+    assert (w, a.value) == (6, "6") and "next status took 1.27x" in a.reason
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.04), weights)
+    assert w == 8 and "extrapolated" in a.reason
 
 
 def test_what_the_part_left_open_is_the_agents_question():

@@ -43,6 +43,9 @@ PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
 # the rest. A second count starts only where one more round like the first fits in it.
 # Engine times within this share of the fastest count's are taken as equal (_engine_pick).
 KNEE = 0.1
+# The engine's ranking may set a worker count above what real git timed on a part, at
+# most this many times it (_beyond_the_part).
+EXTRAPOLATE = 2
 # The whole tree gets a pilot run where the batch prices it within this many times its
 # allowance (the batch's pathspec makes its files look dearer than the tree's).
 PILOT_SLACK = 4
@@ -80,6 +83,9 @@ class WorkersFacts:
     # files, and a file's (what a later trial on a part needs at least: Threshold.price).
     part_fixed: Optional[float] = None
     part_per_file: Optional[float] = None
+    # On a part: each timed count's next status against the one after a sequential write
+    # (median seconds over median seconds): what more workers cost the next command.
+    status_slowdown: Optional[Dict[str, float]] = None
 
 
 @dataclass(frozen=True)
@@ -276,8 +282,8 @@ class Route:
     part, the pilot's seconds (a run of Git's default there already)."""
     part: gitbench.Part
     warm: Optional[float]
-    per_file: float      # the pilots' price of a run: seconds a file,
-    fixed: float         # and beside the files
+    per_file: Optional[float]   # the pilots' price of a run: seconds a file,
+    fixed: Optional[float]      # and beside the files (None: one pilot only)
 
 
 def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
@@ -290,12 +296,10 @@ def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
 def _stakes(bench: Bench, files: int) -> Optional[float]:
     """The seconds the engine predicts its pick saves on `files` files written: its one
     thread against its pick."""
-    s = bench.sweeps.get("checkout")
-    medians = _engine_medians(s) if s else {}
-    sample = _facts(s).files
-    if 1 not in medians or not sample:
+    per_file = _engine_per_file(bench)
+    if not per_file:
         return None
-    return files * medians[1] / sample * _saved(s)
+    return files * per_file * _saved(bench.sweeps["checkout"])
 
 
 def _engine_medians(s: Sweep) -> Dict[int, float]:
@@ -304,19 +308,29 @@ def _engine_medians(s: Sweep) -> Dict[int, float]:
 
 
 def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
-    """Where the worker counts are timed, priced by two pilots of Git's default: parts of
-    PART_PILOT // 8 and PART_PILOT entries written sequentially, then their status (git's
-    cost beside the files, and a file's). The whole tree at that price (a part's files
-    cost git more than the tree's: its runs change directory more often) fits a run of
-    the counts' share within PILOT_SLACK: None, the whole tree. Else the largest part
-    whose runs fit, at least the pilot's: its work does not grow with the repository,
-    and a larger part tells more of the whole (on the NFS-like bed at 20,000 files, 8
-    workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the tree)."""
+    """Where the worker counts are timed, priced by pilots of Git's default: a part of
+    PART_PILOT entries written sequentially, then its status, and one of PART_PILOT // 8
+    (git's cost beside the files, and a file's). The whole tree at that price (a part's
+    files cost git more than the tree's: its runs change directory more often) fits a
+    run of the counts' share within PILOT_SLACK: None, the whole tree. Else the largest
+    part whose runs fit, at least the pilot's: its work does not grow with the
+    repository, and a larger part tells more of the whole (on the NFS-like bed at 20,000
+    files, 8 workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the
+    tree). Where the pilot's run alone takes what a run may, and the engine's own writes
+    put the whole tree beyond PILOT_SLACK runs, the part is the pilot's and the small
+    pilot is not run (on an NFS-like bed without attribute caching, 1.1 s of a 20 s
+    budget)."""
     entries = len(bench.names)
     try:
-        small, pilot = (bench.ws.part(min(k, entries)) for k in (PART_PILOT // 8, PART_PILOT))
+        pilot = bench.ws.part(min(PART_PILOT, entries))
         with gitbench.deadline(bench.budget.left()):
-            t_small, t_pilot = _on_part(small).run({}), _on_part(pilot).run({})
+            t_pilot = _on_part(pilot).run({})
+            per_run = _per_run(bench, len(counts))
+            floor = _engine_per_file(bench)
+            if t_pilot >= per_run and entries * floor > per_run * PILOT_SLACK:
+                return Route(pilot, t_pilot, None, None)
+            small = bench.ws.part(min(PART_PILOT // 8, entries))
+            t_small = _on_part(small).run({})
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
     except MeasurementFailed as e:
@@ -334,6 +348,15 @@ def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
         return Route(bench.ws.part(n), None, per_file, fixed)
     except MeasurementFailed:
         return Route(pilot, t_pilot, per_file, fixed)
+
+
+def _engine_per_file(bench: Bench) -> float:
+    """The engine's seconds a file written on one thread (0.0 unmeasured): git writes a
+    file with the same system calls and more besides, so no less."""
+    s = bench.sweeps.get("checkout")
+    medians = _engine_medians(s) if s else {}
+    files = _facts(s).files
+    return medians[1] / files if 1 in medians and files else 0.0
 
 
 def _per_run(bench: Bench, counts: int) -> float:
@@ -392,13 +415,26 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
                        f"{route.part.entries} files (runs of consecutive entries from all "
                        "over it): the whole tree written does not fit the budget")
 
+    statuses: Dict[str, List[float]] = {}     # worker count -> its next statuses
+
+    def run(cand: Dict[str, str]) -> float:
+        t = work.run(cand)
+        statuses.setdefault(cand.get(WORKERS, "1"), []).append(work.last_status)
+        return t
+
     def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
-        return [bench.ab(workload, {}, cand, lambda: work.run({}), lambda: work.run(cand),
+        return [bench.ab(workload, {}, cand, lambda: run({}), lambda: run(cand),
                          files=n, warm_default=None if i else route.warm)]
 
-    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
-                 asdict(WorkersFacts(True, n, route.part.entries, round(route.fixed, 4),
-                                     round(route.per_file, 5))))
+    comparisons = tuple(_ladder(bench, counts, compare))
+    after_one = statistics.median(statuses["1"]) if statuses.get("1") else None
+    slowdown = {w: round(statistics.median(ts) / after_one, 3)
+                for w, ts in statuses.items() if w != "1" and after_one}
+    return Trial(WORKERS, comparisons,
+                 asdict(WorkersFacts(True, n, route.part.entries,
+                                     None if route.fixed is None else round(route.fixed, 4),
+                                     None if route.per_file is None
+                                     else round(route.per_file, 5), slowdown or None)))
 
 
 def _engine_pick(s: Sweep) -> int:
@@ -523,39 +559,55 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     if others and a.status == advice.SET:
         a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
                                           + ", ".join(others) + ")")
-    part = t.facts_as(WorkersFacts).part
-    if a.status == advice.SET and part:
-        return _beyond_the_part(w, a, part, cal.sweeps.get("checkout"))
+    facts = t.facts_as(WorkersFacts)
+    if a.status == advice.SET and facts.part:
+        return _beyond_the_part(w, a, facts, cal.sweeps.get("checkout"))
     return w, a
 
 
-def _beyond_the_part(w: int, a: advice.KeyAdvice, part: int, s: Optional[Sweep]
+def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Optional[Sweep]
                      ) -> Tuple[int, advice.KeyAdvice]:
     """Where a part capped the counts real git timed (PART_FILES_PER_WORKER files a
     worker) below the engine's pick, and real git showed the capped count faster beyond
-    noise, the engine's ranking chooses the count: on the NFS-like bed at 20,000 files a
-    48-entry part timed at most 6 workers, which gave 1.17 of the best count of a grid on
-    the whole tree (16; 8 gave 1.12). Only where the engine's own writes hid more latency
-    than its threads had cores (one thread against its pick faster by more than the
-    cores): there the writes wait on the storage, not the CPU, a worker process's start
-    costs little beside them, and the engine ranks worker counts as git does (latfs:
-    Spearman 1.00, bench/fidelity.py). On tmpfs and the disk, where it does not, the
-    speedup never passes the cores and real git's count stands."""
+    noise, the engine's ranking chooses the count, up to EXTRAPOLATE times the count
+    real git timed: on the NFS-like bed at 20,000 files a 48-entry part timed at most 6
+    workers, which gave 1.17 of the best count of a grid on the whole tree (16; 8 gave
+    1.12). Only where the engine's own writes hid more latency than its threads had
+    cores (one thread against its pick faster by more than the cores): there the writes
+    wait on the storage, not the CPU, a worker process's start costs little beside them,
+    and the engine ranks worker counts as git does (latfs: Spearman 1.00,
+    bench/fidelity.py). On tmpfs and the disk, where it does not, the speedup never
+    passes the cores and real git's count stands.
+
+    The engine times writes only, not the next status, which re-reads what a burst of
+    writes left racily clean: on an NFS-like bed without attribute caching the whole
+    tree then status took 27.3 s with 4 workers and 41.2 s with 16, though 16 wrote
+    faster (issue #30). So where the part's own next status after the timed count took
+    more than KNEE longer than after the sequential write, real git's count stands; and
+    never more than EXTRAPOLATE times it, whatever the engine's ranking."""
     f = _facts(s)
-    top = _part_top(part)
+    top = _part_top(facts.part)
     medians = _engine_medians(s) if s else {}
     below = [c for c in medians if c <= w]
     if s is None or w < top or 1 not in medians or not below or not f.cores:
         return w, a
-    pick, near = _engine_pick(s), max(below)
-    if pick <= w or medians[pick] <= 0:
+    slowdown = (facts.status_slowdown or {}).get(str(w))
+    if slowdown is not None and slowdown > 1 + KNEE:
+        return w, dataclasses.replace(a, reason=(
+            f"{a.reason}; not more than {w}: the part's next status took {slowdown:.2f}x "
+            "as long after its parallel write as after a sequential one, which the "
+            "engine's writes do not show"))
+    reach = {c: t for c, t in medians.items() if w < c <= EXTRAPOLATE * w and t > 0}
+    if not reach:
         return w, a
+    fastest = min(reach.values())
+    pick, near = min(c for c, t in reach.items() if t <= fastest * (1 + KNEE)), max(below)
     hidden, ahead = medians[1] / medians[pick], medians[near] / medians[pick]
     if hidden <= f.cores or ahead <= 1 + KNEE:
         return w, a
-    reason = (f"{a.reason}; {pick} set, not {w}: a part of {part} files times at most {top} "
-              f"workers, and the engine's writes on this storage, {hidden:.1f}x faster with "
-              f"{pick} threads than one (more than its {f.cores} cores: they wait on the "
+    reason = (f"{a.reason}; {pick} set, not {w}: a part of {facts.part} files times at most "
+              f"{top} workers, and the engine's writes on this storage, {hidden:.1f}x faster "
+              f"with {pick} threads than one (more than its {f.cores} cores: they wait on the "
               f"storage, where the engine ranks worker counts as git does), put {pick} "
               f"{ahead:.2f}x ahead of {near}: extrapolated beyond the counts real git timed")
     return pick, dataclasses.replace(a, value=str(pick), reason=reason, evidence={

@@ -24,6 +24,7 @@ from git_tune.models import stats
 KEY = "core.preloadIndex"
 MAX_PRELOAD_PATHS = 200000
 PART_FILES = 300       # the part one thread and Git's count are compared on first
+PART_DONE = 30         # files one thread must have lstat-ed for its time to count
 THREADS, SPLIT = "engine.preload.threads", "engine.preload.split"
 
 
@@ -101,8 +102,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = _dims(len(names))
     started = plan.now()
     share = Share(bench.options.budget * plan.SWEEP_PRELOAD, bench.budget.end)
-    part = (_part(bench, listing, _lstat(bench, share)) if not bench.options.cold
-            else (None, None, None))
+    part = _part(bench, listing, share) if not bench.options.cold else (None, None, None)
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
     if _off_cannot_win(facts) is None:
         return _search(bench, part, share)
@@ -189,7 +189,7 @@ def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
     return at
 
 
-def _part(bench: Bench, listing, lstat_once) -> tuple:
+def _part(bench: Bench, listing, share: Share) -> tuple:
     """One thread against Git's count on two disjoint parts of PART_FILES spread over the
     tree, each lstat-ed once as git meets it (no pass before: on NFS and FUSE a second
     pass is served from the attribute cache, which made one thread look 20x faster than
@@ -197,20 +197,37 @@ def _part(bench: Bench, listing, lstat_once) -> tuple:
     count runs first, so the directories it looked up favour one thread; and each of
     Git's threads gets fewer entries than on the whole tree, so its start costs weigh
     more: the ratio errs towards one thread, never towards a wrong "off is hopeless".
+    One thread stopped by the share's end counts by the files it did (at least
+    PART_DONE of them), scaled to the part: on an NFS-like bed without attribute caching
+    its 300 lstats outlasted the whole share, and status with preload off then spent a
+    second share's worth on its warm-up alone before real git was priced out.
     Returns (files, Git's count, one thread) in seconds."""
     step = max(1, len(listing) // (2 * PART_FILES))
-    parts = {git_threads(len(bench.names)): listing[::step][0:2 * PART_FILES:2],
+    git_n = git_threads(len(bench.names))
+    parts = {git_n: listing[::step][0:2 * PART_FILES:2],
              1: listing[::step][1:2 * PART_FILES:2]}
-    if min(parts) == max(parts) or not parts[1]:
+    if git_n == 1 or not parts[1]:
         return None, None, None
-    times = {}
+
+    def lstat(threads: int, partial: bool):
+        return engine.preload(parts[threads], base=bench.worktree, threads=threads,
+                              split=engine.SPLIT_SLICES, io_streams=1, batch=500,
+                              limits=share.limits(), partial=partial)
     try:
-        for n, paths in parts.items():
-            times[n] = lstat_once({THREADS: n, SPLIT: engine.SPLIT_SLICES}, paths)
+        at_git, one = lstat(git_n, False), lstat(1, True)
     except EngineError as e:
         bench.notes.append(f"preload sweep: a part failed: {e.message}")
         return None, None, None
-    return len(parts[1]), times[max(parts)], times[1]
+    files = len(parts[1])
+    if one.done < files:
+        if one.done < PART_DONE:
+            bench.notes.append("preload sweep: a part failed: one thread lstat-ed "
+                               f"{one.done} of {files} files in the share")
+            return None, None, None
+        bench.notes.append(f"preload sweep: one thread lstat-ed {one.done} of the part's "
+                           f"{files} files before its share ended; its time is scaled to "
+                           "the part")
+    return files, at_git.wall, one.wall * files / one.done
 
 
 def _hopeless(bench: Bench) -> Optional[str]:

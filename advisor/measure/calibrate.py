@@ -97,42 +97,51 @@ def _measure(bench: Bench, understood) -> None:
                 not_reached.add(entry.family)
             continue
         pending.remove(entry)
-        if entry.key.name not in understood:
-            continue
-        if entry.family in not_reached and entry.has_trial:
-            # Not reached, whatever its trial would make of a missing sweep.
-            bench.unfinished[entry.key.name] = None
-            continue
-        price, left = entry.price(bench), bench.budget.left()
-        if price is not None and price > left:
-            # Priced out before a second is spent: the trials after it get that second.
-            bench.unfinished[entry.key.name] = round(price - left, 1)
-            continue
-        try:
-            # Every git run of the trial, its scratch clones and index copies too, ends
-            # with the budget.
-            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
-                    gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
-                trial = entry.trial(bench)
-        except gitbench.DeadlineReached:
-            bench.unfinished[entry.key.name] = None
-            continue
-        except OutOfBudget as e:
-            # Git's default stands; the recommendation names the budget that would decide.
-            bench.unfinished[entry.key.name] = (None if e.seconds_short is None
-                                                else round(e.seconds_short, 1))
-            continue
-        except MeasurementFailed as e:
-            bench.notes.append(f"{entry.key.name} not decided: {e}")
-            continue
-        if trial is not None:
-            bench.trials[entry.key.name] = trial
-            if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
-                bench.required.update(trial.main.candidate)
-            bench.budget.tick("validate")
+        if entry.key.name in understood:
+            _trial(bench, entry, entry.family in not_reached)
     for family, later in bench.later:
         # Findings only (no trial needs them): what the trials left, if anything.
         _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
+
+
+def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None:
+    """One key's trial into bench.trials, or into bench.unfinished with the seconds it
+    was short (None: the budget had ended), or a note where git could not be timed."""
+    if sweep_not_reached and entry.has_trial:
+        # Not reached, whatever its trial would make of a missing sweep.
+        bench.unfinished[entry.key.name] = None
+        return
+    price, left = entry.price(bench), bench.budget.left()
+    if left <= 0 and entry.has_trial:
+        # Nothing can be timed: the trial would only fail making its scratch.
+        bench.unfinished[entry.key.name] = None
+        return
+    if price is not None and price > left:
+        # Priced out before a second is spent: the trials after it get that second.
+        bench.unfinished[entry.key.name] = round(price - left, 1)
+        return
+    try:
+        # Every git run of the trial, its scratch clones and index copies too, ends
+        # with the budget.
+        with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
+                gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
+            trial = entry.trial(bench)
+    except gitbench.DeadlineReached:
+        bench.unfinished[entry.key.name] = None
+        return
+    except OutOfBudget as e:
+        # Git's default stands; the recommendation names the budget that would decide.
+        bench.unfinished[entry.key.name] = (None if e.seconds_short is None
+                                            else round(e.seconds_short, 1))
+        return
+    except MeasurementFailed as e:
+        bench.notes.append(f"{entry.key.name} not decided: {e}")
+        return
+    if trial is not None:
+        bench.trials[entry.key.name] = trial
+        if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
+            bench.required.update(trial.main.candidate)
+        bench.budget.tick("validate")
 
 
 # A key whose stakes are below this share of the highest known among the keys of its

@@ -114,15 +114,15 @@ def after_each_run(hook: Callable[[], None]):
         _after_run.reset(token)
 
 
-def attempt(run: Callable[[], float]) -> Optional[str]:
-    """None when the git run worked, else git's error (the deadline is not a failure)."""
+def attempt(run: Callable[[], float]) -> Tuple[Optional[str], Optional[float]]:
+    """(None, the run's own seconds) when the git run worked, else (git's error, None)
+    (the deadline is not a failure)."""
     try:
-        run()
-        return None
+        return None, run()
     except DeadlineReached:
         raise
     except MeasurementFailed as e:
-        return str(e)
+        return str(e), None
 
 
 def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional[dict] = None,
@@ -190,6 +190,7 @@ class Workspace:
     _copies: Dict[tuple, str] = field(default_factory=dict)
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
+    _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
     def index_copy(self, name: str, shape: "IndexShape" = None) -> str:
         """A copy of the user's index, rewritten by `git update-index` with the shape's
@@ -226,8 +227,16 @@ class Workspace:
         records = part_entries(listed, n)
         dest = os.path.join(self.root, f"part-{len(records)}")
         try:
-            _part_repo(self.layout, dest, records)
-            without_filters(dest)
+            if self._part_git is None:
+                template = os.path.join(self.root, "part-template")
+                _part_repo(self.layout, template)
+                self._part_git = _files_below(os.path.join(template, ".git"))
+            # The first part's git directory, written again: `git init` probes the file
+            # system (links, case, the executable bit), which on an NFS-like bed without
+            # attribute caching took 0.55 s a part. Each file is made relative to its
+            # directory, so no path is looked up from the root again.
+            _write_below(os.path.join(dest, ".git"), self._part_git)
+            _part_index(dest, records)
         except (MeasurementFailed, OSError) as e:
             shutil.rmtree(dest, ignore_errors=True)
             raise MeasurementFailed(f"cannot make a part repository: {e}") from None
@@ -316,13 +325,14 @@ def part_entries(listed: Sequence[str], n: int, runs: int = PART_RUNS) -> List[s
     return out[:n]
 
 
-def _part_repo(layout: RepoLayout, dest: str, records: Sequence[str]) -> None:
-    """git init (no templates) with the user's objects as alternates, and the records as
-    its index. HEAD stays unborn: a commit of the part needs its trees written as loose
-    objects, which on the NFS-like bed took 3.4 s for 100 entries and 6.2 s for 300, more
-    than a timed run; what a trial times there (the files written, the next status's
-    refresh of every entry) does not read HEAD's trees (the index's cache-tree answers
-    the diff against HEAD in a real work tree, an unborn HEAD in the part)."""
+def _part_repo(layout: RepoLayout, dest: str) -> None:
+    """git init (no templates) with the user's objects as alternates, filter drivers off
+    (without_filters), and an empty index: the git directory every part is a copy of.
+    HEAD stays unborn: a commit of the part needs its trees written as loose objects,
+    which on the NFS-like bed took 3.4 s for 100 entries and 6.2 s for 300, more than a
+    timed run; what a trial times there (the files written, the next status's refresh of
+    every entry) does not read HEAD's trees (the index's cache-tree answers the diff
+    against HEAD in a real work tree, an unborn HEAD in the part)."""
     env = config_env({})
     run_git(["init", "-q", "--template=", f"--object-format={layout.object_format}", dest],
             os.path.dirname(dest), env, hooks=False)
@@ -330,7 +340,49 @@ def _part_repo(layout: RepoLayout, dest: str, records: Sequence[str]) -> None:
     os.makedirs(info, exist_ok=True)
     with open(os.path.join(info, "alternates"), "w") as f:
         f.write(os.path.join(layout.common_dir, "objects") + "\n")
-    run_git(["update-index", "-z", "--index-info"], dest, env, hooks=False,
+    without_filters(dest)
+
+
+def _files_below(top: str) -> Dict[str, bytes]:
+    """Every regular file below top, by its path relative to top (directories as
+    their path with a trailing slash, empty ones included)."""
+    out: Dict[str, bytes] = {}
+    for d, dirs, files in os.walk(top):
+        rel = os.path.relpath(d, top)
+        if rel != ".":
+            out[rel + "/"] = b""
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.normpath(os.path.join(rel, f))] = fh.read()
+    return out
+
+
+def _write_below(top: str, files: Dict[str, bytes]) -> None:
+    """Make top and the files of _files_below() beneath it, each created relative to
+    its directory's descriptor (parents before children: os.walk's order)."""
+    os.makedirs(top)
+    fds = {"": os.open(top, os.O_RDONLY | os.O_DIRECTORY)}
+    try:
+        for rel, data in files.items():
+            parent, name = os.path.split(rel.rstrip("/"))
+            at = fds[parent]
+            if rel.endswith("/"):
+                os.mkdir(name, dir_fd=at)
+                fds[rel.rstrip("/")] = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=at)
+                continue
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=at)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _part_index(dest: str, records: Sequence[str]) -> None:
+    """The records (`git ls-files -s -z` lines of the user's index) as the part's index."""
+    run_git(["update-index", "-z", "--index-info"], dest, config_env({}), hooks=False,
             input="".join(r + "\0" for r in records))
 
 
@@ -401,11 +453,14 @@ class CheckoutWorkload:
     def _write(self) -> List[str]:
         return ["checkout", f"--pathspec-from-file={self.list_file}", "--pathspec-file-nul"]
 
+    last_status: Optional[float] = None    # the last run's next status, seconds
+
     def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
         self._remove()
         write = timed_git(self._write(), self.clone, settings, trace_file=trace_file)
-        return write + timed_git(self._next_status(), self.clone, settings,
-                                 {"GIT_LITERAL_PATHSPECS": "1"})
+        self.last_status = timed_git(self._next_status(), self.clone, settings,
+                                     {"GIT_LITERAL_PATHSPECS": "1"})
+        return write + self.last_status
 
 
 class TreeWrite(CheckoutWorkload):

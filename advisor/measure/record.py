@@ -15,7 +15,7 @@ import cattrs
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.search import DEFAULT_STRATEGY, Dim
 from git_tune.advisor.measure.sweep import Evaluation, SweepResult
-from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare
+from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare, compare_paired
 
 T = TypeVar("T")
 
@@ -192,10 +192,14 @@ _converter = cattrs.Converter()
 
 def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
                times_default, times_candidate, seed: int = 0,
-               files: Optional[int] = None, stopped: str = "") -> Comparison:
+               files: Optional[int] = None, stopped: str = "",
+               paired: bool = False) -> Comparison:
+    """The record of an A/B; `paired`: times_default[i] and times_candidate[i] were taken
+    side by side (the agent's adjacent slots), and the estimate is over their ratios."""
+    estimate = (compare_paired if paired else compare)(times_default, times_candidate,
+                                                        seed=seed)
     return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
-                      tuple(times_candidate), compare(times_default, times_candidate, seed=seed),
-                      files, stopped)
+                      tuple(times_candidate), estimate, files, stopped)
 
 
 def failed_comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
