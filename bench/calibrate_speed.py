@@ -8,8 +8,8 @@ keys real git decided (a trial with its full runs), and for the keys the budget 
 Git's default, how many seconds more would have decided the first of them.
 
     python3 bench/calibrate_speed.py [--tiny] [--beds disk latfs-nfs] [--sizes 3000 20000]
-                                     [--budgets 10 20 60] [--quality [--repeat 2]]
-                                     [--settled]
+                                     [--budgets 10 20 60] [--quality [--repeat 2]
+                                     [--reuse-grid]] [--settled]
 
 With --quality, each cell also says what the sequence a clone lives with (the whole tree
 written, then the next git status -uno) takes under the calibration's checkout values,
@@ -28,6 +28,7 @@ import os
 import statistics
 import subprocess
 import time
+from typing import Dict, Optional
 
 from common import (RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage,
                     tracked)
@@ -74,18 +75,27 @@ def timed_calibration(repo: str, budget: float):
 class Quality:
     """The sequence a clone lives with, on the whole tree (every file written, then the
     next git status -uno, in a scratch clone): Git's defaults, each worker count of a grid
-    (timed once per bed and size, `rounds` times in turn), and each calibration's values."""
+    (timed once per bed and size, `rounds` times in turn), and each calibration's values.
 
-    def __init__(self, repo: str, scratch: str, rounds: int, settle=None):
+    `stored`: a grid of this bed and size from an earlier run (--reuse-grid; a 100,000-file
+    grid on the NFS-like bed takes over half an hour a round). Then each calibration's
+    count and the stored grid's best are timed again here, side by side, `rounds` times:
+    the ratio to the grid's best is of this run, the ratio to Git's default is scaled
+    from the stored grid's (said so in the cell's data)."""
+
+    def __init__(self, repo: str, scratch: str, rounds: int, settle=None,
+                 stored: Optional[Dict[int, float]] = None):
         from git_tune.advisor.measure import gitbench
         from git_tune.probes.repo import locate
         os.mkdir(scratch)
         ws = gitbench.Workspace(locate(repo), scratch)
         clone = ws.clone()
         self.work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
-        with gitbench.deadline(WHOLE_TREE_LIMIT):
-            self.grid = grid(self.work, COUNTS, rounds, settle)
-        self.settle = settle
+        self.rounds, self.settle, self.reused = rounds, settle, stored is not None
+        if stored is None:
+            with gitbench.deadline(WHOLE_TREE_LIMIT):
+                stored = grid(self.work, COUNTS, rounds, settle)
+        self.grid = stored
         self.best = min(self.grid, key=self.grid.get)
 
     def _run(self, settings) -> float:
@@ -103,12 +113,37 @@ class Quality:
         """git-tune's values against Git's defaults and the grid's best count."""
         w = int(values.get("checkout.workers", "1"))
         from git_tune.advisor.measure import gitbench
+        best = {"checkout.workers": str(self.best), "checkout.thresholdForParallelism": "100"}
         with gitbench.deadline(WHOLE_TREE_LIMIT):
-            mine = self.grid[w] if w in self.grid else statistics.median(
-                [self._run(self.settings(values)) for _ in range(2)])
-        return {"workers": w, "seconds": mine, "vs_default": self.grid[1] / mine,
-                "vs_grid_best": mine / self.grid[self.best], "grid_best": self.best,
-                "grid": self.grid}
+            if self.reused and w != self.best:
+                mine, theirs = [], []
+                for r in range(self.rounds):
+                    pair = [(mine, self.settings(values)), (theirs, best)]
+                    for times, s in (pair if r % 2 == 0 else pair[::-1]):
+                        times.append(self._run(s))
+                ratio = statistics.median(m / t for m, t in zip(mine, theirs))
+                mine_s = self.grid[self.best] * ratio
+            else:
+                mine_s = self.grid[w] if w in self.grid else statistics.median(
+                    [self._run(self.settings(values)) for _ in range(2)])
+                ratio = mine_s / self.grid[self.best]
+        return {"workers": w, "seconds": mine_s, "vs_default": self.grid[1] / mine_s,
+                "vs_grid_best": ratio, "grid_best": self.best, "grid": self.grid,
+                "grid_reused": self.reused}
+
+
+def _stored_grid(bed: str, files: int) -> Optional[Dict[int, float]]:
+    """The whole-tree grid of an earlier run's cell of this bed and size, if any."""
+    try:
+        with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
+            cells = json.load(f).get("data", {}).get(bed, {})
+    except (OSError, ValueError):
+        return None
+    for cell, v in cells.items():
+        q = v.get("quality") if isinstance(v, dict) else None
+        if cell.split("|")[0] == str(files) and q and q.get("grid"):
+            return {int(w): t for w, t in q["grid"].items()}
+    return None
 
 
 def _with_other_cells(rows, data, sizes, budgets):
@@ -145,6 +180,9 @@ def main():
     p.add_argument("--budgets", nargs="+", type=float)
     p.add_argument("--settled", action="store_true",
                    help="write the generated repository back (sync) before its cells")
+    p.add_argument("--reuse-grid", action="store_true",
+                   help="with --quality: the stored grid of each bed and size; only the "
+                        "calibration's count and the grid's best are timed again")
     p.add_argument("--quality", action="store_true",
                    help="also time the whole tree written then git status under each "
                         "calibration's values, Git's defaults and a grid of worker counts")
@@ -161,8 +199,9 @@ def main():
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")
                     sync = (lambda: subprocess.run(["sync", "--file-system", mnt], check=False)
                             ) if args.settled else None
+                    stored = _stored_grid(kind, files) if args.reuse_grid else None
                     quality = (Quality(repo, os.path.join(mnt, f"quality{files}"),
-                                       1 if args.tiny else args.repeat or 2, sync)
+                                       1 if args.tiny else args.repeat or 2, sync, stored)
                                if args.quality or args.tiny else None)
                     for budget in budgets:
                         if sync:

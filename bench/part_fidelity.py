@@ -12,7 +12,7 @@ often it agrees on parallel against sequential; and each count's median speedup 
 sequential on the part and on the whole. Part repositories cost what git's start costs
 there, not the repository's size: their making is timed too.
 
-    python3 bench/part_fidelity.py [--tiny] [--beds latfs-nfs disk] [--files 4000 20000]
+    python3 bench/part_fidelity.py [--tiny] [--beds latfs-nocache disk] [--files 4000 20000]
                                    [--parts 48 100 300] [--repeat 5] [--whole-rounds 1]
                                    [--settled]
 """
@@ -22,7 +22,6 @@ import subprocess
 import time
 
 from common import BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
-from testbeds.slow import NFS_NOCACHE as NOCACHE
 
 from git_tune.advisor.keys.checkout import PART_FILES_PER_WORKER
 from git_tune.advisor.measure import gitbench
@@ -106,8 +105,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
 
 def bed_rows(kind: str, sizes, parts, rounds: int, whole_rounds: int, whole_counts,
              settled: bool):
-    with storage(kind, bed_latency(False) if kind != "latfs-nfs" else NOCACHE,
-                 size_mb=8192) as mnt:
+    with storage(kind, bed_latency(False), size_mb=8192) as mnt:
         settle = ((lambda: subprocess.run(["sync", "--file-system", mnt], check=False))
                   if settled else None)
         rows, data = [], {}
@@ -131,7 +129,7 @@ def _cells(s) -> str:
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--beds", nargs="+", default=["latfs-nfs"], choices=BEDS)
+    p.add_argument("--beds", nargs="+", default=["latfs-nocache"], choices=BEDS)
     p.add_argument("--files", type=int, nargs="+", default=[4000])
     p.add_argument("--parts", type=int, nargs="+", default=[48, 100, 300])
     p.add_argument("--whole-rounds", type=int, default=1,
@@ -154,9 +152,12 @@ def main():
             data[kind] = d
         except BedUnavailable as e:
             notes.append(f"{kind}: {e}")
-    if "latfs-nfs" in data:
-        notes.append("latfs-nfs: 1 ms per metadata operation, no attribute or entry caching "
-                     "(NFS with actimeo=0 and lookupcache=none)")
+    for kind, what in (("latfs-nfs", "attributes and entries cached 1 s (NFS lookupcache="
+                        "positive)"), ("latfs-noac", "attributes never cached (NFS actimeo=0)"),
+                       ("latfs-nocache", "no attribute or entry caching (NFS actimeo=0 and "
+                        "lookupcache=none)")):
+        if kind in data:
+            notes.append(f"{kind}: 1 ms per metadata operation, {what}")
     report("part_fidelity", "The whole tree written, then git status -uno: the decision on "
            "a part against the whole tree", ("bed", "files", "timed on", "part made in",
                                               "median speedup over sequential",

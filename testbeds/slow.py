@@ -46,6 +46,8 @@ class Latency:
 # NFS with caching off, and a fast local-like bed.
 NFS_POSITIVE = Latency()
 NFS_NOCACHE = Latency(attr_timeout=0, entry_timeout=0, negative_timeout=0)
+# Attributes never cached (NFS actimeo=0), entries for 1 s.
+NFS_NOAC = Latency(attr_timeout=0)
 LOCAL_LIKE = Latency(lookup_us=5, open_us=5, read_us=5, write_us=5, create_us=10, fsync_us=100,
                      readdir_us=5, attr_timeout=1, entry_timeout=1, negative_timeout=1)
 # A fast bed whose ctimes never match git's index: every status rehashes (issue #32).
