@@ -112,10 +112,6 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         bench.unfinished[entry.key.name] = None
         return
     price, left = entry.price(bench), bench.budget.left()
-    if left <= 0 and entry.has_trial:
-        # Nothing can be timed: the trial would only fail making its scratch.
-        bench.unfinished[entry.key.name] = None
-        return
     if price is not None and price > left:
         # Priced out before a second is spent: the trials after it get that second.
         bench.unfinished[entry.key.name] = round(price - left, 1)

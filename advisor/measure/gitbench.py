@@ -237,6 +237,9 @@ class Workspace:
             # directory, so no path is looked up from the root again.
             _write_below(os.path.join(dest, ".git"), self._part_git)
             _part_index(dest, records)
+        except DeadlineReached:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise                   # the budget's end, not a part that cannot be made
         except (MeasurementFailed, OSError) as e:
             shutil.rmtree(dest, ignore_errors=True)
             raise MeasurementFailed(f"cannot make a part repository: {e}") from None
