@@ -132,7 +132,7 @@ class Quality:
                 "grid_reused": self.reused}
 
 
-def _stored_grid(bed: str, files: int) -> Optional[Dict[int, float]]:
+def stored_grid(bed: str, files: int) -> Optional[Dict[int, float]]:
     """The whole-tree grid of an earlier run's cell of this bed and size, if any."""
     try:
         with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
@@ -199,7 +199,7 @@ def main():
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")
                     sync = (lambda: subprocess.run(["sync", "--file-system", mnt], check=False)
                             ) if args.settled else None
-                    stored = _stored_grid(kind, files) if args.reuse_grid else None
+                    stored = stored_grid(kind, files) if args.reuse_grid else None
                     quality = (Quality(repo, os.path.join(mnt, f"quality{files}"),
                                        1 if args.tiny else args.repeat or 2, sync, stored)
                                if args.quality or args.tiny else None)

@@ -14,8 +14,9 @@ day: at a prompt's rate, `git status`; between them, branch switches, a commit n
 then, a pull every tenth round. After each round the agent reads the events and steps
 the experiment, as its collector does. Reported: the switches (the commands the key
 affects) and all commands until the decision, the value kept, and that value's whole
-tree written plus the next status against the best count of a grid (timed here, or
---reuse-grid from bench/results/calibrate_speed.json at the same size). A second day
+tree written plus the next status against the best count of a grid (timed here, or with
+--reuse-grid the grid calibrate_speed stored at the same size, whose best count is timed
+again here beside the kept one). A second day
 injects a deliberately slower candidate (1 worker where more were written) and reports
 after how many commands it was abandoned and what it cost the user meanwhile.
 
@@ -33,7 +34,6 @@ from typing import Optional
 
 from common import (RESULTS, BedUnavailable, bed_latency, parser, report, repo_on, storage,
                     tracked)
-from part_fidelity import COUNTS, grid, settings
 from stat_storm import isolate
 
 
@@ -147,33 +147,15 @@ def _last_pairs(exp):
                                  exp.classes, exp.arm, exp.since, tuple(slots))
 
 
-def stored_grid(kind: str, files: int):
-    try:
-        with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
-            cells = json.load(f)["data"][kind]
-    except (OSError, ValueError, KeyError):
-        return None
-    for cell, v in cells.items():
-        if int(cell.split("|")[0]) == files and (v.get("quality") or {}).get("grid"):
-            return {int(w): t for w, t in v["quality"]["grid"].items()}
-    return None
-
-
-def whole_tree(repo: str, scratch: str, kind: str, files: int, reuse: bool, values, tiny):
-    """The kept values' whole tree written plus the next status, against the grid."""
-    from git_tune.advisor.measure import gitbench
-    from git_tune.probes.repo import locate
-    os.mkdir(scratch)
-    ws = gitbench.Workspace(locate(repo), scratch)
-    clone = ws.clone()
-    work = gitbench.WholeTreeWrite(clone, tracked(clone), scratch)
-    with gitbench.deadline(3 * 3600):
-        times = (stored_grid(kind, files) if reuse else None) or grid(work, COUNTS, 1)
-        out = {}
-        for name, w in values.items():
-            out[name] = statistics.median(work.run(settings(w)) for _ in range(1 if tiny else 2))
-    best = min(times, key=times.get)
-    return {"grid": times, "best": best, "kept": out}
+def whole_tree(repo: str, scratch: str, kind: str, files: int, reuse: bool, kept: int,
+               tiny: bool) -> dict:
+    """The kept count's whole tree written plus the next status, against a grid of
+    worker counts timed here, or with --reuse-grid against the stored grid's best timed
+    again beside it (calibrate_speed.Quality)."""
+    from calibrate_speed import Quality, stored_grid
+    stored = stored_grid(kind, files) if reuse else None
+    return Quality(repo, scratch, 1 if tiny else 2, stored=stored).of(
+        {"checkout.workers": str(kept)})
 
 
 def bed_rows(kind: str, files: int, args) -> list:
@@ -206,13 +188,12 @@ def bed_rows(kind: str, files: int, args) -> list:
                       and settle["decision"].get("decided") == "candidate"
                       else approved or "1")
         q = whole_tree(repo, os.path.join(mnt, "quality"), kind, files, args.reuse_grid,
-                       {"kept": int(kept_value)}, args.tiny)
-        ratio = q["kept"]["kept"] / q["grid"][q["best"]]
+                       int(kept_value), args.tiny)
         rows.append((kind, files, f"{approved or 'default'} vs {settle['candidate']} "
                      f"(proposed by the {settle['proposed_by']})",
                      _decision(settle), settle["switches"], settle["commands"],
                      f"{settle['minutes']:.1f}", kept_value,
-                     f"{ratio:.2f} (best {q['best']})",
+                     f"{q['vs_grid_best']:.2f} (best {q['grid_best']})",
                      _slower_cell(slower)))
         return rows, {"settle": settle, "slower": slower, "quality": q, "auto_settings":
                       auto["plan"]["settings"]}
