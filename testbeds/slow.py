@@ -68,7 +68,15 @@ def build_latfs() -> str:
     if flags.returncode:
         raise BedUnavailable("libfuse3-dev is not installed (pkg-config fuse3 failed)")
     os.makedirs(BUILD, exist_ok=True)
-    _run("cc", "-std=c11", "-O2", "-Wall", "-o", binary, source, *flags.stdout.split())
+    # Built beside it and renamed into place: a second bench starting meanwhile runs the
+    # old binary or the new one, never one half written ("Text file busy").
+    tmp = f"{binary}.{os.getpid()}"
+    try:
+        _run("cc", "-std=c11", "-O2", "-Wall", "-o", tmp, source, *flags.stdout.split())
+        os.replace(tmp, binary)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return binary
 
 
