@@ -68,6 +68,7 @@ class Bench:
     later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
     flushing: bool = False            # the file system was still writing back: nothing timed
     stat_data: Optional[dict] = None  # the probe's statdata.StatData: index vs lstat, sampled
+    online_cpus: Optional[int] = None  # what git's online_cpus() answers here (None: unknown)
 
     @property
     def worktree(self) -> str:

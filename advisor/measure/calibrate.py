@@ -174,7 +174,8 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
         return Bench(ws, repo_probe.tracked_sample(layout, n=10 ** 9),
                      report.host.effective_cores, report.primary_storage().storage_class,
                      report.git, opts, budget, pid_limit=report.host.cgroup.pids_max,
-                     stat_data=report.repository.stat_data if report.repository else None)
+                     stat_data=report.repository.stat_data if report.repository else None,
+                     online_cpus=report.host.logical_cpus)
 
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
