@@ -11,7 +11,7 @@ import click
 from git_tune import __version__
 from git_tune.advisor.measure import search
 from git_tune.errors import GitTuneError, Interrupted, WouldChange
-from git_tune.output import emit
+from git_tune.output import emit, say
 
 EXIT_INTERRUPTED = Interrupted.exit_code
 
@@ -66,7 +66,7 @@ def _version_text() -> str:
 
 def _print_version(ctx, _param, value):
     if value and not ctx.resilient_parsing:
-        click.echo(_version_text())
+        say(_version_text())
         ctx.exit(0)
 
 
@@ -80,15 +80,15 @@ class TuneGroup(click.Group):
             from git_tune.advisor.write.configwrite import written_this_run
             if written_this_run:
                 scopes = ", ".join(dict.fromkeys(written_this_run))
-                click.echo(f"git-tune: interrupted after writing to scope {scopes}; scratch "
+                say(f"git-tune: interrupted after writing to scope {scopes}; scratch "
                            "files were removed; see: git-tune show; undo: git-tune revert "
                            f"--scope {written_this_run[-1]}", err=True)
             else:
-                click.echo("git-tune: interrupted; scratch files were removed, nothing was "
+                say("git-tune: interrupted; scratch files were removed, nothing was "
                            "changed", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except GitTuneError as e:
-            click.echo(f"git-tune: {e}", err=True)
+            say(f"git-tune: {e}", err=True)
             ctx.exit(e.exit_code)
 
 
@@ -322,7 +322,7 @@ class _Confirmer:
         if question.preview is not None and not self.as_json and not self.shown:
             from git_tune.output import fit, width
             from git_tune.views import auto_preview
-            click.echo(fit(auto_preview(question.preview), width()))
+            say(fit(auto_preview(question.preview), width()))
             self.shown = True
         return click.confirm(question.text, default=question.default, err=True)
 
@@ -603,7 +603,7 @@ def profile_export(repo, workload, budget, output, as_json):
         write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     emit(data, as_json or not output, lambda d: "", "profile")
     if output and not as_json:
-        click.echo(f"wrote {output}", err=True)
+        say(f"wrote {output}", err=True)
 
 
 @cli.command()
@@ -646,7 +646,7 @@ def fleet_merge(profile_paths, output_dir, as_json):
     from git_tune.views import merge_view
     loaded, repeats = profiles.load_each_once(profile_paths)
     for r in repeats:
-        click.echo(f"warning: {r}", err=True)
+        say(f"warning: {r}", err=True)
     merged = profiles.merge(loaded)
     files = []
     if output_dir:
@@ -662,7 +662,7 @@ def fleet_merge(profile_paths, output_dir, as_json):
     emit(data, as_json, merge_view, "fleet-merge")
     for m in merged:
         for w in m.warnings:
-            click.echo(f"warning: {w}", err=True)
+            say(f"warning: {w}", err=True)
 
 
 def _terminate(signum, _frame):

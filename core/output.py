@@ -57,17 +57,29 @@ def schema(kind: str) -> str:
     return f"git-tune-{kind}/{SCHEMAS[kind]}"
 
 
+def say(text: str, err: bool = False) -> None:
+    """One message for people. A name that is not UTF-8 (a directory, a file: git keeps
+    bytes, Python holds them as surrogate escapes) goes out as the bytes it stands for, as
+    git prints it, instead of failing the command on a UTF-8 terminal."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        click.echo(text.encode("utf-8", "surrogateescape"), err=err)
+        return
+    click.echo(text, err=err)
+
+
 def emit(data: dict, as_json: bool, human: Callable[[dict], str], kind: str) -> None:
     """The result: JSON with its `schema` first, or text for people fitted to the width."""
     if as_json:
         data = {"schema": schema(kind), **{k: v for k, v in data.items() if k != "schema"}}
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
-        click.echo(fit(human(data), width()))
+        say(fit(human(data), width()))
 
 
 def chatter(message: str) -> None:
-    click.echo(message, err=True)
+    say(message, err=True)
 
 
 def seconds(s) -> str:

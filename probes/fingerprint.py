@@ -6,6 +6,7 @@ git-tune before 0.2 (16 hex digits, which included the measured storage class)
 is recognised by its form and never compared.
 """
 import hashlib
+import os
 import platform
 import socket
 from typing import Optional
@@ -20,7 +21,7 @@ PREFIX = "h2-"
 def of(cores: int, memory_total: int, fstype: str, source: Optional[str]) -> str:
     parts = [socket.gethostname(), platform.machine(), str(cores), str(memory_total >> 30),
              fstype, source or ""]
-    return PREFIX + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return PREFIX + hashlib.sha256(os.fsencode("|".join(parts))).hexdigest()[:16]
 
 
 def of_report(report) -> str:

@@ -19,7 +19,7 @@ def cache_dir() -> str:
 
 
 def _path(kind: str, key: str) -> str:
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:24]   # a path may not be UTF-8
     return os.path.join(cache_dir(), kind, digest + ".json")
 
 

@@ -359,6 +359,34 @@ def test_odd_repositories_give_results_or_clear_errors(home, tmp_path):
                             "--workload", "status"), 0, 2)
 
 
+def test_paths_that_are_not_utf8_reach_git_as_they_are(home, tmp_path):
+    """A repository in a directory whose name is not UTF-8, holding a file whose name is
+    not either (git keeps bytes): the timed checkout's pathspec file, a part's alternates,
+    the cache key, the host fingerprint and verify's trace2 files carry the bytes, and
+    set, verify and revert work there (each crashed before)."""
+    from git_tune.advisor.measure import gitbench
+    from git_tune.probes.repo import locate
+    repo = make_repo(tmp_path / os.fsdecode(b"we\xffird"), files=150)
+    odd = os.fsdecode(b"caf\xe9.txt")
+    (repo / odd).write_bytes(b"x\n")
+    repogen.git(repo, "add", "-A")
+    repogen.git(repo, *repogen._IDENTITY, "commit", "-qm", "latin-1 name")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ws = gitbench.Workspace(locate(str(repo)), str(scratch))
+    clone = ws.clone()
+    gitbench.CheckoutWorkload(clone, [odd], str(scratch)).run({})
+    assert os.path.exists(os.path.join(clone, odd))
+    part = ws.part(40)
+    gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch)).run({})
+    no_traceback(invoke("recommend", "--repo", repo, "--budget", "3"), 0)
+    before = (repo / ".git" / "config").read_bytes()
+    no_traceback(invoke("set", "checkout.workers=2", "--scope", "local", "--repo", repo), 0)
+    no_traceback(invoke("verify", "--repo", repo, "--runs", "5", "--workload", "status"), 0)
+    no_traceback(invoke("revert", "--scope", "local", "--repo", repo), 0)
+    assert (repo / ".git" / "config").read_bytes() == before
+
+
 @pytest.mark.parametrize("budget", ["nan", "inf", "-1", "1e-9", "abc", "1e300"])
 def test_impossible_budgets_are_usage_errors(small_repo, budget):
     for cmd in ("calibrate", "auto", "recommend"):

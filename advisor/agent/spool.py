@@ -129,7 +129,7 @@ def ingest(d: str, watched: Optional[Iterable[str]], tuned: Iterable[str]) -> In
             if not done and now - os.lstat(path).st_mtime < STALE:
                 waiting += 1
                 continue
-            record = events.reduce(data.decode("utf-8", "replace").splitlines(), tuned, now)
+            record = events.reduce(data.decode("utf-8", "surrogateescape").splitlines(), tuned, now)
             _remove(path)
             read += 1
             if record and (watched is None or (record.repo and os.path.realpath(record.repo)

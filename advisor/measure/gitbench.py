@@ -147,7 +147,7 @@ def trace_phases(trace_file: str) -> Dict[str, float]:
     """Seconds per trace2 region (category/label, summed) and counts of child processes."""
     phases: Dict[str, float] = {}
     try:
-        with open(trace_file) as f:
+        with open(trace_file, encoding="utf-8", errors="surrogateescape") as f:   # raw paths
             lines = f.readlines()
     except OSError:
         return phases
@@ -341,8 +341,8 @@ def _part_repo(layout: RepoLayout, dest: str) -> None:
             os.path.dirname(dest), env, hooks=False)
     info = os.path.join(dest, ".git", "objects", "info")
     os.makedirs(info, exist_ok=True)
-    with open(os.path.join(info, "alternates"), "w") as f:
-        f.write(os.path.join(layout.common_dir, "objects") + "\n")
+    with open(os.path.join(info, "alternates"), "wb") as f:
+        f.write(os.fsencode(os.path.join(layout.common_dir, "objects")) + b"\n")
     without_filters(dest)
 
 
@@ -430,8 +430,9 @@ class CheckoutWorkload:
         self.clone = clone
         self.paths = list(paths)
         self.list_file = os.path.join(scratch, f"pathspec.{len(self.paths)}")
-        with open(self.list_file, "w") as f:
-            f.write("\0".join(self.paths))
+        with open(self.list_file, "wb") as f:
+            # The bytes git listed: a name that is not UTF-8 round-trips (surrogateescape).
+            f.write(b"\0".join(os.fsencode(p) for p in self.paths))
 
     def _remove(self) -> None:
         # A run stopped at its deadline was killed holding the clone's index lock; the
