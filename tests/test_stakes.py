@@ -128,3 +128,24 @@ def test_a_part_is_sized_for_the_worker_counts_it_can_tell_apart():
     assert n == int((checkout._per_run(bench, 1) - fixed) / per_file) and n > 96
     assert checkout._part_counts(types.SimpleNamespace(notes=[]), [10, 20], n) == [10, 20][:1] + \
         [min(20, n // checkout.PART_FILES_PER_WORKER)]
+
+
+def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
+    """#30: before any engine sweep, the probe's measured latencies give each family its
+    plausible stakes: a tree of 4,000 files written at 3 ms a create against a status's
+    lstat pass at 1 ms a file over Git's 8 threads. checkout.workers' family goes first,
+    and preload's sweep (a second of a 20 s budget on that bed) waits. Without
+    latencies (a probe that could not measure), catalogue order stands."""
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.calibrate import next_trial
+    from git_tune.advisor.measure.record import Options
+
+    def first(latency):
+        bench = Bench(ws=None, names=[f"f{i}" for i in range(4000)], cores=2,
+                      storage_class="network", git_facts=None, options=Options(budget=20),
+                      budget=Budget(20), latency=latency)
+        order = registry.trial_order()
+        return next_trial([e for e in order if e.rank == 1], order, bench).key.name
+
+    assert first({"create": 0.003, "lstat_hit": 0.001}) == "checkout.workers"
+    assert first({}) == "core.preloadIndex"

@@ -295,7 +295,11 @@ def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
 
 def _stakes(bench: Bench, files: int) -> Optional[float]:
     """The seconds the engine predicts its pick saves on `files` files written: its one
-    thread against its pick."""
+    thread against its pick. Before the sweep, what writing them takes at least by the
+    probe's create latency (what parallel writes could save at most)."""
+    if "checkout" not in bench.sweeps:
+        create = bench.latency.get("create")
+        return files * create if create else None
     per_file = _engine_per_file(bench)
     if not per_file:
         return None

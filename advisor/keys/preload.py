@@ -82,6 +82,17 @@ def status_price(bench: Bench) -> Optional[float]:
     return least_seconds(lstat) if lstat else None
 
 
+def stakes(key, bench: Bench) -> Optional[float]:
+    """What turning preload off could save a status at most: its lstat pass at Git's
+    thread count (nothing where the sweep shows off cannot win). Before the sweep, that
+    pass by the probe's lstat latency: on the NFS-like bed without attribute caching a
+    few percent of a tree written, whose trial then goes first (issue #30)."""
+    if "preload" in bench.sweeps:
+        return 0.0 if _hopeless(bench) else whole_lstat(bench)
+    lstat = bench.latency.get("lstat_hit")
+    return len(bench.names) * lstat / git_threads(len(bench.names)) if lstat else None
+
+
 def price(key, bench: Bench) -> Optional[float]:
     # Where the sweep already shows off cannot win, the trial costs no git at all.
     return None if _hopeless(bench) else status_price(bench)

@@ -69,6 +69,9 @@ class Bench:
     flushing: bool = False            # the file system was still writing back: nothing timed
     stat_data: Optional[dict] = None  # the probe's statdata.StatData: index vs lstat, sampled
     online_cpus: Optional[int] = None  # what git's online_cpus() answers here (None: unknown)
+    # The probe's storage latencies, seconds at the median by operation (lstat_hit,
+    # create, ...): what a key's stakes are before its family's sweep has measured them.
+    latency: Dict[str, float] = field(default_factory=dict)
 
     @property
     def worktree(self) -> str:

@@ -175,7 +175,9 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
                      report.host.effective_cores, report.primary_storage().storage_class,
                      report.git, opts, budget, pid_limit=report.host.cgroup.pids_max,
                      stat_data=report.repository.stat_data if report.repository else None,
-                     online_cpus=report.host.logical_cpus)
+                     online_cpus=report.host.logical_cpus,
+                     latency={op: d["p50"] for op, d in
+                              report.primary_storage().latency.items() if d.get("p50")})
 
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
