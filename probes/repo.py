@@ -99,13 +99,21 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
 
 
 def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
-    """Up to n tracked paths spread evenly over the index (relative to the worktree)."""
+    """Up to n tracked paths spread evenly over the index (relative to the worktree), of
+    those git keeps in the work tree: a sparse checkout's skip-worktree entries are not
+    there, nor, in a partial clone, are their blobs (`ls-files -t` tags them S)."""
     if not layout.worktree:
         return []
-    proc = run_git(["ls-files", "-z"], cwd=layout.worktree, timeout=120, repo=layout)
-    names = [p for p in proc.stdout.split("\0") if p]
+    proc = run_git(["ls-files", "-t", "-z"], cwd=layout.worktree, timeout=120, repo=layout)
+    names = in_worktree(proc.stdout)
     step = max(1, len(names) // n)
     return names[::step][:n]
+
+
+def in_worktree(tagged: str) -> List[str]:
+    """The entries of a `git ls-files -t -z` listing (with -s too) that git keeps in the
+    work tree, without their tags: every one but the skip-worktree ones (S)."""
+    return [e[2:] for e in tagged.split("\0") if len(e) > 2 and not e.startswith("S ")]
 
 
 def spread_order(paths: Sequence[str], run: int) -> List[str]:

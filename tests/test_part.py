@@ -157,3 +157,30 @@ def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, m
     assert trial.comparisons and all(c.candidate[checkout.WORKERS] == "8"
                                      for c in trial.comparisons)
 
+
+
+def test_a_sparse_partial_clone_is_timed_on_what_it_checks_out(tmp_path):
+    """A blobless, sparse clone: the entries outside its cone are skip-worktree, and their
+    blobs were never fetched. What calibration times (the batch and the tree written in
+    its scratch clone, the parts) names only the entries git keeps in the work tree, so
+    git never asks for a blob that is not there (it failed on every run before)."""
+    from git_tune.advisor.measure import gitbench
+    from git_tune.probes import repo as repo_probe
+    src = tmp_path / "src"
+    repogen.generate(str(src), repogen.RepoShape(depth=2, width=3, files=10))
+    git(str(src), "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "partial"
+    git(str(tmp_path), "clone", "-q", "--filter=blob:none", "--sparse", f"file://{src}",
+        str(clone))
+    git(str(clone), "sparse-checkout", "set", "dir1")
+    layout = repo_probe.locate(str(clone))
+    names = repo_probe.tracked_sample(layout, n=10 ** 9)
+    assert names and all(n.startswith("dir1/") or "/" not in n for n in names)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    ws = gitbench.Workspace(layout, str(scratch))
+    gitbench.WholeTreeWrite(ws.clone(), names, str(scratch)).run({})
+    gitbench.CheckoutWorkload(ws.clone(), names[:20], str(scratch)).run({})
+    part = ws.part(len(names))
+    assert set(part.paths) <= set(names)
+    gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch)).run({})

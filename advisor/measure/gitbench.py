@@ -19,6 +19,7 @@ from git_tune import git
 from git_tune.errors import GitError
 from git_tune.advisor.measure import budget as plan
 from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.probes import repo as repo_probe
 from git_tune.probes.repo import RepoLayout
 
 Settings = Dict[str, str]
@@ -220,9 +221,11 @@ class Workspace:
         if self._listed is None:
             # Once per calibration: git-tune never writes the user's index, so the
             # listing holds for every part (at 100,000 entries, 0.1-0.14 s a listing).
-            out = run_git(["ls-files", "-s", "-z"], self.layout.worktree, config_env({}),
-                          hooks=False, output=True, repo=self.layout).stdout
-            self._listed = [r for r in out.split("\0") if r]
+            # Skip-worktree entries are left out: in a partial clone their blobs are
+            # not there to write (repo_probe.in_worktree).
+            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.worktree,
+                          config_env({}), hooks=False, output=True, repo=self.layout).stdout
+            self._listed = repo_probe.in_worktree(out)
         listed = self._listed
         records = part_entries(listed, n)
         dest = os.path.join(self.root, f"part-{len(records)}")
@@ -259,7 +262,8 @@ class Workspace:
         NFS-like bed with loose objects); `git read-tree HEAD`, which reads every tree
         (3.2 s there), is left for an index git cannot use as a copy (a split index's
         shared part stays behind) or whose entries a checkout cannot simply write
-        (unmerged, skip-worktree)."""
+        (unmerged). A sparse checkout's skip-worktree entries stay skipped, as in the
+        user's checkouts."""
         if self._clone:
             return self._clone
         dest = os.path.join(self.root, "clone")
@@ -407,15 +411,18 @@ def clone_source(layout: RepoLayout) -> str:
 
 
 def _only_plain_entries(worktree: str, env: dict) -> bool:
-    """Whether git reads the index there and every entry is an ordinary cached file
-    (`git ls-files -t` tags it "H")."""
+    """Whether git reads the index there and every entry is an ordinary cached file or a
+    sparse checkout's skip-worktree one (`git ls-files -t` tags them "H" and "S"): the
+    timed writes name only the first (repo_probe.in_worktree), and `checkout-index
+    --all` passes the second by, as the user's checkouts do. `read-tree HEAD` instead
+    would make every entry one to write, whose blobs a partial clone does not have."""
     try:
         listed = run_git(["ls-files", "-t", "-z"], worktree, env, hooks=False, output=True)
     except DeadlineReached:
         raise
     except MeasurementFailed:
         return False
-    return all(e.startswith("H ") for e in listed.stdout.split("\0") if e)
+    return all(e[:2] in ("H ", "S ") for e in listed.stdout.split("\0") if e)
 
 
 class CheckoutWorkload:
