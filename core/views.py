@@ -111,6 +111,8 @@ def recommend_view(r: dict) -> str:
         out += ["", "Findings (no Git key):"] + [f"  - {f}" for f in r["findings"]]
     if r.get("notes"):
         out += ["", "Calibration notes:"] + [f"  - {n}" for n in r["notes"]]
+    if r.get("spent"):
+        out += ["", went(r["spent"])]
     exp = ", ".join(f"{w} {s:.2f}x" for w, s in sorted(r["expected"].items())) or "none"
     out += ["", f"Expected with the values set: {exp}; weighted for {r['workload']}: "
                 f"{r['weighted_speedup']:.2f}x"]
@@ -141,7 +143,23 @@ def calibration_view(c: dict) -> str:
         out += ["", "Real git, Git's default vs candidate (interleaved):",
                 table(("key", "workload", "default", "candidate", "ratio (95% CI)", "verdict"), rows)]
     out += [f"note: {n}" for n in c["notes"]]
+    if c.get("spent"):
+        out.append(went(c["spent"]))
     return "\n".join(out)
+
+
+def went(spent: dict) -> str:
+    """Where a calibration's budget went: the probe's parts together, then each phase,
+    in the order they came."""
+    phases: dict = {}
+    for phase, s in spent.items():
+        name = "probe" if phase.startswith("probe ") else phase
+        phases[name] = phases.get(name, 0.0) + s
+    probe = {k[len("probe "):]: v for k, v in spent.items() if k.startswith("probe ")}
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in probe.items() if v >= 0.05)
+    return "Where the budget went: " + ", ".join(
+        f"{k} {v:.1f} s" + (f" ({parts})" if k == "probe" and parts else "")
+        for k, v in phases.items() if v >= 0.05)
 
 
 def after_write(scope: dict) -> list:

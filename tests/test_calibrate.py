@@ -62,6 +62,10 @@ def test_calibration_record(calibrated):
     assert set(record.sweeps) == {"checkout", "preload", "index"}
     assert record.repository.entries == 999
     assert Calibration.from_json(json.loads(json.dumps(record.to_json()))) == record
+    # Where the budget went, the probe counted: every second of the calibration is in a
+    # phase (#30: fixed costs counted in the output's timings).
+    assert any(k.startswith("probe ") for k in record.spent) and "checkout" in record.spent
+    assert abs(sum(record.spent.values()) - record.seconds) < 0.2 + 0.02 * record.seconds
     v = record.trials
     # Below 1,000 entries Git starts no preload threads: on and off are the same work,
     # and no real git is spent on it.

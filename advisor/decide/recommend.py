@@ -4,7 +4,7 @@ Each key's module decides its value from its own trial (advisor/keys/); a key
 gets a value only when real git, timed interleaved against Git's default, was
 faster beyond noise. Keys the installed git does not read are never offered.
 """
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Dict, Tuple
 
 from git_tune.advisor.decide.advice import SET, KeyAdvice
@@ -29,6 +29,7 @@ class Recommendation:
     weighted_speedup: float
     calibration_created: float
     notes: Tuple[str, ...] = ()      # the calibration's: its limits, what it could not do
+    spent: Dict[str, float] = field(default_factory=dict)   # the calibration's: where it went
 
     def settings(self) -> Dict[str, str]:
         return {k.key: k.value for k in self.keys if k.status == SET}
@@ -80,4 +81,4 @@ def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
                                           for name, w in weights.items())
     return Recommendation(SCHEMA_VERSION, workload, cal.git_version, cal.storage.storage_class,
                           cal.fingerprint, keys, tuple(registry.findings(cal)), expected,
-                          weighted, cal.created, cal.notes)
+                          weighted, cal.created, cal.notes, dict(cal.spent))

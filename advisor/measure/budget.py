@@ -14,7 +14,7 @@ its time); a share of LEFT lets what comes later keep the rest.
 import contextlib
 import contextvars
 import time
-from typing import Callable, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 Clock = Callable[[], float]
 
@@ -72,12 +72,17 @@ Progress = Callable[[str, float], None]   # (phase, fraction of budget used)
 
 
 class Budget:
-    """Wall-clock seconds for the whole calibration, and progress reports against it."""
+    """Wall-clock seconds for the whole calibration, and progress reports against it.
+    `went`: where they went, seconds by phase (each tick closes the time since the last
+    one under its phase's name: a family's sweep and trials, the wait for write-back,
+    the record), which the calibration keeps and its output shows."""
 
     def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0):
         self.total = total
         self.start = now() - spent     # seconds already spent (the probe)
         self.progress = progress
+        self.went: Dict[str, float] = {}
+        self._last = now()
 
     def used(self) -> float:
         return now() - self.start
@@ -91,5 +96,8 @@ class Budget:
         return self.start + self.total
 
     def tick(self, phase: str) -> None:
+        t = now()
+        self.went[phase] = self.went.get(phase, 0.0) + t - self._last
+        self._last = t
         if self.progress:
             self.progress(phase, min(1.0, self.used() / self.total))

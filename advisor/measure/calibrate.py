@@ -10,7 +10,7 @@ registry's business (advisor/keys/): nothing here names a Git key.
 import dataclasses
 import os
 import time
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
@@ -288,12 +288,25 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         Repository(layout.worktree, layout.git_dir, report.repository.tracked_files,
                    report.repository.index["version"]),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
-        tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished))
+        tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished),
+        spent=_spent(report, budget))
     if store:
         stored = memo.save("calibration", cache_key(report, opts.workload), record.to_json())
         record = dataclasses.replace(record, stored_at=stored)
     budget.tick("done")
     return record
+
+
+def _spent(report: ProbeReport, budget: Budget) -> Dict[str, float]:
+    """Where the budget went: the probe's parts, then every phase of the calibration
+    (Budget.went), in the order they came, to the hundredth of a second."""
+    names = {"settle": "write-back wait", "validate": "records", "done": "records"}
+    went: Dict[str, float] = {}
+    for phase, v in [(k if k == "settle" else f"probe {k}", v)
+                     for k, v in report.timings.items()] + list(budget.went.items()):
+        name = names.get(phase, phase)
+        went[name] = went.get(name, 0.0) + v
+    return {k: round(v, 2) for k, v in went.items() if round(v, 2)}
 
 
 def load_fresh(report: ProbeReport, workload: str = "mixed") -> Optional[Calibration]:

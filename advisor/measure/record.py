@@ -170,6 +170,10 @@ class Calibration:
     # Keys whose minimum real-git runs did not fit in the budget: seconds short (None: the
     # budget had ended before their trial could start).
     unfinished: Dict[str, Optional[float]] = field(default_factory=dict)
+    # Where the budget went, seconds by phase: the probe's parts ("probe storage", ...),
+    # the wait for write-back ("settle"), each key family's sweep and trials ("checkout",
+    # "preload", ...), storing the trials' records ("validate").
+    spent: Dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return _converter.unstructure(self)
