@@ -114,6 +114,20 @@ def test_a_faster_candidate_cut_short_by_the_budget_is_never_set(clock):
     assert a.status == advice.NOT_SET and "budget ended" in a.reason
 
 
+def test_pairs_no_verdict_can_come_from_in_the_budget_left_are_not_run(clock):
+    """#30: a warm-up 1.4x apart prices the 3 pairs of a clear verdict; the pairs then
+    show 1.4x, short of stats.CLEARLY, and a verdict needs MIN_RUNS pairs, which the
+    budget left cannot hold: the comparison stops there, leaving that budget to the keys
+    after it, instead of running on to the budget's end undecided."""
+    b = bench(6.0)
+    c = b.ab("clone", {}, {KEY.name: "true"}, sleeper(0.7), sleeper(0.5))
+    assert c.stopped == STOPPED_BUDGET and len(c.times_candidate) == stats.CLEAR_RUNS
+    assert b.budget.left() > 1.0        # 2 more pairs (2.4 s) could not have fitted
+    # With the budget for them, the same runs go on to a verdict.
+    c = bench(10.0).ab("clone", {}, {KEY.name: "true"}, sleeper(0.7), sleeper(0.5))
+    assert not c.stopped and c.estimate.verdict == stats.FASTER
+
+
 def test_with_time_enough_a_faster_candidate_is_set(clock):
     # 1.43x: every run apart, but not by stats.CLEARLY, so the minimum runs are needed.
     c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.035))
