@@ -30,8 +30,8 @@ import subprocess
 import time
 from typing import Dict, Optional
 
-from common import (RESULTS, BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage,
-                    tracked)
+from common import (RESULTS, ALL_BEDS, BEDS, BedUnavailable, bed_latency, parser, repo_on,
+                    report, storage, tracked)
 from part_fidelity import COUNTS, grid
 
 from git_tune.advisor.decide.recommend import recommend
@@ -177,7 +177,7 @@ def _quality_cell(q) -> str:
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
+    p.add_argument("--beds", nargs="+", choices=ALL_BEDS, default=list(BEDS))
     p.add_argument("--sizes", nargs="+", type=int)
     p.add_argument("--budgets", nargs="+", type=float)
     p.add_argument("--settled", action="store_true",

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Sequence
 
 from scipy.stats import spearmanr
 
-from common import (BEDS, BedUnavailable, bed_latency, drop_caches, git, median, parser,
+from common import (ALL_BEDS, BEDS, BedUnavailable, bed_latency, drop_caches, git, median, parser,
                     remove, repo_on, report, storage, timed, tracked)
 
 from git_tune import engine
@@ -158,7 +158,7 @@ def run_bed(kind: str, mnt: str, files: int, batch_files: int, repeat: int):
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
+    p.add_argument("--beds", nargs="+", choices=ALL_BEDS, default=list(BEDS))
     args = p.parse_args()
     files, batch_files = (1200, 100) if args.tiny else (3000, 400)
     repeat = args.repeat or (3 if args.tiny else 5)

@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import time
 
-from common import BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
+from common import ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
 
 from git_tune.advisor.keys.checkout import PART_FILES_PER_WORKER
 from git_tune.advisor.measure import gitbench
@@ -129,7 +129,7 @@ def _cells(s) -> str:
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--beds", nargs="+", default=["latfs-nocache"], choices=BEDS)
+    p.add_argument("--beds", nargs="+", default=["latfs-nocache"], choices=ALL_BEDS)
     p.add_argument("--files", type=int, nargs="+", default=[4000])
     p.add_argument("--parts", type=int, nargs="+", default=[48, 100, 300])
     p.add_argument("--whole-rounds", type=int, default=1,
