@@ -122,6 +122,27 @@ def test_what_the_part_left_open_is_the_agents_question():
         _part_calibration(storage, 8, faster), workloads.weights("mixed"))
 
 
+def test_a_gain_a_part_showed_within_its_noise_is_the_agents_question():
+    """#30/#33: on a busy host a 48-entry part's 5+5 runs can show 6 workers 1.26x faster
+    by their medians and still within noise (these are such runs, from the NFS-like bed
+    at 20,000 files under load): Git's default stays, and where the engine's writes waited
+    on the storage the user's branch switches ask again, 6 against the value in force.
+    Not where the engine's curve may be the CPU's, nor where the part showed no gain."""
+    from git_tune.advisor.keys import registry
+    from git_tune.models import workloads
+    weights = workloads.weights("mixed")
+    storage = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}
+    noisy = ([0.79, 0.96, 0.77, 1.07, 0.86], [0.56, 0.89, 0.60, 0.69, 0.68])
+    value, why = registry.open_questions(_part_calibration(storage, 2, noisy),
+                                         weights)["checkout.workers"]
+    assert value == "6" and "within the noise" in why
+    assert "checkout.workers" not in registry.open_questions(
+        _part_calibration(storage, 8, noisy), weights)
+    level = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.71, 0.70, 0.72, 0.70, 0.71])
+    assert "checkout.workers" not in registry.open_questions(
+        _part_calibration(storage, 2, level), weights)
+
+
 def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, monkeypatch):
     """#30: where the engine's ranking chose a count above the part's cap (8 where the
     part timed 6), the threshold's batches are timed at that count; the workers trial has

@@ -200,7 +200,8 @@ def _log(exp: Experiment, event: str, what: str, **more) -> None:
 def propose(records: Sequence[Command]) -> Optional[dict]:
     """An experiment the agent starts on its own, on what a calibration left open
     (registry.open_questions: a worker count set on the engine's ranking beyond what real
-    git timed on a part, a key the budget left undecided), in a repository whose
+    git timed on a part, one a part showed faster within its noise, a key the budget
+    left undecided), in a repository whose
     commands it sees: within the bounds of one the user starts (start() refuses keys
     that change more than speed, values in force, values calibration found slower),
     each question asked once (the log), never on values edited by hand."""
