@@ -656,13 +656,11 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
             or c.stopped == STOPPED_SLOWER or c.estimate.verdict != stats.NO_CHANGE
             or c.estimate.speedup <= 1 + stats.MIN_EFFECT):
         return None
-    medians = _engine_medians(s)
-    pick, cores = _engine_pick(s), _facts(s).cores
-    if 1 not in medians or medians.get(pick, 0.0) <= 0 or not cores:
+    # One thread's time over the pick's: _saved is 0 where either is unmeasured.
+    hidden, cores = 1 / (1 - _saved(s)), _facts(s).cores
+    if not cores or hidden <= cores:
         return None
-    hidden = medians[1] / medians[pick]
-    if hidden <= cores:
-        return None
+    pick = _engine_pick(s)
     return str(w), (f"real git timed {w} workers on a part of {facts.part} files: "
                     f"{c.estimate.speedup:.2f}x, within the noise of its runs; the engine's "
                     f"writes were {hidden:.1f}x faster with {pick} threads than one (more "
