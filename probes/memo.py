@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import platformdirs
 
@@ -48,3 +48,24 @@ def save(kind: str, key: str, value: Any) -> Optional[str]:
         return path
     except OSError:
         return None
+
+
+def keys(kind: str) -> List[str]:
+    """The keys of every record of `kind` stored (fresh or not): which repositories have
+    one, without probing them. Unreadable files are skipped, as load() skips them."""
+    out = []
+    try:
+        names = os.listdir(os.path.join(cache_dir(), kind))
+    except OSError:
+        return out
+    for name in sorted(names):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        try:
+            with open(os.path.join(cache_dir(), kind, name)) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("key"), str):
+            out.append(record["key"])
+    return out

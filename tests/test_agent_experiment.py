@@ -197,21 +197,28 @@ def test_an_experiment_where_git_tune_wrote_nothing_yet_is_undone_by_revert(tmp_
         cli("agent", "disable", check=False)
 
 
-def test_the_agent_asks_the_users_commands_what_the_budget_left_open(watched):
-    """A stored calibration of the repository whose budget ended before real git timed
-    checkout.workers, and whose engine measured a gain from 8 threads: the agent starts,
-    on its own, 8 against the value in force (2), once; stopped, it is not asked again."""
+def _store_an_open_question(repo):
+    """The repository's calibration (real, 3 s), stored as if its budget had ended before
+    real git timed checkout.workers, with an engine sweep that measured a gain from 8
+    threads: the open question registry.open_questions names."""
     import dataclasses
     from git_tune.advisor.measure import calibrate as cal
     from git_tune.probes import memo
     from tests.test_part import engine_sweep
-    report = cal.probe_repository(str(watched))
+    report = cal.probe_repository(str(repo))
     record = cal.calibrate(report, cal.Options(budget=3))
     trials = {k: t for k, t in record.trials.items() if k != "checkout.workers"}
     sweep = engine_sweep({1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25}, 2)
     memo.save("calibration", cal.cache_key(report), dataclasses.replace(
         record, trials=trials, sweeps={**record.sweeps, "checkout": sweep},
         unfinished={"checkout.workers": 4.0}).to_json())
+
+
+def test_the_agent_asks_the_users_commands_what_the_budget_left_open(watched):
+    """A stored calibration of the repository whose budget ended before real git timed
+    checkout.workers, and whose engine measured a gain from 8 threads: the agent starts,
+    on its own, 8 against the value in force (2), once; stopped, it is not asked again."""
+    _store_an_open_question(watched)
     assert experiment.propose(store.records()) is None      # no command of the repo seen yet
     switches(watched, 2)
     switch.collect()
@@ -222,3 +229,56 @@ def test_the_agent_asks_the_users_commands_what_the_budget_left_open(watched):
     assert value_in_force(watched) == "2"                    # the slots switch it later
     assert experiment.stop()
     assert experiment.propose(store.records()) is None       # asked once
+
+
+def _repo(path):
+    repogen.generate(str(path), repogen.RepoShape(depth=1, width=3, files=60),
+                     second_commit_changes=20)
+    git(path, "branch", "other", "HEAD~1")
+    return path
+
+
+def test_a_calibration_that_wrote_nothing_is_asked_in_the_repositorys_own_scope(tmp_path):
+    """The repository's stored calibration kept Git's defaults (the budget ended before
+    real git timed checkout.workers, the engine measured a gain from 8 threads), so
+    git-tune wrote nothing for it. The agent still asks: in the repository's local
+    scope, so no other repository's commands change, and another repository's local
+    write is not the one switched. Stopped, both repositories' config bytes are as
+    before."""
+    asked, neighbour = _repo(tmp_path / "asked"), _repo(tmp_path / "neighbour")
+    cli("set", "checkout.workers=3", "--repo", str(neighbour), "--scope", "local")
+    neighbour_include = neighbour / ".git" / "git-tune.gitconfig"
+    configs = {p: p.read_bytes() for p in (asked / ".git" / "config",
+                                          neighbour / ".git" / "config", neighbour_include)}
+    cli("agent", "enable", "--repo", str(asked))
+    collector.stop()
+    try:
+        _store_an_open_question(asked)
+        switches(asked, 2)
+        switch.collect()
+        started = experiment.propose(store.records())
+        assert started["scope"] == "local" and started["candidate"] == "8"
+        assert value_in_force(asked) == ""                     # Git's default in force
+        switches(asked, experiment.SLOT_COMMANDS)
+        assert step() == {"switched": "candidate"}
+        assert value_in_force(asked) == "8" and value_in_force(neighbour) == "3"
+        assert neighbour_include.read_bytes() == configs[neighbour_include]
+        assert experiment.stop()
+        assert {p: p.read_bytes() for p in configs} == configs
+        assert not (asked / ".git" / "git-tune.gitconfig").exists()
+        assert experiment.propose(store.records()) is None   # asked once
+    finally:
+        collector.stop()
+        cli("agent", "disable", check=False)
+
+
+def test_a_value_set_outside_git_tunes_scope_is_never_experimented_on(tmp_path):
+    """The user set the key in the repository's own config: an experiment on the local
+    scope would switch a value git never reads there (the user's wins), and the user's
+    value is theirs. The start is refused, naming where it was set; nothing is written."""
+    repo = _repo(tmp_path / "r")
+    git(repo, "config", "checkout.workers", "5")
+    before = (repo / ".git" / "config").read_bytes()
+    with pytest.raises(UsageError, match="left alone"):
+        experiment.start("local", "checkout.workers", "8", str(repo))
+    assert (repo / ".git" / "config").read_bytes() == before and experiment.load() is None

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
+from git_tune import git
 from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
 from git_tune.advisor.keys import registry
@@ -30,9 +31,9 @@ from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure import ab
 from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
-from git_tune.errors import GitTuneError, UsageError
+from git_tune.errors import GitError, GitTuneError, UsageError
 from git_tune.models import catalogue, stats, workloads
-from git_tune.probes import gitinfo, repo as repo_probe
+from git_tune.probes import gitinfo, memo, repo as repo_probe
 
 STATE = "experiment.json"
 SLOT_COMMANDS = 5           # commands of the affected classes per slot
@@ -104,7 +105,7 @@ def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
 
 def _write(exp: Experiment, arm: str) -> None:
     """The scope's values with the key at the arm's value, through configwrite."""
-    entry = show.applied_to(exp.scope)
+    entry = show.applied_to(exp.scope, exp.repo)
     settings = dict(entry.settings) if entry else {}
     value = exp.value(arm)
     if value is None:
@@ -153,16 +154,20 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
     candidate = key.validate(candidate)
     if load() is not None:
         raise UsageError("an experiment is running already (git-tune agent experiment stop)")
-    entry = show.applied_to(scope)
-    repo = entry.repo if entry and entry.repo else (repo_probe.locate(repo).worktree
-                                                    if repo and repo_probe.locate(repo)
-                                                    else None)
+    layout = repo_probe.locate(repo) if repo or scope == "local" else None
+    where = layout.worktree if layout else None
+    entry = show.applied_to(scope, where)
+    repo = entry.repo if entry and entry.repo else where
     if not repo:
         raise UsageError(f"name the repository whose commands count (--repo): scope {scope} "
                          "was not measured on one")
     approved = entry.settings.get(key.name) if entry else None
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
+    elsewhere = set_elsewhere(repo, key.name, approved)
+    if elsewhere:
+        raise UsageError(f"{key.name} is {elsewhere} in {repo}: a value set there is "
+                         "left alone (and the experiment's values would not be in force)")
     slower = measured_slower(repo, key.name, candidate)
     if slower:
         raise UsageError(f"calibration found {key.name}={candidate} slower beyond noise "
@@ -177,6 +182,20 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
     _save(exp)
     _log(exp, "started", f"{key.name}: {approved or 'Git default'} against {candidate}")
     return exp
+
+
+def set_elsewhere(repo: str, key: str, approved: Optional[str]) -> Optional[str]:
+    """Where the repository's git reads `key` from, with its value, when that is not
+    the experiment's scope's value (`approved`; None: the key unset anywhere): a value
+    the user set, or a later config file's, would be the one in force in both arms."""
+    layout = repo_probe.locate(repo)
+    proc = git.run(["config", "--show-origin", "--get", key], repo=layout)
+    if proc.returncode not in (0, 1):
+        raise UsageError(f"git cannot read {repo}'s config: {git.first_lines(proc.stderr)}")
+    origin, _, value = proc.stdout.rstrip("\n").partition("\t")
+    if (value if proc.returncode == 0 else None) == approved:
+        return None
+    return f"{value} from {origin}" if proc.returncode == 0 else "unset (Git's default)"
 
 
 def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
@@ -201,34 +220,56 @@ def propose(records: Sequence[Command]) -> Optional[dict]:
     """An experiment the agent starts on its own, on what a calibration left open
     (registry.open_questions: a worker count set on the engine's ranking beyond what real
     git timed on a part, one a part showed faster within its noise, a key the budget
-    left undecided), in a repository whose
-    commands it sees: within the bounds of one the user starts (start() refuses keys
-    that change more than speed, values in force, values calibration found slower),
-    each question asked once (the log), never on values edited by hand."""
-    seen = {c.repo for c in records}
-    asked = {(e.get("scope"), e.get("key"), e.get("candidate")) for e in retune.log()
-             if e.get("experiment") == "started"}
-    for entry in journal.applied():
-        if not entry.repo or entry.repo not in seen or show.edited_outside(entry):
-            continue
+    left undecided), in a repository whose commands it sees: within the bounds of one
+    the user starts (start() refuses keys that change more than speed, values in force,
+    values calibration found slower, keys set elsewhere), each question asked once (the
+    log), never on values edited by hand. Where git-tune wrote the values measured on
+    the repository, there; where a calibration of it wrote nothing (Git's defaults kept:
+    at 100,000 files on the NFS-like bed a part's 6 workers within noise kept 1), in the
+    repository's own local scope, so that no other repository's commands change."""
+    seen = {c.repo for c in records if c.repo}
+    asked = {(e.get("scope"), e.get("repo"), e.get("key"), e.get("candidate"))
+             for e in retune.log() if e.get("experiment") == "started"}
+    for spec, repo in _where_to_ask(seen):
         try:
-            record = cal.load_fresh(cal.probe_repository(entry.repo))
+            record = cal.load_fresh(cal.probe_repository(repo))
         except (GitTuneError, OSError):
             continue        # a repository moved or damaged since: the others are asked
         if record is None:
             continue
-        spec = show.scope_spec(entry.scope)
         questions = registry.open_questions(record, workloads.weights(record.options.workload))
         for name, (value, why) in questions.items():
-            if (spec, name, value) in asked:
+            if (spec, repo, name, value) in asked:
                 continue
             try:
-                exp = start(spec, name, value, entry.repo)
-            except UsageError:
+                exp = start(spec, name, value, repo)
+            except (UsageError, GitError):
                 continue
             _log(exp, "proposed", why)
-            return {"started": name, "candidate": value, "why": why}
+            return {"started": name, "candidate": value, "why": why, "scope": spec,
+                    "repo": repo}
     return None
+
+
+def _where_to_ask(seen) -> List[Tuple[str, str]]:
+    """(scope, repository) pairs whose stored calibrations may hold questions: each
+    write of git-tune's measured on a repository whose commands the agent sees (not
+    edited by hand), then each seen repository with none of its own but a calibration
+    stored (memo.keys: no probe of a repository git-tune never measured)."""
+    out, mine = [], set()
+    for entry in journal.applied():
+        if entry.repo and entry.repo in seen and not show.edited_outside(entry):
+            out.append((show.scope_spec(entry.scope), entry.repo))
+        mine.add(entry.repo)
+    stored = memo.keys("calibration")
+    for repo in sorted(seen - mine):
+        try:
+            layout = repo_probe.locate(repo)
+        except (GitTuneError, OSError):
+            continue
+        if layout and any(f"|{layout.git_dir}|" in k for k in stored):
+            out.append(("local", repo))
+    return out
 
 
 def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:
@@ -311,7 +352,7 @@ def _restore(exp: Experiment) -> None:
     """The include file and git-tune's record as they were before the experiment, byte
     for byte, under git-tune's state lock; where git-tune had written nothing there
     before it, its writes reverted (revert gives back the files' bytes from before)."""
-    entry = show.applied_to(exp.scope)
+    entry = show.applied_to(exp.scope, exp.repo)
     if exp.entry is None:
         if entry is not None:
             revert.revert(entry.scope)
@@ -339,7 +380,7 @@ def _step(records: Sequence[Command]) -> Optional[dict]:
     exp = load()
     if exp is None:
         return None
-    entry = show.applied_to(exp.scope)
+    entry = show.applied_to(exp.scope, exp.repo)
     if entry is not None and show.edited_outside(entry):
         _save(None)
         _log(exp, "stopped", "the values were edited by hand: left alone")

@@ -86,7 +86,7 @@ def unattended(recommended: Dict[str, str], approved: Dict[str, str]
 def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     """Calibrate the drifting write's repository again and re-apply what the bounds
     allow; the log entry it made."""
-    entry = show.applied_to(d.scope)
+    entry = show.applied_to(d.scope, d.repo)
     base = {"time": time.time(), "scope": d.scope, "repo": d.repo, "running": d.running,
             "reasons": list(d.reasons)}
     if entry is None or d.edited or not entry.repo or not os.path.isdir(entry.repo):

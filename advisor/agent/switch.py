@@ -157,7 +157,7 @@ def status() -> dict:
 
 
 # Open questions of the stored calibrations are looked for at most this often (each look
-# probes the repositories git-tune wrote for).
+# probes the repositories git-tune wrote for, and the others seen with one stored).
 PROPOSE_EVERY = 3600.0
 _looked = {"at": 0.0}
 

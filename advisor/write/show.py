@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple
 
 from git_tune import engine
 from git_tune.advisor.write import configwrite, journal, scopes
-from git_tune.errors import EngineError
+from git_tune.errors import EngineError, GitTuneError
 from git_tune.advisor.keys import registry
 from git_tune.probes import fingerprint, gitinfo, repo as repo_probe
 from git_tune.models import catalogue
@@ -77,9 +77,24 @@ def scope_spec(scope: scopes.Scope) -> str:
     return scope.name if scope.name != "file" else "file:" + scope.include_file
 
 
-def applied_to(spec: str) -> Optional[journal.Applied]:
-    """What git-tune wrote to the scope `spec` names (as --scope takes it), or None."""
-    return next((e for e in journal.applied() if scope_spec(e.scope) == spec), None)
+def applied_to(spec: str, repo: Optional[str] = None) -> Optional[journal.Applied]:
+    """What git-tune wrote to the scope `spec` names (as --scope takes it), or None.
+    "local" names one include file per repository: `repo`'s (a worktree of it, or the
+    repository git-tune measured there), never another repository's local write."""
+    found = [e for e in journal.applied() if scope_spec(e.scope) == spec]
+    if spec != "local":
+        return found[0] if found else None
+    if repo is None:
+        return None
+    same = next((e for e in found if e.repo == repo), None)
+    if same is not None or not found:
+        return same
+    try:                                 # another worktree of the same repository
+        layout = repo_probe.locate(repo)
+    except GitTuneError:                 # gone, or refused by git since
+        return None
+    include = scopes.resolve("local", layout).include_file if layout else None
+    return next((e for e in found if e.scope.include_file == include), None)
 
 
 def edited_outside(entry: journal.Applied) -> bool:
