@@ -173,6 +173,22 @@ def _one_blas_thread():
     return threadpool_limits(limits=1)
 
 
+class Seeded(Strategy):
+    """`points` first, in turn, then `inner`'s own choices (each result told to it): a
+    design that must cover some points before a short budget ends, whatever the
+    strategy. The name is the inner strategy's: the seeds are the caller's design."""
+
+    def __init__(self, inner: Strategy, points: Sequence[Point]):
+        super().__init__(inner.dims, inner.seed)
+        self.inner, self.queue, self.name = inner, [dict(p) for p in points], inner.name
+
+    def ask(self):
+        return self.queue.pop(0) if self.queue else self.inner.ask()
+
+    def tell(self, point, value):
+        self.inner.tell(point, value)
+
+
 STRATEGIES = {s.name: s for s in (SkoptStrategy, GridStrategy, RandomStrategy, CoordinateStrategy)}
 # The winner of bench/search_strategies.py (regret within noise of gp and grid, smaller
 # bad tail, no compute of its own); change it only with that benchmark.
