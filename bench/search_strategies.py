@@ -92,7 +92,11 @@ def replay(name, dims, seen, budget: float, seed: int, max_evals: int):
         clock.simulated += t
         return t
 
-    r = sweep.run(search.make(name, dims, seed), measure, budget, max_evals=max_evals, clock=clock)
+    # The checkout sweep seeds its strategy with every octave of worker counts, as
+    # calibrate does (checkout.sweep_strategy); the preload sweep runs it as it is.
+    strategy = (checkout.sweep_strategy(name, dims, seed)
+                if [d.name for d in dims] == [checkout.WORKERS] else search.make(name, dims, seed))
+    r = sweep.run(strategy, measure, budget, max_evals=max_evals, clock=clock)
     measured = clock.simulated
     return sweep._key(r.best), len(r.evaluations), clock(), clock() - measured
 

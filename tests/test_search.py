@@ -134,18 +134,17 @@ def test_seeded_points_come_first_then_the_strategys_own(name):
     """The checkout sweep's octaves are measured right after Git's default, whatever the
     strategy (a short share measures a handful of counts: each interval (w, 2w] then
     holds one), and the strategy then goes on from what it was told."""
-    from git_tune.advisor.keys.checkout import octaves
+    from git_tune.advisor.keys.checkout import octaves, sweep_strategy
     assert octaves(32) == [2, 4, 8, 16, 32] and octaves(8) == [2, 4, 8]
     assert octaves(12) == [2, 4, 8, 12] and octaves(1) == []
     for w in range(1, 17):
         assert any(w < c <= 2 * w for c in [1] + octaves(32))
-    seeds = [{"checkout.workers": w} for w in reversed(octaves(32))]
     clock, measure = FakeClock(), surface_1d(2)
 
     def timed(point):
         clock.t += 1.0
         return measure(point)
-    r = sweep.run(search.Seeded(search.make(name, DIMS_1D, 4), seeds), timed, budget=20,
+    r = sweep.run(sweep_strategy(name, DIMS_1D, 4), timed, budget=20,
                   clock=clock, patience=1000)
     fresh = [e.point["checkout.workers"] for e in r.evaluations if not e.repeat]
     assert fresh[:6] == [1, 32, 16, 8, 4, 2] and len(r.evaluations) == 20

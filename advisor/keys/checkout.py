@@ -133,6 +133,19 @@ def octaves(top: int) -> List[int]:
     return out + [top] if top > 1 else out
 
 
+def sweep_strategy(name: str, dims: List[Dim], seed: int) -> search.Strategy:
+    """The checkout sweep's search: every octave first (top ... 8, 4, 2 threads, after
+    Git's 1), then the strategy's picks. A short share measures a handful of counts, and
+    _beyond_the_part reads the ranking between the count real git timed on a part and
+    twice it: random picks had left 1, 3, 25 and 27 threads at 20,000 files on the
+    NFS-like bed, no count in (6, 12], and 6 workers stood at 1.16 of the whole tree's
+    best. The most threads first: where they matter (writes that wait on the storage)
+    they cost least."""
+    (dim,) = dims
+    return search.Seeded(search.make(name, dims, seed),
+                         [{dim.name: w} for w in reversed(octaves(dim.high))])
+
+
 def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine checkout of a sample with W workers: the curve behind checkout.workers."""
     if not bench.names:
@@ -150,15 +163,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
                                threshold=0, limits=share.limits()).wall
 
-    # Every octave first (top ... 8, 4, 2 threads, after Git's 1), then the strategy's
-    # picks: a short share measures a handful of counts, and _beyond_the_part reads the
-    # ranking between the count real git timed on a part and twice it. Random picks had
-    # left 1, 3, 25 and 27 threads at 20,000 files on the NFS-like bed: no count in
-    # (6, 12], and 6 workers stood at 1.16 of the whole tree's best. The most threads
-    # first: where they matter (writes that wait on the storage) they cost least.
-    strategy = search.Seeded(search.make(opts.strategy, dims, opts.seed),
-                             [{WORKERS: w} for w in reversed(octaves(top))])
-    r = run_sweep(strategy, engine_measure(write), share.left())
+    r = run_sweep(sweep_strategy(opts.strategy, dims, opts.seed), engine_measure(write),
+                  share.left())
     samples = [(dict(k)[WORKERS], len(paths), statistics.median(v))
                for k, v in r.by_point().items()]
     # Smaller batches at 1 and the best worker count pin down serial cost and overhead,
