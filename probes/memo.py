@@ -55,14 +55,15 @@ def keys(kind: str) -> List[str]:
     one, without probing them. Unreadable files are skipped, as load() skips them."""
     out = []
     try:
-        names = os.listdir(os.path.join(cache_dir(), kind))
+        with os.scandir(os.path.join(cache_dir(), kind)) as it:
+            # Regular files only: a FIFO named like a record would block the open.
+            files = sorted(e.path for e in it if e.name.endswith(".json")
+                           and not e.name.startswith(".") and e.is_file(follow_symlinks=False))
     except OSError:
         return out
-    for name in sorted(names):
-        if not name.endswith(".json") or name.startswith("."):
-            continue
+    for path in files:
         try:
-            with open(os.path.join(cache_dir(), kind, name)) as f:
+            with open(path) as f:
                 record = json.load(f)
         except (OSError, ValueError):
             continue

@@ -706,3 +706,19 @@ def test_engine_agrees_with_git_on_the_fuzz_corpus(tmp_path):
             assert engine_entries == git_entries, name
         compared += 1
     assert compared >= 5
+
+
+def test_the_agents_look_for_stored_calibrations_skips_what_is_not_a_record(tmp_path,
+                                                                            monkeypatch):
+    """memo.keys (which repositories have a calibration stored, read hourly by the agent)
+    reads regular files only: a FIFO named like a record would block its open, a
+    directory or a damaged file is no record."""
+    from git_tune.probes import memo
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path))
+    memo.save("calibration", "host|2.47.3|/r/.git|10|mixed", {"schema": 1})
+    kind = tmp_path / "calibration"
+    os.mkfifo(kind / "fifo.json")
+    (kind / "damaged.json").write_text("{\"key\": ")
+    (kind / "dir.json").mkdir()
+    assert memo.keys("calibration") == ["host|2.47.3|/r/.git|10|mixed"]
+    assert memo.keys("nothing-stored") == []
