@@ -282,3 +282,25 @@ def test_a_value_set_outside_git_tunes_scope_is_never_experimented_on(tmp_path):
     with pytest.raises(UsageError, match="left alone"):
         experiment.start("local", "checkout.workers", "8", str(repo))
     assert (repo / ".git" / "config").read_bytes() == before and experiment.load() is None
+
+
+def test_an_experiment_whose_switch_cannot_be_written_ends_and_the_agent_goes_on(tmp_path):
+    """The repository vanished mid-experiment (moved, deleted): the switch to the
+    candidate cannot be written. The collector's tend ends the experiment, logs why, and
+    returns, instead of dying with the error; the next tend starts from nothing."""
+    import shutil
+    repo = _repo(tmp_path / "gone")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    try:
+        experiment.start("local", "checkout.workers", "4", str(repo))
+        switches(repo, experiment.SLOT_COMMANDS)
+        switch.collect()
+        shutil.rmtree(repo)
+        (done,) = switch.tend()
+        assert "could not go on" in done["stopped"] and experiment.load() is None
+        assert "could not go on" in " ".join(cli("agent", "log").stdout.split())
+        assert not any("stopped" in d for d in switch.tend())
+    finally:
+        collector.stop()
+        cli("agent", "disable", check=False)

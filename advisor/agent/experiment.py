@@ -139,6 +139,22 @@ def stop() -> bool:
         return exp is not None
 
 
+def abandon(why: str) -> None:
+    """End the running experiment where a step could not go on (its switch could not be
+    written: a vanished or read-only repository): the values as before it where they can
+    be put back, and its state gone either way, or every minute would fail again."""
+    with _one_at_a_time():
+        exp = load()
+        if exp is None:
+            return
+        try:
+            _restore(exp)
+        except GitTuneError as e:
+            _save(None)
+            why = f"{why}; the values could not be put back either: {e}"
+        _log(exp, "stopped", why)
+
+
 def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None) -> Experiment:
     """An experiment on `scope` (where git-tune wrote, or will write: `repo` names the
     repository whose commands count where git-tune has written nothing there yet)."""

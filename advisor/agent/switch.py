@@ -169,7 +169,14 @@ def tend(budget: float = RETUNE_BUDGET, now: Optional[float] = None) -> list:
     PROPOSE_EVERY, start an experiment on what a calibration left open. Each logged."""
     now = time.time() if now is None else now
     records = store.records()
-    stepped = experiment.step(records)      # an experiment runs on the user's commands
+    try:
+        stepped = experiment.step(records)  # an experiment runs on the user's commands
+    except GitTuneError as e:
+        # Its switch could not be written (a read-only or vanished repository): the
+        # experiment ends, and the collector goes on.
+        why = f"the experiment could not go on: {e}"
+        experiment.abandon(why)
+        return [{"stopped": why}]
     if stepped is not None or experiment.load() is not None:
         return [stepped] if stepped else []
     if not drift.idle(records, now, len(os.sched_getaffinity(0))):
