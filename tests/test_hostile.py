@@ -722,3 +722,7 @@ def test_the_agents_look_for_stored_calibrations_skips_what_is_not_a_record(tmp_
     (kind / "dir.json").mkdir()
     assert memo.keys("calibration") == ["host|2.47.3|/r/.git|10|mixed"]
     assert memo.keys("nothing-stored") == []
+    # The git directory is read from between the key's fields, a "|" in its path too.
+    from git_tune.advisor.measure import calibrate as cal
+    memo.save("calibration", "host|2.47.3|/a|b/.git|10|ci", {"schema": 1})
+    assert cal.stored_git_dirs() == {"/r/.git", "/a|b/.git"}

@@ -33,7 +33,7 @@ from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, compari
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
 from git_tune.errors import GitError, GitTuneError, UsageError
 from git_tune.models import catalogue, stats, workloads
-from git_tune.probes import gitinfo, memo, repo as repo_probe
+from git_tune.probes import gitinfo, repo as repo_probe
 
 STATE = "experiment.json"
 SLOT_COMMANDS = 5           # commands of the affected classes per slot
@@ -180,7 +180,11 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
     approved = entry.settings.get(key.name) if entry else None
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
-    elsewhere = set_elsewhere(repo, key.name, approved)
+    if layout is None or layout.worktree != repo:
+        layout = repo_probe.locate(repo)    # the repository git-tune measured there
+    if layout is None:
+        raise UsageError(f"{repo} is no longer a git repository")
+    elsewhere = set_elsewhere(layout, key.name, approved)
     if elsewhere:
         raise UsageError(f"{key.name} is {elsewhere} in {repo}: a value set there is "
                          "left alone (and the experiment's values would not be in force)")
@@ -200,14 +204,14 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
     return exp
 
 
-def set_elsewhere(repo: str, key: str, approved: Optional[str]) -> Optional[str]:
-    """Where the repository's git reads `key` from, with its value, when that is not
-    the experiment's scope's value (`approved`; None: the key unset anywhere): a value
-    the user set, or a later config file's, would be the one in force in both arms."""
-    layout = repo_probe.locate(repo)
+def set_elsewhere(layout, key: str, approved: Optional[str]) -> Optional[str]:
+    """Where the located repository's git reads `key` from, with its value, when that is
+    not the experiment's scope's value (`approved`; None: the key unset anywhere): a
+    value the user set, or a later config file's, would be the one in force in both arms."""
     proc = git.run(["config", "--show-origin", "--get", key], repo=layout)
     if proc.returncode not in (0, 1):
-        raise UsageError(f"git cannot read {repo}'s config: {git.first_lines(proc.stderr)}")
+        raise UsageError(f"git cannot read {layout.worktree}'s config: "
+                         f"{git.first_lines(proc.stderr)}")
     origin, _, value = proc.stdout.rstrip("\n").partition("\t")
     if (value if proc.returncode == 0 else None) == approved:
         return None
@@ -271,19 +275,19 @@ def _where_to_ask(seen) -> List[Tuple[str, str]]:
     """(scope, repository) pairs whose stored calibrations may hold questions: each
     write of git-tune's measured on a repository whose commands the agent sees (not
     edited by hand), then each seen repository with none of its own but a calibration
-    stored (memo.keys: no probe of a repository git-tune never measured)."""
+    stored (cal.stored_git_dirs: no probe of a repository git-tune never measured)."""
     out, mine = [], set()
     for entry in journal.applied():
         if entry.repo and entry.repo in seen and not show.edited_outside(entry):
             out.append((show.scope_spec(entry.scope), entry.repo))
         mine.add(entry.repo)
-    stored = memo.keys("calibration")
+    stored = cal.stored_git_dirs()
     for repo in sorted(seen - mine):
         try:
             layout = repo_probe.locate(repo)
         except (GitTuneError, OSError):
             continue
-        if layout and any(f"|{layout.git_dir}|" in k for k in stored):
+        if layout and layout.git_dir in stored:
             out.append(("local", repo))
     return out
 

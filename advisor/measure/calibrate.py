@@ -10,7 +10,7 @@ registry's business (advisor/keys/): nothing here names a Git key.
 import dataclasses
 import os
 import time
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Set
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
@@ -72,6 +72,18 @@ def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
     return (f"{fingerprint.of_report(report)}|{report.git.version}|"
             f"{rep.layout.git_dir if rep else None}|{rep.tracked_files if rep else None}|"
             f"{workload}")
+
+
+def stored_git_dirs() -> Set[str]:
+    """The git directories of every calibration stored, fresh or not (cache_key's third
+    field; a path may hold "|", the fields around it do not): which repositories have
+    one, without probing any."""
+    out = set()
+    for key in memo.keys("calibration"):
+        fields = key.split("|", 2)
+        if len(fields) == 3 and fields[2].count("|") >= 2:
+            out.add(fields[2].rsplit("|", 2)[0])
+    return out
 
 
 def _measure(bench: Bench, understood) -> None:
