@@ -55,10 +55,13 @@ def engine_sweep(engine_seconds, cores):
                  asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
 
 
-def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None):
+def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None,
+                      statuses=None):
     """A recorded calibration whose workers trial ran on a 48-entry part (at most 6
     workers timed there) and whose engine sweep measured these seconds per thread count;
-    status_slowdown: the part's next status after 6 workers against after one."""
+    status_slowdown: the part's next status after 6 workers against after one, as a
+    record from before its verdict was kept holds it; statuses: the next statuses' own
+    seconds after one worker and after 6, judged as a calibration judges them now."""
     from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure.record import Calibration, Trial, comparison
     with open(os.path.join(os.path.dirname(__file__), "data", "calibrations",
@@ -66,10 +69,14 @@ def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None):
         recorded = Calibration.from_json(json.load(f)["calibration"])
     sweep = engine_sweep(engine_seconds, cores)
     default, six = part_times
+    facts = {"next_status": True, "part": 48, "entries": 20000,
+             "status_slowdown": {"6": status_slowdown} if status_slowdown else None}
+    if statuses:
+        after = checkout._status_after({"1": statuses[0], "6": statuses[1]})
+        facts.update(status_slowdown={w: e.ratio for w, e in after.items()},
+                     status_verdict={w: e.verdict for w, e in after.items()})
     trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
-                                                default, six, files=48),),
-                  {"next_status": True, "part": 48, "entries": 20000,
-                   "status_slowdown": {"6": status_slowdown} if status_slowdown else None})
+                                                default, six, files=48),), facts)
     return Calibration(**{**recorded.__dict__, "sweeps": {"checkout": sweep},
                           "trials": {checkout.WORKERS: trial}})
 
@@ -104,6 +111,29 @@ def test_the_engine_ranking_chooses_above_the_parts_cap_only_where_it_can_be_tru
     assert (w, a.value) == (6, "6") and "next status took 1.27x" in a.reason
     w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.04), weights)
     assert w == 8 and "extrapolated" in a.reason
+
+
+def test_a_next_status_slower_only_within_its_noise_does_not_hold_the_count_back():
+    """#30: the status guard weighs the statuses' noise. Medians 1.18x apart from runs that
+    overlap (what held latfs-noac's 30 and 60 s calibrations at 6 workers where 20 s set 8)
+    let the engine's ranking carry the count; the same 1.18x from runs that do not overlap
+    holds it; so does a record from before the verdict was kept (read as it was then)."""
+    from git_tune.advisor.keys import checkout
+    from git_tune.models import catalogue, workloads
+    key, weights = catalogue.lookup(checkout.WORKERS), workloads.weights("mixed")
+    storage = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}
+    faster = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.52, 0.53, 0.51, 0.52, 0.52])
+    noisy = ([0.20, 0.26, 0.22, 0.30, 0.21, 0.24, 0.33, 0.22], [0.31, 0.22, 0.27, 0.35, 0.28])
+    apart = ([0.23, 0.225, 0.235, 0.23, 0.228, 0.232, 0.229, 0.231],
+             [0.265, 0.27, 0.26, 0.275, 0.27])
+    slowdown = checkout._status_after(dict(zip(("1", "6"), noisy)))["6"]
+    assert slowdown.ratio > 1 + checkout.KNEE and slowdown.low < 1, slowdown
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, statuses=noisy), weights)
+    assert w == 8 and a.evidence["extrapolated_from"] == 6, a.reason
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, statuses=apart), weights)
+    assert (w, a.value) == (6, "6") and "beyond the statuses' noise" in a.reason, a.reason
+    w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.18), weights)
+    assert (w, a.value) == (6, "6"), a.reason
 
 
 def test_what_the_part_left_open_is_the_agents_question():

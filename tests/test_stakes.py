@@ -110,6 +110,11 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
         if trial is not None:
             assert trial.facts["part"] == len(part.paths) and trial.facts["entries"] == files
             assert all(c.files == len(part.paths) for c in trial.comparisons)
+            # Each timed count's next status is judged against the sequential write's.
+            facts = trial.facts_as(checkout.WorkersFacts)
+            timed = {c.candidate[checkout.WORKERS] for c in trial.comparisons
+                     if c.times_candidate and c.times_default}
+            assert set(facts.status_verdict or {}) == set(facts.status_slowdown or {}) == timed
         seen[files] = len(part.paths)
     # The part is sized by the budget and the price of a file, not by the repository.
     assert seen[2400] <= 2 * max(seen[600], checkout.PART_PILOT), seen
