@@ -635,8 +635,8 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Option
     below = [c for c in medians if c <= w]
     if s is None or w < top or 1 not in medians or not below or not f.cores:
         return w, a
-    slowdown = (facts.status_slowdown or {}).get(str(w))
-    if _status_paid(str(w), facts):
+    slowdown = _status_paid(str(w), facts)
+    if slowdown is not None:
         return w, dataclasses.replace(a, reason=(
             f"{a.reason}; not more than {w}: the part's next status took {slowdown:.2f}x "
             "as long after its parallel write as after a sequential one, beyond the "
@@ -658,18 +658,19 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Option
         **a.evidence, "extrapolated_from": w})
 
 
-def _status_paid(w: str, facts: WorkersFacts) -> bool:
-    """The part's next status after `w` workers took more than KNEE longer than after a
-    sequential write, beyond the noise of its runs. By medians alone, a few statuses
-    1.18x slower on the NFS-like bed without attribute caching kept 6 workers at 30 and
-    60 s where 20 s had set 8 (1.02 of the grid's best against 1.07-1.15): more budget,
-    a worse count. A record from before the verdict was kept is read as it was then."""
+def _status_paid(w: str, facts: WorkersFacts) -> Optional[float]:
+    """The part's next status after `w` workers against after a sequential write, where
+    it took more than KNEE longer, beyond the noise of its runs; else None. By medians
+    alone, a few statuses 1.18x slower on the NFS-like bed without attribute caching
+    kept 6 workers at 30 and 60 s where 20 s had set 8 (1.02 of the grid's best against
+    1.07-1.15): more budget, a worse count. A record from before the verdict was kept is
+    read as it was then."""
     slowdown = (facts.status_slowdown or {}).get(w)
     if slowdown is None or slowdown <= 1 + KNEE:
-        return False
-    if facts.status_verdict is None:
-        return True
-    return facts.status_verdict.get(w) == stats.SLOWER
+        return None
+    if facts.status_verdict is not None and facts.status_verdict.get(w) != stats.SLOWER:
+        return None
+    return slowdown
 
 
 def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
