@@ -83,7 +83,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
     best = min(w_med, key=w_med.get)
     parallel = w_med[best] * (1 + MIN_EFFECT) < w_med[1]
     # The best median may be a draw: on the hdd bed one count's whole-tree write of
-    # 100,000 files ranges over 2x from run to run (the journal's stalls), so the rows
+    # 100,000 files ranged over 6x from run to run (stalls whatever the count), so the rows
     # say whether the best count beats one worker beyond the rounds' noise.
     beyond = stats.compare(w_runs[1], w_runs[best]) if best != 1 and whole_rounds > 1 else None
     rows, data = [], {"whole": w_med, "whole_runs": w_runs, "best": best, "parallel": parallel,
