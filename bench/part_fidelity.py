@@ -52,9 +52,14 @@ def grid_runs(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
     return times
 
 
+def medians(runs):
+    """Median seconds per worker count, of grid_runs' runs."""
+    return {w: statistics.median(t) for w, t in runs.items()}
+
+
 def grid(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
     """Median seconds per worker count (grid_runs)."""
-    return {w: statistics.median(t) for w, t in grid_runs(work, counts, rounds, settle).items()}
+    return medians(grid_runs(work, counts, rounds, settle))
 
 
 def speedups(med):
@@ -79,7 +84,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
     ws = gitbench.Workspace(locate(repo), scratch)
     whole = gitbench.WholeTreeWrite(ws.clone(), _tracked(ws), scratch)
     w_runs = grid_runs(whole, whole_counts, whole_rounds, settle)
-    w_med = {w: statistics.median(t) for w, t in w_runs.items()}
+    w_med = medians(w_runs)
     best = min(w_med, key=w_med.get)
     parallel = w_med[best] * (1 + MIN_EFFECT) < w_med[1]
     # The best median may be a draw: on the hdd bed one count's whole-tree write of
@@ -100,7 +105,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
         picks = [min(counts, key=lambda w: runs[w][r]) for r in range(rounds)]
         within = [w_med[p] <= w_med[best] * WITHIN for p in picks if p in w_med]
         same_kind = [(p != 1) == parallel for p in picks]
-        p_med = {w: statistics.median(t) for w, t in runs.items()}
+        p_med = medians(runs)
         rows.append((kind, files, f"part {len(part.paths)}", f"{made:.2f} s",
                      _cells(speedups(p_med)), ", ".join(map(str, picks)),
                      f"{sum(within)} of {len(within)}",

@@ -186,7 +186,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     top = sorted(grid.values(), key=lambda cv: cv[1])[:3]
     # The contenders, interleaved so drift hits them alike; settings two contenders
     # share are timed once, for both.
-    scalars = scalar_lists() if with_scalar else {}
+    lists = scalar_lists()      # the row names every list, timed or not
+    scalars = lists if with_scalar else {}
     contenders = {"git defaults": {}, **scalars, "git-tune": tuned}
     for i, (cfg, _) in enumerate(top):
         contenders[f"grid #{i + 1}"] = cfg
@@ -219,7 +220,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
                        for k in ("git defaults", "git-tune", best)} for w in MIX}
     row = (kind + (" cold" if cold else "") + ("" if files == FILES or tiny else f" {files}"),
            f"{med['git defaults'] * 1e3:.0f} ms",
-           *(f"{med[k] * 1e3:.0f} ms" if k in med else "not timed" for k in scalar_lists()),
+           *(f"{med[k] * 1e3:.0f} ms" if k in med else "not timed" for k in lists),
            f"{med['git-tune'] * 1e3:.0f} ms",
            f"{med[best] * 1e3:.0f} ms", f"{vs_best.ratio:.3f} [{vs_best.low:.3f}-{vs_best.high:.3f}]",
            f"{vs_default.verdict} ({vs_default.ratio:.3f})",
