@@ -154,3 +154,58 @@ def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
 
     assert first({"create": 0.003, "lstat_hit": 0.001}) == "checkout.workers"
     assert first({}) == "core.preloadIndex"
+
+
+def _bench_of(tmp_path, files: int, budget: float = 60):
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.record import Options
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "repo"
+    repogen.generate(str(repo), repogen.RepoShape.for_files(files), limit=files)
+    layout = calibrate.probe_repository(str(repo), 10).repository.layout
+    os.makedirs(tmp_path / "ws")
+    return Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+                 repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", None,
+                 Options(budget=budget), Budget(budget))
+
+
+def test_a_tree_priced_near_a_runs_share_is_timed_whole_only_where_one_run_of_it_fits(
+        tmp_path, monkeypatch):
+    """#30, tmpfs at 20,000 files: the pilots priced the whole tree within PILOT_SLACK of a
+    run's share, a run of it took three times the share, and an evenly spread slice of
+    the full repository was timed instead, whose next status read all 20,000 entries:
+    1 worker kept, 1.70 of a grid's best. Now one run of the tree, stopped at the share,
+    says: where it fits, the whole tree (its run the A/B's warm-up); where it does not, a
+    part of the tree, in a repository of its own."""
+    from git_tune.advisor.keys import checkout
+    b = _bench_of(tmp_path, 1500)
+    # Pilots that price a file at next to nothing put the tree within reach of any share.
+    monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
+    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 30.0)
+    route = checkout._route(b, [2, 4])
+    assert isinstance(route, checkout.WholeTree) and 0 < route.seconds < 30
+    clone = b.ws.clone()
+    assert all(os.path.exists(os.path.join(clone, p)) for p in b.names)
+    # No run of 1,500 files written, then their status, fits 5 ms: a part decides.
+    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 0.005)
+    route = checkout._route(b, [2, 4])
+    assert isinstance(route, checkout.Route)
+    assert route.part.entries == 1500 and len(route.part.paths) < 1500
+
+
+def test_a_part_whose_first_run_overruns_its_share_is_sized_again_by_that_run(
+        tmp_path, monkeypatch):
+    """The pilots price a file from 6 and 48 entries, as noisy as those runs are short (on
+    a loaded tmpfs: 0.02 ms where the part's own runs showed 0.07, and a part ran at 2.5
+    times its share). The part's first run is stopped at PART_OVERRUN shares, and where
+    it is, a part sized by its price replaces it."""
+    from git_tune.advisor.keys import checkout
+    b = _bench_of(tmp_path, 1500)
+    monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
+    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 0.005)
+    route = checkout._route(b, [2, 4])
+    sizes = sorted(len(p.paths) for p in b.ws.parts)
+    assert sizes[-1] == 1499                 # the pilots' price: every entry but one
+    assert len(route.part.paths) < sizes[-1] / 2 and route.warm is None
+    assert route.per_file > 1e-7

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from git_tune import engine
 from git_tune.errors import EngineError
@@ -37,6 +37,7 @@ TINY_FILES = 20            # the batch that prices one worker process
 PART_PILOT = 48            # entries of the part that prices a file where the tree may not fit
 PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
 PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
+PART_OVERRUN = 2           # a part's first run past this many runs' share: sized again
 # The worker counts' rounds together (batch and tree write at each count) share
 # plan.LADDER of what is left when they start: parallel checkout holds the largest
 # gains on slow storage, and the keys after it (index threads, the untracked cache) keep
@@ -253,7 +254,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     pick = _engine_pick(s)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
     route = _route(bench, counts)
-    if route is not None:
+    if isinstance(route, Route):
         return _trial_on_part(bench, route, _part_counts(bench, counts, len(route.part.paths)))
     size = _batch_files(bench)
     batch = _workload(bench, size.files)
@@ -266,7 +267,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
             return [c]
         warm = None
         if not tree:
-            tree.append(_tree_workload(bench, c, size))
+            tree.append(_tree_workload(bench, c, size, route.seconds))
             warm = tree[0][1] if tree[0] else None
         return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
 
@@ -311,6 +312,14 @@ class Route:
     fixed: Optional[float]      # and beside the files (None: one pilot only)
 
 
+@dataclass(frozen=True)
+class WholeTree:
+    """The worker counts are timed on a batch, then on the whole tree, in a scratch clone:
+    where a run of the whole tree fits a run's share (`seconds`: that run's, Git's
+    default, the A/B's warm-up), or where no part could be made (None)."""
+    seconds: Optional[float]
+
+
 def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
     """Every file of the part written, then the part's whole status: the sequence a clone
     or a branch switch lives with, with the part's work only (its pathspec list, unused,
@@ -336,12 +345,13 @@ def _engine_medians(s: Sweep) -> Dict[int, float]:
             for k, v in sweep_points(s.evaluations).items()}
 
 
-def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
+def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     """Where the worker counts are timed, priced by pilots of Git's default: a part of
     PART_PILOT entries written sequentially, then its status, and one of PART_PILOT // 8
-    (git's cost beside the files, and a file's). The whole tree at that price (a part's
-    files cost git more than the tree's: its runs change directory more often) fits a
-    run of the counts' share within PILOT_SLACK: None, the whole tree. Else the largest
+    (git's cost beside the files, and a file's). Where the whole tree at that price (a
+    part's files cost git more than the tree's: its runs change directory more often)
+    fits a run of the counts' share within PILOT_SLACK, one run of the tree, stopped at
+    that share, says (_whole_tree_pilot): the whole tree where it fits. Else the largest
     part whose runs fit, at least the pilot's: its work does not grow with the
     repository, and a larger part tells more of the whole (on the NFS-like bed at 20,000
     files, 8 workers were 1.3x faster on 48 entries, 1.5-1.9x on 100-150, 2.9x on the
@@ -365,18 +375,61 @@ def _route(bench: Bench, counts: List[int]) -> Optional[Route]:
     except MeasurementFailed as e:
         bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
                            "whole tree is")
-        return None
-    k_pilot = len(pilot.paths)
-    per_file, fixed = _price(len(small.paths), t_small, k_pilot, t_pilot)
-    if fixed + entries * per_file <= _per_run(bench, len(counts)) * PILOT_SLACK:
-        return None
-    n = _part_size(bench, counts, per_file, fixed)
-    if n < k_pilot * PART_GROWTH:
-        return Route(pilot, t_pilot, per_file, fixed)
+        return WholeTree(None)
+    per_file, fixed = _price(len(small.paths), t_small, len(pilot.paths), t_pilot)
+    per_file = max(per_file, floor)
+    per_run = _per_run(bench, len(counts))
+    if fixed + entries * per_file <= per_run * PILOT_SLACK:
+        t_whole = _whole_tree_pilot(bench, per_run)
+        if t_whole is not None:
+            return WholeTree(t_whole)
+    piloted = Route(pilot, t_pilot, per_file, fixed)
+    route = _sized_part(bench, counts, piloted)
+    if route.warm is not None:
+        return route
     try:
-        return Route(bench.ws.part(n), None, per_file, fixed)
+        with gitbench.deadline(min(per_run * PART_OVERRUN, bench.budget.left())):
+            return dataclasses.replace(route, warm=_on_part(route.part).run({}))
+    except gitbench.DeadlineReached:
+        if bench.budget.left() <= 0:
+            raise OutOfBudget(None) from None
     except MeasurementFailed:
-        return Route(pilot, t_pilot, per_file, fixed)
+        return route        # the A/B sees and reports git's failure
+    # The part's first run overran: its own price, from many files, replaces the pilots'
+    # (from 6 and 48 entries, as noisy as those runs are short: on a loaded tmpfs at
+    # 20,000 files they put a file at 0.02 ms, the part's runs at 0.07, and a part of
+    # 7,081 entries ran at 2.5 times its share).
+    overran = (per_run * PART_OVERRUN - fixed) / len(route.part.paths)
+    return _sized_part(bench, counts, dataclasses.replace(piloted, per_file=max(per_file, overran)))
+
+
+def _sized_part(bench: Bench, counts: List[int], pilot: Route) -> Route:
+    """The part whose runs fit at the pilot route's price (_part_size): the pilot's own
+    (its run timed: `warm`) where a larger one would not hold PART_GROWTH times more
+    entries or cannot be made, else a new one (`warm` None)."""
+    n = _part_size(bench, counts, pilot.per_file, pilot.fixed)
+    if n < len(pilot.part.paths) * PART_GROWTH:
+        return pilot
+    try:
+        return Route(bench.ws.part(n), None, pilot.per_file, pilot.fixed)
+    except MeasurementFailed:
+        return pilot
+
+
+def _whole_tree_pilot(bench: Bench, per_run: float) -> Optional[float]:
+    """One run of the whole tree written (Git's default), then its status, stopped at
+    `per_run`: its seconds where it fits, None where it does not (a part then decides).
+    A tree that does not fit a run was timed before as an evenly spread slice of it in
+    the full repository, whose pathspec git matches against every entry and whose next
+    status reads every entry: costs that grow with the repository, the same on both
+    sides, diluting the write's gain (on tmpfs at 20,000 files a 400-file slice took
+    0.22-0.44 s a run, the whole tree 0.85 s; a part of 6,000 entries takes 0.3 s)."""
+    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    try:
+        with gitbench.deadline(min(per_run, bench.budget.left())):
+            return whole.run({})
+    except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
+        return None
 
 
 def _engine_per_file(bench: Bench) -> float:
@@ -495,11 +548,13 @@ def _engine_pick(s: Sweep) -> int:
     return max(2, min(w for w, t in medians.items() if t <= fastest * (1 + KNEE)))
 
 
-def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
+def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
+                   whole_seconds: Optional[float] = None
                    ) -> Optional[Tuple[gitbench.TreeWrite, Optional[float]]]:
     """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
     with the seconds of a pilot run of it (Git's default), which the A/B takes as its
-    warm-up. A run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
+    warm-up: `whole_seconds`, where _route timed one already. Else (no part could be made)
+    a run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
     share: the ladder times a second count only where it fits, plan.LADDER). It is
     priced from the batch: git's cost beside its files (size.fixed), the lstat of every
     entry the next whole status makes (the preload sweep's engine pass), and the batch's
@@ -510,6 +565,8 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize
     allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
     would be no larger than the batch, which has then said all it can."""
     whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    if whole_seconds is not None:
+        return whole, whole_seconds
     median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
     lstat = preload.whole_lstat(bench)
     beside = size.fixed + (lstat or 0.0)
