@@ -80,6 +80,24 @@ def git_out(repo, *args, **kw) -> str:
                           stdout=subprocess.PIPE, **kw).stdout
 
 
+def bench_on(tmp_path, files: int, budget):
+    """A calibration's Bench (real git, a real scratch workspace) on a generated repository
+    of `files` files under tmp_path, with `budget` (measure.bench.Budget)."""
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.bench import Bench
+    from git_tune.advisor.measure.record import Options
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "repo"
+    repogen.generate(str(repo), repogen.RepoShape.for_files(files), limit=files)
+    report = calibrate.probe_repository(str(repo), 10)
+    layout = report.repository.layout
+    b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+              repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
+              Options(budget=budget.total), budget)
+    os.makedirs(b.ws.root, exist_ok=True)
+    return b
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

@@ -26,7 +26,7 @@ from git_tune.advisor.measure.bench import Bench, Budget
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats
-from tests.conftest import git_out
+from tests.conftest import bench_on, git_out
 
 KEY = catalogue.lookup("core.untrackedCache")
 
@@ -454,20 +454,6 @@ def test_the_untracked_trial_times_the_caches_costs_only_after_its_gain(tmp_path
         assert not c.fails and c.times_candidate and c.times_default
 
 
-def _bench_on(tmp_path, files: int, budget: Budget) -> Bench:
-    from git_tune.advisor.measure import calibrate, gitbench
-    from git_tune.probes import repo as repo_probe
-    repo = tmp_path / "repo"
-    repogen.generate(str(repo), repogen.RepoShape.for_files(files), limit=files)
-    report = calibrate.probe_repository(str(repo), 10)
-    layout = report.repository.layout
-    b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
-              repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
-              Options(budget=budget.total), budget)
-    os.makedirs(b.ws.root, exist_ok=True)
-    return b
-
-
 def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where_not(tmp_path):
     """The tree write times every file, as a clone writes them (no pathspec, the index
     kept current, so the next status is clean), where one run fits its allowance; the
@@ -477,7 +463,7 @@ def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where
     from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure import gitbench
     from git_tune.advisor.measure.record import comparison
-    b = _bench_on(tmp_path, 600, Budget(60))
+    b = bench_on(tmp_path, 600, Budget(60))
     size = checkout._batch_files(b)
     cand = checkout._candidate(2)
 

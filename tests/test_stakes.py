@@ -9,7 +9,9 @@ import types
 
 from git_tune import repogen
 from git_tune.advisor.keys import registry
+from git_tune.advisor.measure.bench import Budget
 from git_tune.models import catalogue
+from tests.conftest import bench_on
 
 
 def _entry(name: str, stakes, rank: int = 1) -> registry.Entry:
@@ -156,20 +158,6 @@ def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
     assert first({}) == "core.preloadIndex"
 
 
-def _bench_of(tmp_path, files: int, budget: float = 60):
-    from git_tune.advisor.measure import calibrate, gitbench
-    from git_tune.advisor.measure.bench import Bench, Budget
-    from git_tune.advisor.measure.record import Options
-    from git_tune.probes import repo as repo_probe
-    repo = tmp_path / "repo"
-    repogen.generate(str(repo), repogen.RepoShape.for_files(files), limit=files)
-    layout = calibrate.probe_repository(str(repo), 10).repository.layout
-    os.makedirs(tmp_path / "ws")
-    return Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
-                 repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", None,
-                 Options(budget=budget), Budget(budget))
-
-
 def test_a_tree_priced_near_a_runs_share_is_timed_whole_only_where_one_run_of_it_fits(
         tmp_path, monkeypatch):
     """#30, tmpfs at 20,000 files: the pilots priced the whole tree within PILOT_SLACK of a
@@ -179,7 +167,7 @@ def test_a_tree_priced_near_a_runs_share_is_timed_whole_only_where_one_run_of_it
     says: where it fits, the whole tree (its run the A/B's warm-up); where it does not, a
     part of the tree, in a repository of its own."""
     from git_tune.advisor.keys import checkout
-    b = _bench_of(tmp_path, 1500)
+    b = bench_on(tmp_path, 1500, Budget(60))
     # Pilots that price a file at next to nothing put the tree within reach of any share.
     monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
     monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 30.0)
@@ -201,7 +189,7 @@ def test_a_part_whose_first_run_overruns_its_share_is_sized_again_by_that_run(
     times its share). The part's first run is stopped at PART_OVERRUN shares, and where
     it is, a part sized by its price replaces it."""
     from git_tune.advisor.keys import checkout
-    b = _bench_of(tmp_path, 1500)
+    b = bench_on(tmp_path, 1500, Budget(60))
     monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
     monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 0.005)
     route = checkout._route(b, [2, 4])

@@ -267,7 +267,7 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
             return [c]
         warm = None
         if not tree:
-            tree.append(_tree_workload(bench, c, size, route.seconds))
+            tree.append(_tree_workload(bench, c, size, route))
             warm = tree[0][1] if tree[0] else None
         return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
 
@@ -315,8 +315,9 @@ class Route:
 @dataclass(frozen=True)
 class WholeTree:
     """The worker counts are timed on a batch, then on the whole tree, in a scratch clone:
-    where a run of the whole tree fits a run's share (`seconds`: that run's, Git's
-    default, the A/B's warm-up), or where no part could be made (None)."""
+    where a run of the whole tree (`work`) fits a run's share (`seconds`: that run's,
+    Git's default, the A/B's warm-up), or where no part could be made (both None)."""
+    work: Optional[gitbench.WholeTreeWrite]
     seconds: Optional[float]
 
 
@@ -375,14 +376,14 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     except MeasurementFailed as e:
         bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
                            "whole tree is")
-        return WholeTree(None)
+        return WholeTree(None, None)
     per_file, fixed = _price(len(small.paths), t_small, len(pilot.paths), t_pilot)
     per_file = max(per_file, floor)
     per_run = _per_run(bench, len(counts))
     if fixed + entries * per_file <= per_run * PILOT_SLACK:
-        t_whole = _whole_tree_pilot(bench, per_run)
-        if t_whole is not None:
-            return WholeTree(t_whole)
+        whole = _whole_tree_pilot(bench, per_run)
+        if whole.seconds is not None:
+            return whole
     piloted = Route(pilot, t_pilot, per_file, fixed)
     route = _sized_part(bench, counts, piloted)
     if route.warm is not None:
@@ -416,9 +417,10 @@ def _sized_part(bench: Bench, counts: List[int], pilot: Route) -> Route:
         return pilot
 
 
-def _whole_tree_pilot(bench: Bench, per_run: float) -> Optional[float]:
+def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
     """One run of the whole tree written (Git's default), then its status, stopped at
-    `per_run`: its seconds where it fits, None where it does not (a part then decides).
+    `per_run`: the tree's workload with those seconds, None where it did not fit (a part
+    then decides).
     A tree that does not fit a run was timed before as an evenly spread slice of it in
     the full repository, whose pathspec git matches against every entry and whose next
     status reads every entry: costs that grow with the repository, the same on both
@@ -427,9 +429,9 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> Optional[float]:
     whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
     try:
         with gitbench.deadline(min(per_run, bench.budget.left())):
-            return whole.run({})
+            return WholeTree(whole, whole.run({}))
     except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
-        return None
+        return WholeTree(whole, None)
 
 
 def _engine_per_file(bench: Bench) -> float:
@@ -549,11 +551,11 @@ def _engine_pick(s: Sweep) -> int:
 
 
 def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
-                   whole_seconds: Optional[float] = None
+                   timed: WholeTree = WholeTree(None, None)
                    ) -> Optional[Tuple[gitbench.TreeWrite, Optional[float]]]:
     """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
     with the seconds of a pilot run of it (Git's default), which the A/B takes as its
-    warm-up: `whole_seconds`, where _route timed one already. Else (no part could be made)
+    warm-up: `timed`'s, where _route timed one already. Else (no part could be made)
     a run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
     share: the ladder times a second count only where it fits, plan.LADDER). It is
     priced from the batch: git's cost beside its files (size.fixed), the lstat of every
@@ -564,9 +566,9 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
     allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
     would be no larger than the batch, which has then said all it can."""
+    if timed.seconds is not None:
+        return timed.work, timed.seconds
     whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
-    if whole_seconds is not None:
-        return whole, whole_seconds
     median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
     lstat = preload.whole_lstat(bench)
     beside = size.fixed + (lstat or 0.0)
