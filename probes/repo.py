@@ -1,6 +1,7 @@
 """The repository's shape: index, tree, objects, sparse checkout, submodules, worktrees."""
 import glob
 import os
+import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -42,6 +43,10 @@ class RepoFacts:
     worktrees: int
     notes: Tuple[str, ...]
     stat_data: Optional[dict] = None     # statdata.StatData: the index's stat data vs lstat
+    # Seconds the untracked walk took; where it was given up, the seconds it had run by
+    # then (a lower bound: untracked_estimate is None). What a status with untracked
+    # files costs at least, before any trial has timed one.
+    untracked_walk: Optional[float] = None
 
 
 def partial_clone(layout: RepoLayout) -> bool:
@@ -126,16 +131,21 @@ def spread_order(paths: Sequence[str], run: int) -> List[str]:
 UNTRACKED_WALK_MAX = 20.0   # seconds, when no allowance says less
 
 
-def _untracked(layout: RepoLayout, allowance: Optional[float]) -> Tuple[Optional[int], str]:
+def _untracked(layout: RepoLayout, allowance: Optional[float]
+               ) -> Tuple[Optional[int], str, Optional[float]]:
+    """(untracked files and directories, what that count is, the walk's seconds)."""
     if not layout.worktree:
-        return None, "bare repository"
+        return None, "bare repository", None
     limit = UNTRACKED_WALK_MAX if allowance is None else max(0.5, min(allowance, UNTRACKED_WALK_MAX))
+    t0 = time.monotonic()
     try:
         proc = run_git(["ls-files", "-o", "--exclude-standard", "--directory", "-z"],
                        cwd=layout.worktree, timeout=limit, repo=layout)
     except GitError:
-        return None, f"untracked walk took over {limit:g} s; not counted"
-    return proc.stdout.count("\0"), "untracked files and directories (git ls-files -o --directory)"
+        return (None, f"untracked walk took over {limit:g} s; not counted",
+                round(time.monotonic() - t0, 4))
+    return (proc.stdout.count("\0"), "untracked files and directories (git ls-files -o --directory)",
+            round(time.monotonic() - t0, 4))
 
 
 def _loose_objects(layout: RepoLayout) -> Optional[int]:
@@ -210,7 +220,7 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
         submodules = len(proc.stdout.splitlines())
     wt = run_git(["worktree", "list", "--porcelain"], cwd=layout.git_dir, repo=layout)
     worktrees = sum(1 for l in wt.stdout.splitlines() if l.startswith("worktree "))
-    untracked, untracked_note = _untracked(layout, allowance)
+    untracked, untracked_note, walk = _untracked(layout, allowance)
     commit_graph = (os.path.exists(os.path.join(layout.common_dir, "objects", "info", "commit-graph"))
                     or os.path.isdir(os.path.join(layout.common_dir, "objects", "info", "commit-graphs")))
     return RepoFacts(
@@ -223,4 +233,4 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
         packs=len(packs), pack_bytes=sum(os.path.getsize(p) for p in packs),
         loose_objects=_loose_objects(layout), commit_graph=commit_graph,
         sparse_checkout=sparse, submodules=submodules, worktrees=worktrees, notes=tuple(notes),
-        stat_data=asdict(stat) if stat else None)
+        stat_data=asdict(stat) if stat else None, untracked_walk=walk)

@@ -197,3 +197,83 @@ def test_a_part_whose_first_run_overruns_its_share_is_sized_again_by_that_run(
     assert sizes[-1] == 1499                 # the pilots' price: every entry but one
     assert len(route.part.paths) < sizes[-1] / 2 and route.warm is None
     assert route.per_file > 1e-7
+
+
+def test_an_untracked_trial_the_probes_walk_prices_out_is_stopped_at_its_first_status(tmp_path):
+    """#30: where the probe's untracked walk says the trial does not fit the budget left,
+    one status with untracked files runs first, stopped where a run is too slow for the
+    trial to fit: nothing more is spent (no second index copy, no warm-up pair). The
+    probe's walk alone does not decide (it may have run colder): where that status is
+    quick, it is the A/B's warm-up and the trial runs. Real git, a generated repository."""
+    from git_tune.advisor.keys import untracked
+    from git_tune.advisor.measure.ab import OutOfBudget
+    key = catalogue.lookup(untracked.KEY)
+    bench = bench_on(tmp_path, 3000, Budget(0.02))
+    bench.untracked_walk = 100.0          # as if the probe's walk had taken 100 s
+    try:
+        untracked.trial(key, bench)
+        raise AssertionError("a status cannot run in what 0.02 s leave a run of it")
+    except OutOfBudget as e:
+        assert e.seconds_short is not None and e.seconds_short > 700   # 8 runs of 100 s
+    assert not os.path.exists(os.path.join(bench.ws.root, "index.uc-on"))
+    # The same walk with a budget the status fits: the trial runs, with both copies.
+    bench.budget = Budget(60)
+    t = untracked.trial(key, bench)
+    assert t.comparisons[0].workload == "untracked" and t.comparisons[0].times_default
+    assert os.path.exists(os.path.join(bench.ws.root, "index.uc-on"))
+
+
+def test_one_thread_clearly_slower_than_gits_count_is_stopped_once_that_is_certain(
+        tmp_path, latfs_bed):
+    """#30: on the NFS-like bed (1 ms a lookup), preload's part sweep stops one thread at
+    stats.CLEARLY times what Git's threads took: off cannot win, and the rest of its
+    lookups would only spend the budget. Real engine, real FUSE bed (root)."""
+    from git_tune.advisor.keys import preload
+    from git_tune.advisor.measure import gitbench
+    from git_tune.advisor.measure.bench import Bench
+    from git_tune.advisor.measure.record import Options
+    from git_tune.advisor.measure.sweep import Share
+    from git_tune.models import stats
+    from git_tune.probes import repo as repo_probe
+    backing = os.path.join(os.path.dirname(latfs_bed), "backing", "repo")
+    repogen.generate(backing, repogen.RepoShape.for_files(3000), limit=3000)
+    layout = repo_probe.locate(os.path.join(latfs_bed, "repo"))
+    budget = Budget(20)
+    bench = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+                  repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", None,
+                  Options(budget=20), budget)
+    files, at_git, one = preload._part(bench, bench.names, Share(10, budget.end))
+    assert files == preload.PART_FILES and preload.git_threads(3000) == 6
+    assert one >= at_git * stats.CLEARLY
+    stopped = [n for n in bench.notes if "one thread stopped after" in n]
+    assert stopped, bench.notes
+    done = int(stopped[0].split("stopped after ")[1].split()[0])
+    assert done < files      # it did not look up the rest
+    facts = preload.Facts(3000, 6, None, None, files, at_git, one)
+    assert preload._off_cannot_win(facts)
+
+
+def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
+    """#30: a tiny batch costs at least its files' share of the part's fastest sequential
+    run (git's start-up does not shrink with the files); with the pilots' price of a file
+    it is priced by that; before the workers' trial, not at all."""
+    from dataclasses import asdict
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure.ab import least_seconds
+    from git_tune.advisor.measure.record import Trial, comparison
+    key = catalogue.lookup(checkout.THRESHOLD)
+    entry = registry.entry(checkout.THRESHOLD)
+    cand = checkout._candidate(6)
+
+    def bench_with(facts):
+        c = comparison("clone", {}, cand, [0.9, 0.75, 0.8], [0.6, 0.62, 0.61], files=48)
+        trials = {checkout.WORKERS: Trial(checkout.WORKERS, (c,), asdict(facts))}
+        return types.SimpleNamespace(trials=trials)
+
+    assert entry.price(types.SimpleNamespace(trials={})) is None
+    pilot_part = checkout.WorkersFacts(True, 48, 100000)
+    assert entry.price(bench_with(pilot_part)) == least_seconds(0.75 * checkout.TINY_FILES / 48)
+    priced = dataclasses.replace(pilot_part, part_fixed=0.3, part_per_file=0.01)
+    assert entry.price(bench_with(priced)) == least_seconds(0.3 + checkout.TINY_FILES * 0.01)
+    assert checkout.TUNERS[checkout.THRESHOLD].price(key, bench_with(priced)) == \
+        entry.price(bench_with(priced))

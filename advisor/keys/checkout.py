@@ -1009,12 +1009,21 @@ class Threshold(registry.Tuner):
 
     def price(self, key, bench: Bench) -> Optional[float]:
         """Where the workers were timed on a part: its first batch, TINY_FILES on a part
-        of its own, at the pilots' price."""
+        of its own, at the pilots' price; where the part was the pilot's (no price of a
+        file), at that share of the part's fastest sequential run: git's start-up is no
+        less on fewer files, so a run costs no less than its files' share (on the
+        NFS-like bed at 100,000 files, the trial made its part and ran a warm-up pair,
+        0.5-1.0 s of a 20 s budget, to stop 1-2 s short)."""
         workers = bench.trials.get(WORKERS)
         f = workers.facts_as(WorkersFacts) if workers else None
-        if f is None or f.part_fixed is None or f.part_per_file is None:
+        if f is None:
             return None
-        return least_seconds(f.part_fixed + TINY_FILES * f.part_per_file)
+        if f.part_fixed is not None and f.part_per_file is not None:
+            return least_seconds(f.part_fixed + TINY_FILES * f.part_per_file)
+        sequential = workers.main.times_default if workers.comparisons else ()
+        if f.part and sequential:
+            return least_seconds(min(sequential) * min(1.0, TINY_FILES / f.part))
+        return None
 
     def stakes(self, key, bench: Bench) -> Optional[float]:
         return _stakes(bench, min(len(bench.names), int(key.default)))

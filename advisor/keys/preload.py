@@ -212,6 +212,10 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
     PART_DONE of them), scaled to the part: on an NFS-like bed without attribute caching
     its 300 lstats outlasted the whole share, and status with preload off then spent a
     second share's worth on its warm-up alone before real git was priced out.
+    One thread still going at stats.CLEARLY times Git's count stops there: off cannot
+    win, and the time is what it had taken (a lower bound; on the NFS-like bed at
+    100,000 files the part took 1.1 s of a 20 s budget, most of it one thread's 300
+    lookups, while the index keys were a second short).
     Returns (files, Git's count, one thread) in seconds."""
     step = max(1, len(listing) // (2 * PART_FILES))
     git_n = git_threads(len(bench.names))
@@ -220,16 +224,25 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
     if git_n == 1 or not parts[1]:
         return None, None, None
 
-    def lstat(threads: int, partial: bool):
+    def lstat(threads: int, limits: engine.Limits, partial: bool):
         return engine.preload(parts[threads], base=bench.worktree, threads=threads,
                               split=engine.SPLIT_SLICES, io_streams=1, batch=500,
-                              limits=share.limits(), partial=partial)
+                              limits=limits, partial=partial)
     try:
-        at_git, one = lstat(git_n, False), lstat(1, True)
+        at_git = lstat(git_n, share.limits(), False)
+        # One thread still going at CLEARLY times Git's count has decided the comparison
+        # (its whole part takes longer still): it stops there.
+        clearly = at_git.wall * stats.CLEARLY
+        one = lstat(1, engine.Limits(timeout=max(0.001, min(clearly, share.left()))), True)
     except EngineError as e:
         bench.notes.append(f"preload sweep: a part failed: {e.message}")
         return None, None, None
     files = len(parts[1])
+    if one.done < files and one.wall >= clearly:
+        bench.notes.append(f"preload sweep: one thread stopped after {one.done} of the part's "
+                           f"{files} files, at {stats.CLEARLY:g} times the time Git's "
+                           f"{git_n} threads took for all of theirs")
+        return files, at_git.wall, max(one.wall, clearly)
     if one.done < files:
         if one.done < PART_DONE:
             bench.notes.append("preload sweep: a part failed: one thread lstat-ed "

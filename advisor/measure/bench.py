@@ -72,6 +72,9 @@ class Bench:
     # The probe's storage latencies, seconds at the median by operation (lstat_hit,
     # create, ...): what a key's stakes are before its family's sweep has measured them.
     latency: Dict[str, float] = field(default_factory=dict)
+    # The probe's untracked walk (`git ls-files -o`): seconds it took, or had run where it
+    # was given up. What a status with untracked files costs at least.
+    untracked_walk: Optional[float] = None
 
     @property
     def worktree(self) -> str:

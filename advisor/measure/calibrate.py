@@ -189,7 +189,9 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
                      stat_data=report.repository.stat_data if report.repository else None,
                      online_cpus=report.host.logical_cpus,
                      latency={op: d["p50"] for op, d in
-                              report.primary_storage().latency.items() if d.get("p50")})
+                              report.primary_storage().latency.items() if d.get("p50")},
+                     untracked_walk=(report.repository.untracked_walk
+                                     if report.repository else None))
 
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
