@@ -20,9 +20,18 @@ again here beside the kept one). A second day
 injects a deliberately slower candidate (1 worker where more were written) and reports
 after how many commands it was abandoned and what it cost the user meanwhile.
 
+With --key core.untrackedCache, the day's experiment is on the untracked cache instead,
+started with the user's yes where the calibration left it at Git's default (the key
+adds an index extension: the agent never starts that on its own); its "Git's default"
+slots run with false (Git's "keep" would keep the candidate's extension). Reported:
+the commands until the decision, the value kept, and the prompt's status under it
+against the better of the two, timed side by side after the day.
+
     python3 bench/user_day.py [--tiny] [--beds latfs-nfs] [--sizes 20000]
                               [--reuse-grid] [--max-rounds 400] [--statuses 3]
+                              [--key core.untrackedCache]
 """
+import contextlib
 import json
 import os
 import shutil
@@ -35,6 +44,8 @@ from typing import Optional
 from common import (RESULTS, BedUnavailable, bed_latency, parser, report, repo_on, storage,
                     tracked)
 from stat_storm import isolate
+
+from git_tune.errors import UsageError
 
 
 def sh(*cmd, cwd=None, check=True):
@@ -158,8 +169,12 @@ def whole_tree(repo: str, scratch: str, kind: str, files: int, reuse: bool, kept
         {"checkout.workers": str(kept)})
 
 
-def bed_rows(kind: str, files: int, args) -> list:
-    rows = []
+@contextlib.contextmanager
+def day_bed(kind: str, files: int, args):
+    """The bed, its repository (a second commit on `other`, main one commit behind, a
+    local remote), calibrated by `auto` at the default budget and written (isolated
+    HOME), the agent enabled and its collector stopped (stepped by the bench):
+    (mount, repository, auto's JSON); the agent disabled and HOME removed after."""
     with storage(kind, bed_latency(args.tiny), size_mb=4096) as mnt:
         home = tempfile.mkdtemp(prefix="git-tune-day-")
         isolate(home)
@@ -171,19 +186,26 @@ def bed_rows(kind: str, files: int, args) -> list:
         sh("git", "clone", "-q", "--bare", repo, os.path.join(mnt, "remote.git"))
         sh("git", "remote", "add", "origin", os.path.join(mnt, "remote.git"), cwd=repo)
         auto = tune(repo, 5 if args.tiny else 20)
-        approved = auto["plan"]["settings"].get("checkout.workers")
         sh("git-tune", "agent", "enable", "--repo", repo)
         from git_tune.advisor.agent import collector
         collector.stop()
         try:
-            proposed = agent_proposal(repo, args.statuses)
-            settle = run_day(repo, proposed or candidate_for(auto, repo), args.max_rounds,
-                             args.statuses, started=proposed is not None)
-            slower = (run_day(repo, "1", args.max_rounds, args.statuses)
-                      if approved and approved != "1" else None)
+            yield mnt, repo, auto
         finally:
             sh("git-tune", "agent", "disable", check=False)
             shutil.rmtree(home, ignore_errors=True)
+
+
+def bed_rows(kind: str, files: int, args) -> list:
+    rows = []
+    with day_bed(kind, files, args) as (mnt, repo, auto):
+        approved = auto["plan"]["settings"].get("checkout.workers")
+        proposed = agent_proposal(repo, args.statuses)
+        settle = run_day(repo, proposed or candidate_for(auto, repo), args.max_rounds,
+                         args.statuses, started=proposed is not None)
+        slower = (run_day(repo, "1", args.max_rounds, args.statuses)
+                  if approved and approved != "1" else None)
+        sh("git-tune", "agent", "disable")      # the whole tree timed without the agent
         kept_value = (settle["candidate"] if settle["decision"]
                       and settle["decision"].get("decided") == "candidate"
                       else approved or "1")
@@ -197,6 +219,61 @@ def bed_rows(kind: str, files: int, args) -> list:
                      _slower_cell(slower)))
         return rows, {"settle": settle, "slower": slower, "quality": q, "auto_settings":
                       auto["plan"]["settings"]}
+
+
+def untracked_rows(kind: str, files: int, args) -> list:
+    """The untracked cache's day: where the calibration left core.untrackedCache at Git's
+    default (its trial does not fit the budget at this size), the user starts the
+    experiment with their yes (the key adds an index extension: the agent never starts
+    it on its own); its "Git's default" slots run with false, which removes the extension.
+    Every command counts (the extension is read with the index). Then the statuses of
+    the user's prompt, timed under the value kept and under the other, in turn."""
+    from git_tune.advisor.agent import experiment
+    with day_bed(kind, files, args) as (mnt, repo, auto):
+        written = auto["plan"]["settings"].get(UNTRACKED)
+        if written:
+            return [(kind, files, f"- (auto wrote {UNTRACKED}={written})", "-", "-", "-",
+                     "-", written, "-")], {"auto_settings": auto["plan"]["settings"]}
+        try:
+            experiment.start("global", UNTRACKED, "true", repo, yes=True)
+        except UsageError as e:     # calibration found it slower: never tried
+            return [(kind, files, f"- (refused: {e})", "-", "-", "-", "Git default", "-",
+                     "-")], {"auto_settings": auto["plan"]["settings"]}
+        day = run_day(repo, "true", args.max_rounds, args.statuses, started=True)
+        sh("git-tune", "agent", "disable")
+        kept = "true" if (day["decision"] or {}).get("decided") == "candidate" else None
+        timed = statuses_under(repo, ("false", "true"), 2 if args.tiny else 5)
+        best = min(timed, key=lambda v: statistics.median(timed[v]))
+        mine = statistics.median(timed[kept or "false"]) / statistics.median(timed[best])
+        row = (kind, files, "Git default (false in its slots) vs true, started with the "
+               "user's yes", _decision(day), day["commands"], f"{day['minutes']:.1f}",
+               kept or "Git default",
+               f"{mine:.2f} (best: {best}; status {_secs(statistics.median(timed['false']))} "
+               f"without, {_secs(statistics.median(timed['true']))} with)",
+               f"{day['pairs']} pairs")
+        return [row], {"day": day, "statuses": timed, "auto_settings": auto["plan"]["settings"]}
+
+
+UNTRACKED = "core.untrackedCache"
+
+
+def _secs(t: float) -> str:
+    return f"{t:.2f} s" if t >= 1 else f"{t * 1e3:.0f} ms"
+
+
+def statuses_under(repo: str, values, rounds: int) -> dict:
+    """`git status` (untracked files shown, as at a prompt) under each value in turn,
+    `rounds` times: each turn's first status, which adds or removes the extension, is
+    its warm-up and not counted; the next is. Seconds by value."""
+    out = {v: [] for v in values}
+    for r in range(rounds):
+        for v in (values if r % 2 == 0 else values[::-1]):
+            cmd = ["git", "-c", f"{UNTRACKED}={v}", "status", "--porcelain"]
+            sh(*cmd, cwd=repo)
+            t0 = time.monotonic()
+            sh(*cmd, cwd=repo)
+            out[v].append(time.monotonic() - t0)
+    return out
 
 
 def _decision(r: dict) -> str:
@@ -221,22 +298,41 @@ def main():
     p.add_argument("--max-rounds", type=int, default=400)
     p.add_argument("--statuses", type=int, default=3,
                    help="git status runs per round, at the prompt (each round: one switch)")
+    p.add_argument("--key", choices=("checkout.workers", UNTRACKED), default="checkout.workers",
+                   help="the key the day's experiment is on (--tiny: both)")
     args = p.parse_args()
     sizes = args.sizes or ([300] if args.tiny else [20000])
     beds = ["disk"] if args.tiny else args.beds
     if args.tiny:
         args.max_rounds = min(args.max_rounds, 60)
+    for key in ("checkout.workers", UNTRACKED) if args.tiny else (args.key,):
+        one_key(key, beds, sizes, args)
+
+
+def one_key(key: str, beds, sizes, args) -> None:
     rows, data, notes = [], {}, []
     for kind in beds:
         data[kind] = {}
         for files in sizes:
             try:
-                got, d = bed_rows(kind, files, args)
+                got, d = (untracked_rows if key == UNTRACKED else bed_rows)(kind, files, args)
             except BedUnavailable as e:
                 notes.append(f"{kind}: {e}")
                 continue
             rows += got
             data[kind][str(files)] = d
+    if key == UNTRACKED:
+        report("user_day_untracked", "A user's day with the agent: an experiment on "
+               f"{UNTRACKED}, started with the user's yes",
+               ("bed", "files", "in force vs candidate", "decision", "commands", "minutes",
+                "kept", "kept: status / the better value's", "pairs"),
+               rows, data, args.tiny,
+               notes + [f"slots of {5} commands (every command: the extension is read with "
+                        "the index); a pair is a slot of each value, adjacent",
+                        "status: `git status --porcelain` at the prompt, each value's "
+                        "second in a row (the first adds or removes the extension)"],
+               beds=beds)
+        return
     report("user_day", "A user's day with the agent: an experiment on checkout.workers",
            ("bed", "files", "in force vs candidate", "decision", "switches", "commands",
             "minutes", "kept", "kept: whole tree + status / grid best",

@@ -518,16 +518,20 @@ def agent_retune(budget, as_json):
 @repo_option
 @scope_option()
 @click.option("--stop", is_flag=True, help="End the running experiment; the values as before.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Allow a key that changes more than speed (an index extension, what "
+                   "git notices); the agent never starts one on its own.")
 @json_option
-def agent_experiment(assignment, repo, scope, stop, as_json):
+def agent_experiment(assignment, repo, scope, stop, yes, as_json):
     """Try a value on your own commands against the one in force.
 
     \b
     The two alternate in slots of 5 commands the key affects; the
     candidate stays only when faster beyond noise, and is dropped at
-    once when a command fails under it. Only keys that change nothing
-    but speed. Examples:
+    once when a command fails under it. A key that changes more than
+    speed only with --yes. Examples:
       git-tune agent experiment checkout.workers=8 --repo ~/src/big
+      git-tune agent experiment core.untrackedCache=true --yes --repo ~/src/big
       git-tune agent status              how far it is
       git-tune agent experiment --stop   the values as before it, byte for byte
     """
@@ -541,9 +545,10 @@ def agent_experiment(assignment, repo, scope, stop, as_json):
         raise click.UsageError("name KEY=VALUE to try, or --stop")
     from git_tune.models import catalogue
     key, value = catalogue.parse_assignment(assignment)
-    exp = experiment.start(scope, key, value, repo)
+    exp = experiment.start(scope, key, value, repo, yes=yes)
     emit(experiment.status(), as_json,
-         lambda r: f"experiment on {exp.key}: {exp.approved or 'Git default'} against "
+         lambda r: f"experiment on {exp.key}: "
+                   f"{experiment.shown(exp, experiment.APPROVED)} against "
                    f"{exp.candidate}, {experiment.SLOT_COMMANDS} commands a slot; "
                    "git-tune agent status follows it", "agent")
 

@@ -304,3 +304,49 @@ def test_an_experiment_whose_switch_cannot_be_written_ends_and_the_agent_goes_on
     finally:
         collector.stop()
         cli("agent", "disable", check=False)
+
+
+def _index_extensions(repo):
+    from git_tune import engine
+    return engine.index_read(str(repo / ".git" / "index")).extensions
+
+
+def test_a_key_that_changes_the_index_is_tried_only_with_the_users_yes_against_its_take_back(
+        watched):
+    """core.untrackedCache adds an index extension, and Git's default ("keep") keeps it once
+    added: the experiment needs the user's yes, and its "Git's default" slots run with
+    false, which removes the extension (else they would time the candidate's cache).
+    Stopping it gives the include file back byte for byte and says what the index kept,
+    with the command that removes it (git-tune does not write the user's index)."""
+    include = include_file()
+    before = open(include, "rb").read()
+    with pytest.raises(UsageError, match="--yes"):
+        experiment.start("global", "core.untrackedCache", "true")
+    assert experiment.load() is None and open(include, "rb").read() == before
+    exp = experiment.start("global", "core.untrackedCache", "true", yes=True)
+    assert exp.approved is None and exp.classes == ()       # every command reads the index
+    uc = lambda: git(watched, "config", "core.untrackedCache", check=False).stdout.strip()
+    assert uc() == "false"                      # the first slot already runs without it
+
+    def statuses(n):
+        for _ in range(n):
+            git(watched, "status", "--porcelain")
+    statuses(experiment.SLOT_COMMANDS)
+    assert step() == {"switched": "candidate"} and uc() == "true"
+    statuses(experiment.SLOT_COMMANDS)
+    assert "UNTR" in _index_extensions(watched)            # git added it under the candidate
+    assert step() == {"switched": "approved"} and uc() == "false"
+    statuses(1)
+    assert "UNTR" not in _index_extensions(watched)        # and removed it under false
+    a, b = experiment.pairs(experiment.load())
+    assert len(a) == len(b) == 1
+    statuses(experiment.SLOT_COMMANDS - 1)
+    assert step() == {"switched": "candidate"}
+    statuses(1)
+    cli("agent", "experiment", "--stop")
+    assert open(include, "rb").read() == before and uc() == ""
+    log = cli("agent", "log").stdout
+    assert "with the user's yes" in log and "update-index --no-untracked-cache" in log
+    # Keys whose values reach an index only through update-index: refused, yes or not.
+    with pytest.raises(UsageError, match="update-index"):
+        experiment.start("global", "index.version", "4", yes=True)

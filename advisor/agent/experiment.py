@@ -10,8 +10,13 @@ Each slot's cost is the median seconds per index entry of its commands (a status
 a grown tree is not a slower one); adjacent slots are paired, so drift across the day
 cancels, and the pairs are compared with calibration's statistics (models/stats.py).
 
-Bounds (bpftune's): a key whose value changes anything but speed is never experimented
-on; a candidate under which a command fails ends at once; a candidate clearly slower
+Bounds (bpftune's): a key whose value changes anything but speed (catalogue `changes`)
+is experimented on only with the user's yes, never by the agent on its own, and never
+one whose values reach an index only through `git update-index`; where Git's default
+keeps what the candidate left (catalogue `reverts_with`), the "Git's default" arm is
+the value that takes it back, or its slots would run with the candidate's leftovers
+(core.untrackedCache: "keep" keeps the extension, false removes it). A candidate under
+which a command fails ends at once; a candidate clearly slower
 after EARLY_RUNS pairs is abandoned; values edited by hand end the experiment and are
 left alone; `agent disable` (or `experiment stop`) puts the include file and git-tune's
 record back byte for byte. Every start, switch and decision is logged (agent log).
@@ -65,9 +70,14 @@ class Experiment:
     slots: Tuple[Slot, ...] = ()
     include_bytes: Optional[str] = None   # the include file before the experiment (latin-1)
     entry: Optional[dict] = None          # git-tune's state entry before the experiment
+    # Where the approved value is Git's default and Git's default keeps what the
+    # candidate leaves: the value its slots run with instead (catalogue reverts_with).
+    reverts_with: Optional[str] = None
 
     def value(self, arm: Optional[str] = None) -> Optional[str]:
-        return self.candidate if (arm or self.arm) == CANDIDATE else self.approved
+        if (arm or self.arm) == CANDIDATE:
+            return self.candidate
+        return self.approved if self.approved is not None else self.reverts_with
 
 
 def _path() -> str:
@@ -135,7 +145,8 @@ def stop() -> bool:
         exp = load()
         if exp is not None:
             _restore(exp)
-            _log(exp, "stopped", "stopped by the user; the values are as before it")
+            _log(exp, "stopped", "stopped by the user; the values are as before it"
+                 + _leftovers(exp))
         return exp is not None
 
 
@@ -155,18 +166,27 @@ def abandon(why: str) -> None:
         _log(exp, "stopped", why)
 
 
-def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None) -> Experiment:
+def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None,
+          yes: bool = False) -> Experiment:
     """An experiment on `scope` (where git-tune wrote, or will write: `repo` names the
-    repository whose commands count where git-tune has written nothing there yet)."""
+    repository whose commands count where git-tune has written nothing there yet).
+    `yes`: the user agreed to a key that changes more than speed (catalogue `changes`)."""
     with _one_at_a_time():
-        return _start(scope, key_name, candidate, repo)
+        return _start(scope, key_name, candidate, repo, yes)
 
 
-def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Experiment:
+def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
+           yes: bool = False) -> Experiment:
     key = catalogue.lookup(key_name)
-    if key.changes:
-        raise UsageError(f"{key.name} changes {key.changes}: the agent experiments only "
-                         "with keys that change nothing but speed")
+    if key.needs_index_rewrite or key.per_repository:
+        raise UsageError(f"{key.name} changes {key.changes or 'more than speed'}, and its "
+                         "values take effect only through " +
+                         ("`git update-index`" if key.needs_index_rewrite else
+                          "a process started per repository") +
+                         ": the agent does not experiment on it")
+    if key.changes and not yes:
+        raise UsageError(f"{key.name} changes {key.changes}: the agent experiments on it "
+                         "only with your yes (--yes), and never on its own")
     candidate = key.validate(candidate)
     if load() is not None:
         raise UsageError("an experiment is running already (git-tune agent experiment stop)")
@@ -198,10 +218,24 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str]) -> Ex
             original = f.read().decode("latin-1")
     exp = Experiment(scope, repo, key.name, approved, candidate, classes_of(key),
                      APPROVED, time.time(), include_bytes=original,
-                     entry=journal.load_state().get(entry.scope.key) if entry else None)
+                     entry=journal.load_state().get(entry.scope.key) if entry else None,
+                     reverts_with=key.reverts_with if approved is None and key.reverts_with
+                     else None)
     _save(exp)
-    _log(exp, "started", f"{key.name}: {approved or 'Git default'} against {candidate}")
+    if exp.reverts_with is not None:
+        # The first slot runs with it too (no command sees the key unset meanwhile).
+        _write(exp, APPROVED)
+    _log(exp, "started", f"{key.name}: {shown(exp, APPROVED)} against {candidate}"
+         + (f"; with the user's yes: it changes {key.changes}" if key.changes else ""))
     return exp
+
+
+def shown(exp: Experiment, arm: str) -> str:
+    """The arm's value as the log says it."""
+    value = exp.value(arm)
+    if arm == APPROVED and exp.approved is None:
+        return f"Git default ({value} in its slots)" if value is not None else "Git default"
+    return value
 
 
 def set_elsewhere(layout, key: str, approved: Optional[str]) -> Optional[str]:
@@ -362,10 +396,22 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
             _write(exp, CANDIDATE)
         _save(None)
     a, b = pairs(exp)
-    _log(exp, "decided", f"kept {exp.key}={exp.value(keep) or 'Git default'}: {why}",
-         kept=keep, value=exp.value(keep), approved_costs=a, candidate_costs=b,
+    value = exp.candidate if keep == CANDIDATE else exp.approved
+    _log(exp, "decided", f"kept {exp.key}={value or 'Git default'}: {why}"
+         + (_leftovers(exp) if keep == APPROVED else ""),
+         kept=keep, value=value, approved_costs=a, candidate_costs=b,
          **({"comparison": asdict(comparison_of(exp))} if min(len(a), len(b)) >= 2 else {}))
-    return {"decided": keep, "why": why, "value": exp.value(keep)}
+    return {"decided": keep, "why": why, "value": value}
+
+
+def _leftovers(exp: Experiment) -> str:
+    """What the candidate's slots may have left in the repository's index once the key is
+    Git's default again (revert.INDEX_LEFTOVERS), said with the command that removes it:
+    git-tune does not write the user's index."""
+    if exp.reverts_with is None:
+        return ""
+    from git_tune.advisor.write.revert import index_leftovers
+    return "".join(f"; {text}" for text in index_leftovers([{exp.key: exp.candidate}]))
 
 
 def _restore(exp: Experiment) -> None:
