@@ -155,6 +155,15 @@ def test_an_unfinished_key_stays_at_default_and_names_the_budget():
     assert f"--budget {int(cal.options.budget + 12.4) + 1} or more" in w.reason, w.reason
     # The threshold follows: no parallel checkout was shown to win.
     assert by_key["checkout.thresholdForParallelism"].status == advice.NOT_SET
+    assert "agent experiment" not in w.reason     # the agent asks about it on its own
+    # A key that changes more than speed: the user is told how their commands settle it.
+    trials = {k: t for k, t in cal.trials.items() if k != "core.untrackedCache"}
+    cut = Calibration(**{**cal.__dict__, "trials": trials,
+                         "unfinished": {"core.untrackedCache": 300.0}})
+    u = {k.key: k for k in recommend(cut).keys}["core.untrackedCache"]
+    assert u.status == advice.NOT_SET and "--budget" in u.reason
+    assert (f"git-tune agent experiment core.untrackedCache=true --yes --repo "
+            f"{cal.repository.path}") in u.reason, u.reason
 
 
 def test_the_deadline_stops_a_git_run_and_what_it_started(tmp_path):

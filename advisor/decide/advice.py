@@ -6,6 +6,7 @@ when real git, timed interleaved against Git's default, was faster beyond noise.
 import dataclasses
 import enum
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
@@ -170,17 +171,22 @@ def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[di
                         "Git's default kept", ev)
 
 
-def unfinished(key: Key, cal, seconds_short: Optional[float]) -> KeyAdvice:
+def unfinished(key: Key, cal, seconds_short: Optional[float],
+               ask: Optional[str] = None) -> KeyAdvice:
     """Real git could not even start deciding this key in the budget: Git's default, and
-    the budget that would have let it (when a warm-up run priced it)."""
+    the budget that would have let it (when a warm-up run priced it). `ask`: the value
+    the user's own commands could settle it with, where only the user may start that
+    (a key that changes more than speed: agent experiment --yes)."""
+    then = (f"; or your own commands settle it, with your yes: `git-tune agent experiment "
+            f"{key.name}={ask} --yes --repo {shlex.quote(cal.repository.path)}`" if ask else "")
     if seconds_short is None:
         return not_set(key, f"not set: the {cal.options.budget:g} s budget was spent before "
-                            "its real-git trial could start; a larger --budget would decide it",
-                       {"seconds_short": None})
+                            "its real-git trial could start; a larger --budget would decide "
+                            f"it{then}", {"seconds_short": None})
     budget = cal.options.budget + seconds_short
     short = max(1, math.ceil(seconds_short))
     return not_set(key, f"not set: its real-git runs needed {short} s more than the budget "
-                        f"left; --budget {math.ceil(budget):d} or more would decide it",
+                        f"left; --budget {math.ceil(budget):d} or more would decide it{then}",
                    {"seconds_short": seconds_short})
 
 

@@ -58,7 +58,11 @@ def _decide(entry: registry.Entry, cal: Calibration, understood, weights) -> Key
     if name not in understood:
         return advice.not_offered(entry.key, cal.git_version)
     if name in cal.unfinished and name not in cal.trials:
-        return advice.unfinished(entry.key, cal, cal.unfinished[name])
+        # The agent asks the user's commands on its own about keys that change only
+        # speed; for one that changes more, the user is told how to.
+        question = entry.open_question(cal, weights) if entry.key.changes else None
+        return advice.unfinished(entry.key, cal, cal.unfinished[name],
+                                 question[0] if question else None)
     return decide_measured(entry, cal, weights)
 
 
