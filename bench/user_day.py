@@ -239,7 +239,8 @@ def untracked_rows(kind: str, files: int, args) -> list:
         except UsageError as e:     # calibration found it slower: never tried
             return [(kind, files, f"- (refused: {e})", "-", "-", "-", "Git default", "-",
                      "-")], {"auto_settings": auto["plan"]["settings"]}
-        day = run_day(repo, "true", args.max_rounds, args.statuses, started=True)
+        day = dict(run_day(repo, "true", args.max_rounds, args.statuses, started=True),
+                   proposed_by="the user (--yes)")
         sh("git-tune", "agent", "disable")
         kept = "true" if (day["decision"] or {}).get("decided") == "candidate" else None
         timed = statuses_under(repo, ("false", "true"), 2 if args.tiny else 5)
