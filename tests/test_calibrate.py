@@ -80,11 +80,14 @@ def test_calibration_record(calibrated):
     assert v["checkout.workers"].main.candidate["checkout.workers"] != "0"  # never "all CPUs"
     # The threshold is measured with real git at batch sizes from 20 files to the workers
     # trial's batch: 400 files, or fewer where 400 would not fit the budget left
-    # (_batch_files; 373 on a fresh Debian root's slower disk).
+    # (_batch_files; 373 on a fresh Debian root's slower disk); or, where one run of the
+    # whole tree did not fit a run's share (a loaded host), the part the workers were
+    # timed on.
     points = v["checkout.thresholdForParallelism"].comparisons
     sizes = [c.files for c in points]
     batch = v["checkout.workers"].main.files
-    assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == batch <= 400
+    assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == batch
+    assert batch <= 400 or v["checkout.workers"].facts.get("part") == batch
     assert batch >= checkout.PILOT_FILES
     assert all(len(c.times_default) >= (2 if c.stopped else 5) for c in points)
 

@@ -410,8 +410,7 @@ def _leftovers(exp: Experiment) -> str:
     git-tune does not write the user's index."""
     if exp.reverts_with is None:
         return ""
-    from git_tune.advisor.write.revert import index_leftovers
-    return "".join(f"; {text}" for text in index_leftovers([{exp.key: exp.candidate}]))
+    return "".join(f"; {text}" for text in revert.index_leftovers([{exp.key: exp.candidate}]))
 
 
 def _restore(exp: Experiment) -> None:
