@@ -113,7 +113,7 @@ def open_question(key, cal: Calibration, weights):
     untracked files does not fit it 5+5 times): the cache against Git's default, on the
     user's own commands. Only the user starts that (the key adds an index extension:
     experiment.start refuses it without their yes)."""
-    if key.name in cal.unfinished and key.name not in cal.trials:
+    if KEY in cal.unfinished and KEY not in cal.trials:
         return "true", "the budget left it undecided"
     return None
 
