@@ -39,12 +39,6 @@ def index_shape(key, value: str) -> IndexShape:
     return IndexShape()
 
 
-def stakes(key, bench: Bench) -> Optional[float]:
-    """What the cache could save a status with untracked files at most: the probe's
-    untracked walk (at 100,000 files on the NFS-like bed, 28.8 s of a 42 s status)."""
-    return bench.untracked_walk
-
-
 def price(key, bench: Bench) -> Optional[float]:
     """A status with untracked files lstats every entry before it reads a directory.
     (The probe's untracked walk is no price: it may have run colder than the trial's
