@@ -128,6 +128,36 @@ def test_pairs_no_verdict_can_come_from_in_the_budget_left_are_not_run(clock):
     assert not c.stopped and c.estimate.verdict == stats.FASTER
 
 
+def cycling(*seconds):
+    """A workload whose runs take seconds[0], seconds[1], ... over and over."""
+    calls = []
+
+    def run():
+        t = seconds[len(calls) % len(seconds)]
+        calls.append(t)
+        _advance(t)
+        return t
+    run.calls = calls
+    return run
+
+
+def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
+    """#30: a comparison still within noise gets more pairs from its share of what is
+    left beside the trials still to run: alone it is extended, with seven trials after
+    it (the keys not reached yet) it stops at its runs and leaves them the budget."""
+    def compare(trials_after):
+        b = bench(30)
+        b.trials_after = trials_after
+        return b.ab("clone", {}, {KEY.name: "true"}, cycling(0.30, 0.50, 0.35),
+                    cycling(0.45, 0.28, 0.40)), b
+    alone, _ = compare(0)
+    assert alone.estimate.verdict == stats.NO_CHANGE
+    assert len(alone.times_default) > bench(30).runs          # extended
+    waiting, b = compare(7)
+    assert waiting.estimate.verdict == stats.NO_CHANGE
+    assert len(waiting.times_default) == b.runs               # its runs, no more
+
+
 def test_with_time_enough_a_faster_candidate_is_set(clock):
     # 1.43x: every run apart, but not by stats.CLEARLY, so the minimum runs are needed.
     c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.035))

@@ -7,6 +7,8 @@ import json
 import os
 import types
 
+import pytest
+
 from git_tune import repogen
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.bench import Budget
@@ -277,3 +279,30 @@ def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
     assert entry.price(bench_with(priced)) == least_seconds(0.3 + checkout.TINY_FILES * 0.01)
     assert checkout.TUNERS[checkout.THRESHOLD].price(key, bench_with(priced)) == \
         entry.price(bench_with(priced))
+
+
+def test_checkout_stakes_count_what_gits_workers_spread_over_the_cpus_and_a_sweep_of_one_count():
+    """#30: the engine's threads only write; git's workers also read and inflate every
+    blob, which spreads over the CPUs wherever the writes wait or not. Where the engine's
+    threads gained nothing (writes landing in the page cache), the workers' stakes are
+    still the CPUs' share of the write, so their trial is not put after every other
+    key's. A sweep that timed one count only (its share ended) predicts nothing: the
+    whole write is at stake. On one CPU, nothing but what the engine measured."""
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.record import Options
+    from tests.test_part import engine_sweep
+
+    def stakes(engine_seconds, cores):
+        bench = Bench(ws=None, names=[f"f{i}" for i in range(100_000)], cores=cores,
+                      storage_class="local-ssd", git_facts=None,
+                      options=Options(budget=20), budget=Budget(20))
+        bench.sweeps["checkout"] = engine_sweep(engine_seconds, cores)
+        return registry.entry(checkout.WORKERS).stakes(bench)
+
+    write = 100_000 * 1.0 / 200          # the engine's one thread, every file
+    assert stakes({1: 1.0, 2: 1.3, 8: 1.6}, cores=2) == pytest.approx(write / 2)
+    assert stakes({1: 1.0, 2: 1.3, 8: 1.6}, cores=1) == 0.0
+    assert stakes({1: 1.0}, cores=2) == pytest.approx(write)
+    # Where the engine's threads gained more than the CPUs could, their gain.
+    assert stakes({1: 1.0, 2: 0.6, 8: 0.2}, cores=2) == pytest.approx(write * 0.8)

@@ -43,13 +43,19 @@ class Runs:
     usual limit and every pair run; stop_early: a candidate clearly slower is dropped and
     one clearly faster decided before `runs` pairs; extensions: more rounds of `runs`
     pairs for a comparison still within noise, while they fit budget.EXTEND of what is
-    left (a noisy disk needs 10-15 runs a side to tell a 20% gain, bench/tuner_quality.py)."""
+    left (a noisy disk needs 10-15 runs a side to tell a 20% gain, bench/tuner_quality.py)
+    times extend_share: the share of it one trial may take where others wait for it.
+    More runs on a comparison within noise are worth less than a trial not yet run: on
+    the disk at 100,000 files, two extensions of a part's workers A/B (no change, 15
+    pairs) took 6 s of a 20 s budget, and preload and the index keys were then not
+    reached."""
 
     runs: int
     seed: int = 0
     budget: Optional[Budget] = None
     stop_early: bool = True
     extensions: int = 2
+    extend_share: float = 1.0
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget.left()
@@ -192,7 +198,7 @@ def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, f
         # Priced at the pairs so far (the warm-up's can be a cold outlier).
         pair = (sum(ta) + sum(tb)) / len(ta)
         if why or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
-                or pair * how.runs > how.left() * EXTEND:
+                or pair * how.runs > how.left() * EXTEND * how.extend_share:
             break
         why = _pairs(run_default, run_candidate, ta, tb, how, slower=False)
         c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)

@@ -75,6 +75,10 @@ class Bench:
     # The probe's untracked walk (`git ls-files -o`): seconds it took, or had run where it
     # was given up. What a status with untracked files costs at least.
     untracked_walk: Optional[float] = None
+    # Trials still to run after the one running now (calibrate sets it before each): a
+    # comparison within noise gets more runs from one such trial's share of the budget
+    # left, no more (ab.Runs.extend_share).
+    trials_after: int = 0
 
     @property
     def worktree(self) -> str:
@@ -108,5 +112,6 @@ class Bench:
         """Real git, Git's default against the candidate, under this calibration's budget,
         runs and seed (ab.run)."""
         return ab.run(workload, default, candidate, run_default, run_candidate,
-                      ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions),
+                      ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions,
+                              extend_share=1 / (1 + self.trials_after)),
                       files=files, warm_default=warm_default)

@@ -34,7 +34,8 @@ CHECKOUT_BATCH = 0.4
 LADDER = 0.6
 # Of LEFT: making the pack pack.threads is timed on.
 PACK = 0.25
-# Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions).
+# Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions),
+# split with the trials still to run (ab.Runs.extend_share).
 EXTEND = 0.5
 
 _clock: contextvars.ContextVar[Clock] = contextvars.ContextVar("clock", default=time.monotonic)

@@ -110,6 +110,8 @@ def _measure(bench: Bench, understood) -> None:
             continue
         pending.remove(entry)
         if entry.key.name in understood:
+            bench.trials_after = sum(1 for e in pending
+                                     if e.has_trial and e.key.name in understood)
             _trial(bench, entry, entry.family in not_reached)
     for family, later in bench.later:
         # Findings only (no trial needs them): what the trials left, if anything.
