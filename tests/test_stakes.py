@@ -306,3 +306,23 @@ def test_checkout_stakes_count_what_gits_workers_spread_over_the_cpus_and_a_swee
     assert stakes({1: 1.0}, cores=2) == pytest.approx(write)
     # Where the engine's threads gained more than the CPUs could, their gain.
     assert stakes({1: 1.0, 2: 0.6, 8: 0.2}, cores=2) == pytest.approx(write * 0.8)
+
+
+def test_preloads_sweep_times_only_what_its_trial_needs_before_the_trials(tmp_path):
+    """#30: before the trials, preload's sweep times one thread against Git's count, on a
+    part and, where the part rules nothing out, on the whole tree: what decides whether
+    real git is run at all. The search over thread counts and split modes (findings,
+    no Git key) waits for what the trials leave (bench.later): on the disk at 100,000
+    files it took its whole share before the trials. Real git, the real engine."""
+    from git_tune.advisor.keys import preload
+    bench = bench_on(tmp_path, 1500, Budget(20))
+    sweep = preload.sweep(bench)
+    facts = sweep.facts_as(preload.Facts)
+    assert sweep.stopped == "deferred" and not sweep.evaluations
+    assert facts.git_threads == 3 and facts.part_files
+    # Either the part showed off cannot win, or the whole tree was timed at Git's count.
+    assert preload._off_cannot_win(dataclasses.replace(
+        facts, git_default=None, single_thread=None)) or facts.git_default
+    [(family, later)] = bench.later
+    full = later(bench)
+    assert family == "preload" and full.evaluations and full.best_value is not None

@@ -5,6 +5,7 @@ Git has no key for the thread count (preload-index.c starts entries/500, at
 most 20), so that is a finding. Real git decides the key itself: status
 -uno with preload on (Git's default) against off.
 """
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
@@ -102,10 +103,13 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine lstat of every tracked file: threads and split mode (findings, no Git key).
 
     First one thread against Git's count on a part (_part), which is all the trial
-    needs when it rules preload off out: the search over threads is then a finding
-    only, and waits until every trial has had the budget (bench.later). On the
-    NFS-like bed it took 1.6 s of a 20 s budget before checkout.workers, whose
-    real-git runs were then a second short."""
+    needs when it rules preload off out. Where it does not, the same two on the whole
+    tree (_whole). The search over threads is a finding only either way, and waits
+    until every trial has had the budget (bench.later). On the NFS-like bed it took
+    1.6 s of a 20 s budget before checkout.workers, whose real-git runs were then a
+    second short; on the disk at 100,000 files, where the part rules nothing out, its
+    whole share (1.6 s) before preload's trial and the index keys', which the budget's
+    end then left 0.1-0.7 s short."""
     if not bench.names:
         return None
     names = bench.names
@@ -116,7 +120,10 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     part = _part(bench, listing, share) if not bench.options.cold else (None, None, None)
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
     if _off_cannot_win(facts) is None:
-        return _search(bench, part, share)
+        if bench.options.cold:
+            # Each pass made cold first: the search's own way of timing, in its share.
+            return _search(bench, part, share)
+        facts = dataclasses.replace(facts, **_whole(bench, listing, share))
     # After the trials, the search has its share of what they left, no more.
     bench.later.append(("preload", lambda b: _search(b, part, Share(
         min(b.options.budget * plan.SWEEP_PRELOAD, b.budget.left()), b.budget.end))))
@@ -182,6 +189,40 @@ def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
     facts = Facts(len(listing), git_threads(len(names)), at["git_default"], at["single_thread"],
                   *part)
     return Sweep.of(r, dims, asdict(facts))
+
+
+def _whole(bench: Bench, listing, share: Share) -> dict:
+    """Git's thread count, then one thread, each lstat-ing the whole tree once, in the
+    share (on network storage each after an unmeasured pass, as the search times them:
+    _search). One thread still going at stats.CLEARLY times Git's count stops there:
+    off cannot win whatever the rest would show. A pass the share stops is not
+    counted: {} where Git's count did not fit, and the part's comparison stands."""
+    git_n = git_threads(len(bench.names))
+    network = bench.storage_class == "network"
+
+    def lstat(threads: int, timeout: float):
+        limits = engine.Limits(timeout=max(0.001, timeout))
+        if network:
+            engine.preload(listing, base=bench.worktree, threads=threads,
+                           split=engine.SPLIT_SLICES, io_streams=1, batch=500,
+                           limits=limits, partial=True)
+        return engine.preload(listing, base=bench.worktree, threads=threads,
+                              split=engine.SPLIT_SLICES, io_streams=1, batch=500,
+                              limits=engine.Limits(timeout=max(0.001, min(timeout, share.left()))),
+                              partial=True)
+    try:
+        at_git = lstat(git_n, share.left())
+        if at_git.done < len(listing):
+            return {}
+        clearly = at_git.wall * stats.CLEARLY
+        one = lstat(1, min(clearly, share.left()))
+    except EngineError as e:    # threads a pid limit refuses: the part's comparison stands
+        bench.notes.append(f"preload sweep: the whole tree failed: {e.message}")
+        return {}
+    if one.done < len(listing) and one.wall < clearly:
+        return {"git_default": at_git.wall}     # the share ended first: one thread untimed
+    return {"git_default": at_git.wall, "single_thread": max(one.wall, clearly)
+            if one.done < len(listing) else one.wall}
 
 
 def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
