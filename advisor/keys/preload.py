@@ -200,16 +200,16 @@ def _whole(bench: Bench, listing, share: Share) -> dict:
     git_n = git_threads(len(bench.names))
     network = bench.storage_class == "network"
 
-    def lstat(threads: int, timeout: float):
-        limits = engine.Limits(timeout=max(0.001, timeout))
-        if network:
-            engine.preload(listing, base=bench.worktree, threads=threads,
-                           split=engine.SPLIT_SLICES, io_streams=1, batch=500,
-                           limits=limits, partial=True)
+    def once(threads: int, timeout: float):
         return engine.preload(listing, base=bench.worktree, threads=threads,
                               split=engine.SPLIT_SLICES, io_streams=1, batch=500,
                               limits=engine.Limits(timeout=max(0.001, min(timeout, share.left()))),
                               partial=True)
+
+    def lstat(threads: int, timeout: float):
+        if network:
+            once(threads, timeout)
+        return once(threads, timeout)
     try:
         at_git = lstat(git_n, share.left())
         if at_git.done < len(listing):
