@@ -44,13 +44,14 @@ def clock():
         yield fake
 
 
-def sleeper(*seconds):
+def sleeper(*seconds, cycle: bool = False):
     """A workload whose n-th run takes seconds[n] of the budget's clock (the last value
-    repeats)."""
+    repeats; with cycle, all of them over and over)."""
     calls = []
 
     def run():
-        t = seconds[min(len(calls), len(seconds) - 1)]
+        n = len(calls)
+        t = seconds[n % len(seconds) if cycle else min(n, len(seconds) - 1)]
         calls.append(t)
         _advance(t)
         return t
@@ -128,19 +129,6 @@ def test_pairs_no_verdict_can_come_from_in_the_budget_left_are_not_run(clock):
     assert not c.stopped and c.estimate.verdict == stats.FASTER
 
 
-def cycling(*seconds):
-    """A workload whose runs take seconds[0], seconds[1], ... over and over."""
-    calls = []
-
-    def run():
-        t = seconds[len(calls) % len(seconds)]
-        calls.append(t)
-        _advance(t)
-        return t
-    run.calls = calls
-    return run
-
-
 def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
     """#30: a comparison still within noise gets more pairs from its share of what is
     left beside the trials still to run: alone it is extended, with seven trials after
@@ -148,8 +136,8 @@ def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
     def compare(trials_after):
         b = bench(30)
         b.trials_after = trials_after
-        return b.ab("clone", {}, {KEY.name: "true"}, cycling(0.30, 0.50, 0.35),
-                    cycling(0.45, 0.28, 0.40)), b
+        return b.ab("clone", {}, {KEY.name: "true"}, sleeper(0.30, 0.50, 0.35, cycle=True),
+                    sleeper(0.45, 0.28, 0.40, cycle=True)), b
     alone, _ = compare(0)
     assert alone.estimate.verdict == stats.NO_CHANGE
     assert len(alone.times_default) > bench(30).runs          # extended

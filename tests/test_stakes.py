@@ -289,7 +289,7 @@ def test_checkout_stakes_count_what_gits_workers_spread_over_the_cpus_and_a_swee
     key's. A sweep that timed one count only (its share ended) predicts nothing: the
     whole write is at stake. On one CPU, nothing but what the engine measured."""
     from git_tune.advisor.keys import checkout
-    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.bench import Bench
     from git_tune.advisor.measure.record import Options
     from tests.test_part import engine_sweep
 

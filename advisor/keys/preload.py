@@ -137,11 +137,18 @@ def _dims(entries: int) -> List[Dim]:
                 default=engine.SPLIT_SLICES)]
 
 
+def _lstat_pass(bench: Bench, paths, threads: int, limits: engine.Limits,
+                split: str = engine.SPLIT_SLICES, partial: bool = False):
+    """One engine lstat of `paths` (relative to the work tree) with `threads` threads,
+    one I/O stream, batches of 500 (engine.preload)."""
+    return engine.preload(paths, base=bench.worktree, threads=threads, split=split,
+                          io_streams=1, batch=500, limits=limits, partial=partial)
+
+
 def _lstat(bench: Bench, share: Share):
     def lstat_once(point, paths):
-        return engine.preload(paths, base=bench.worktree, threads=point[THREADS],
-                              split=point[SPLIT], io_streams=1, batch=500,
-                              limits=share.limits()).wall
+        return _lstat_pass(bench, paths, point[THREADS], share.limits(),
+                           split=point[SPLIT]).wall
     return lstat_once
 
 
@@ -201,10 +208,8 @@ def _whole(bench: Bench, listing, share: Share) -> dict:
     network = bench.storage_class == "network"
 
     def once(threads: int, timeout: float):
-        return engine.preload(listing, base=bench.worktree, threads=threads,
-                              split=engine.SPLIT_SLICES, io_streams=1, batch=500,
-                              limits=engine.Limits(timeout=max(0.001, min(timeout, share.left()))),
-                              partial=True)
+        limits = engine.Limits(timeout=max(0.001, min(timeout, share.left())))
+        return _lstat_pass(bench, listing, threads, limits, partial=True)
 
     def lstat(threads: int, timeout: float):
         if network:
@@ -266,9 +271,7 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
         return None, None, None
 
     def lstat(threads: int, limits: engine.Limits, partial: bool):
-        return engine.preload(parts[threads], base=bench.worktree, threads=threads,
-                              split=engine.SPLIT_SLICES, io_streams=1, batch=500,
-                              limits=limits, partial=partial)
+        return _lstat_pass(bench, parts[threads], threads, limits, partial=partial)
     try:
         at_git = lstat(git_n, share.limits(), False)
         # One thread still going at CLEARLY times Git's count has decided the comparison
