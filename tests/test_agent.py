@@ -265,7 +265,8 @@ def test_unstable_stat_bed_storm_flagged_named_and_fixed(tmp_path, agent_off, be
 
 def test_a_copy_that_changed_inodes_once_is_not_a_key(tmp_path):
     """A copy that kept mtimes (cp -a): every inode differs once; the probe says so,
-    and real git shows that one refresh ends it, so no key is set."""
+    and git's own count (trace2) shows that one refresh ends it, so no key is set, and
+    no timing decides that."""
     src = make_repo(tmp_path / "src", files=600)
     repo = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(src), str(repo)], check=True)
@@ -274,6 +275,7 @@ def test_a_copy_that_changed_inodes_once_is_not_a_key(tmp_path):
     rec = json.loads(cli("recommend", "--repo", str(repo), "--budget", "8", "--json").stdout)
     advice = {a["key"]: a for a in rec["keys"]}
     assert advice["core.checkStat"]["status"] != "set", advice["core.checkStat"]
+    assert "git re-read 0 of " in advice["core.checkStat"]["reason"], advice["core.checkStat"]
     assert advice["core.trustctime"]["status"] != "set", advice["core.trustctime"]
 
 

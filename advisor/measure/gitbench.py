@@ -145,7 +145,8 @@ def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional
 
 
 def trace_phases(trace_file: str) -> Dict[str, float]:
-    """Seconds per trace2 region (category/label, summed) and counts of child processes."""
+    """Seconds per trace2 region (category/label, summed), counts of child processes, and
+    git's own counts (`data` events, summed: data/CATEGORY/KEY)."""
     phases: Dict[str, float] = {}
     try:
         with open(trace_file, encoding="utf-8", errors="surrogateescape") as f:   # raw paths
@@ -164,8 +165,14 @@ def trace_phases(trace_file: str) -> Dict[str, float]:
             argv = ev.get("argv") or []
             key = "children/" + (" ".join(argv[:2]) if argv else "?")
             phases[key] = phases.get(key, 0) + 1
-        elif ev.get("event") == "data" and ev.get("key") in ("sum_lstat", "cache_nr"):
-            phases[f"data/{ev.get('category')}/{ev['key']}"] = float(ev.get("value", 0))
+        elif ev.get("event") == "data":
+            # git's counts (index read/cache_nr, refresh/sum_scan...), given as strings
+            try:
+                value = int(ev.get("value"))
+            except (TypeError, ValueError):
+                continue
+            key = f"data/{ev.get('category')}/{ev.get('key')}"
+            phases[key] = phases.get(key, 0) + value
     return phases
 
 
