@@ -345,6 +345,15 @@ def test_a_fifo_and_links_at_tracked_paths_neither_hang_nor_lead_outside(home, r
     assert r.bytes == os.path.getsize(repo / "dir0" / "file1")
 
 
+def test_a_fifo_for_a_packs_index_is_not_waited_on(tmp_path):
+    """pack.threads reads the largest pack's .idx (its object count, a sample of its
+    names): a FIFO there is no index, and opening it must not block."""
+    from git_tune.advisor.keys import pack
+    os.mkfifo(tmp_path / "pack-1.idx")
+    assert pack._objects_in(str(tmp_path / "pack-1.pack")) is None
+    assert pack._first_names(str(tmp_path / "pack-1.pack"), 10, "sha1") == []
+
+
 # 5-7, 10. Results that are right where the repository or the config is unusual.
 
 def test_verify_works_with_an_unstaged_change(home, repo):

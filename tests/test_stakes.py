@@ -5,6 +5,7 @@ repository. Real git, the real engine, the latency FUSE bed (root)."""
 import dataclasses
 import json
 import os
+import subprocess
 import types
 
 import pytest
@@ -13,7 +14,7 @@ from git_tune import repogen
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.bench import Budget
 from git_tune.models import catalogue
-from tests.conftest import bench_on
+from tests.conftest import bench_on, git_out
 
 
 def _entry(name: str, stakes, rank: int = 1) -> registry.Entry:
@@ -326,3 +327,41 @@ def test_preloads_sweep_times_only_what_its_trial_needs_before_the_trials(tmp_pa
     [(family, later)] = bench.later
     full = later(bench)
     assert family == "preload" and full.evaluations and full.best_value is not None
+
+
+def _deltas_in(pack_path: str) -> int:
+    """The objects stored as deltas in a pack (git verify-pack -v: a delta's line names
+    its base)."""
+    out = subprocess.run(["git", "verify-pack", "-v", pack_path[:-len(".pack")] + ".idx"],
+                         check=True, text=True, stdout=subprocess.PIPE).stdout
+    return sum(1 for line in out.splitlines() if len(line.split()) == 7)
+
+
+def test_pack_threads_is_timed_on_a_sample_pack_that_keeps_deltas_and_does_not_grow(
+        tmp_path, monkeypatch):
+    """index-pack's threads resolve deltas. Past a sample's size the trial times a sample
+    pack: as many objects for a repository four times larger, and the repository's
+    stored deltas kept (each sampled object's chain followed to its base)."""
+    from git_tune.advisor.keys import pack
+    monkeypatch.setattr(pack, "SAMPLE_OBJECTS", 60)
+    monkeypatch.setattr(pack, "MAX_SAMPLE", 300)
+    sampled = {}
+    for files in (400, 1600):
+        b = bench_on(tmp_path / str(files), files, Budget(60))
+        repo = b.ws.layout.worktree
+        names = git_out(repo, "ls-files", "-z").split("\0")[:-1]
+        for i in range(8):              # history: every file edited a little, 8 times
+            for name in names:
+                with open(os.path.join(repo, name), "a") as f:
+                    f.write(f"edit {i} of {name}\n")
+            git_out(repo, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "gc.auto=0",
+                    "commit", "-qam", f"edit {i}")
+        git_out(repo, "repack", "-adq")
+        assert pack._objects_in(pack.repo_probe.pack_files(b.ws.layout)[0]) > 300
+        path, what = pack._pack_for(b)
+        assert what.startswith("a sample pack: 60 of the "), what
+        sampled[files] = pack._objects_in(path)
+        # The last level of bases may pass MAX_SAMPLE, by fewer than the sample.
+        assert 60 < sampled[files] <= 300 + 60
+        assert _deltas_in(path) > 0
+    assert abs(sampled[400] - sampled[1600]) <= 60

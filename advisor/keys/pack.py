@@ -3,14 +3,17 @@ fetch spends once the pack has arrived.
 
 Git's own choice (unset, or 0) follows online_cpus(), which ignores a CPU quota; since
 2.29 index-pack caps it (fewer than 4 CPUs: all; then 3, half, at most 20). Real git
-decides: index-pack of the repository's largest pack (or, with none, the pack a clone
-of it would receive, made once in the scratch directory) with each count from 1 to the
-cores, then Git's choice against the fastest. 0 is never written.
+decides: index-pack of the repository's largest pack where it is small, else of a
+sample pack made once in the scratch directory (a few thousand of its objects with the
+delta chains they are stored on: its cost does not grow with the repository),
+with each count from 1 to the cores, then Git's choice against the fastest. 0 is never
+written.
 """
 import glob
 import os
+import stat
 from dataclasses import asdict, dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 from git_tune import git
 from git_tune.errors import GitError
@@ -34,29 +37,128 @@ class TrialFacts:
     """What the trial recorded: the pack's size and each thread count's quick pass."""
     pack_bytes: int = 0
     seconds_by_count: Optional[Dict[str, float]] = None
+    pack: Optional[str] = None      # which pack: the repository's own or a sample
 
 
-def _pack_for(bench: Bench) -> str:
-    """The largest pack the repository has, or the whole history packed into scratch;
+# A pack of more objects than this is timed on a sample of it: SAMPLE_OBJECTS of its
+# objects, with the delta bases they are stored on (a chain is followed no further once
+# the sample holds 5x that). Its cost does not grow with the repository: on the disk at
+# 100,000 files, index-pack of the repository's own pack (111,113 objects) took 1.26 s
+# a run, and the trial's dozen runs did not fit a 20 s budget after the other keys'; a
+# real clone's pack (gigabytes) fits no budget at all.
+SAMPLE_OBJECTS = 4000
+MAX_SAMPLE = 5 * SAMPLE_OBJECTS
+# pack.depth's default: no stored delta chain is longer.
+MAX_CHAIN = 50
+IDX_V2 = b"\377tOc"
+HASH_BYTES = {"sha1": 20, "sha256": 32}
+
+
+def _pack_for(bench: Bench) -> Tuple[str, str]:
+    """The pack index-pack is timed on and what it is: the repository's largest pack
+    where it holds no more objects than a sample, else a sample pack made in the
+    scratch directory. OutOfBudget where making one outlasts its share of the budget,
     MeasurementFailed where git packs nothing."""
     packs = repo_probe.pack_files(bench.ws.layout)
-    if packs:
-        return max(packs, key=os.path.getsize)
-    # Every object reachable from any ref: what a clone of the repository receives.
-    base = os.path.join(bench.ws.root, "clone")
+    largest = max(packs, key=os.path.getsize) if packs else None
+    total = _objects_in(largest) if largest else None
+    if largest and total is not None and total <= SAMPLE_OBJECTS:
+        return largest, "the repository's largest pack"
     limit = bench.budget.left() * plan.PACK
-    if limit < 1:
+    if limit <= 0:
         raise OutOfBudget(None)
+    if largest and total is not None:
+        first = _first_names(largest, SAMPLE_OBJECTS, bench.ws.layout.object_format)
+        what = f"{len(first)} of the {total} objects of the repository's largest pack"
+    else:
+        # Loose objects only: the index's blobs, evenly spread over the tree; pack-objects
+        # finds deltas among them, as a first repack would.
+        records = gitbench.part_entries(bench.ws.listed(), SAMPLE_OBJECTS)
+        first = [r.split("\t", 1)[0].split()[1] for r in records]
+        what = f"{len(first)} of the index's {len(bench.ws.listed())} blobs"
     try:
-        proc = git.run(["pack-objects", "--all", "--revs", "-q", base], cwd=bench.worktree,
-                       input="", env=gitbench.config_env({}), timeout=limit, repo=bench.repo)
-    except GitError:       # did not finish in its share: the budget, not git, ended it
+        with gitbench.deadline(limit):
+            path, bases = _sample_pack(bench, first)
+    except gitbench.DeadlineReached:    # the budget, not git, ended it
         raise OutOfBudget(None) from None
-    made = glob.glob(base + "-*.pack")
-    if proc.returncode or not made:
+    return path, f"a sample pack: {what}, and the {bases} delta bases they are stored on"
+
+
+def _idx_bytes(pack: str, size: int) -> bytes:
+    """The first `size` bytes of a pack's .idx; none where it is not a regular file (a
+    cloned repository is untrusted: a FIFO there must not hang the calibration)."""
+    try:
+        fd = os.open(pack[:-len(".pack")] + ".idx", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        chunks = []
+        while size > 0:
+            chunk = os.read(fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _objects_in(pack: str) -> Optional[int]:
+    """The objects a pack holds, from its .idx's fan-out table (its last entry counts
+    them all; gitformat-pack: version 2 after an 8-byte header, version 1 at the start).
+    None where the .idx cannot be read."""
+    head = _idx_bytes(pack, 8 + 256 * 4)
+    at = 8 + 255 * 4 if head[:4] == IDX_V2 else 255 * 4
+    return int.from_bytes(head[at:at + 4], "big") if len(head) >= at + 4 else None
+
+
+def _first_names(pack: str, n: int, object_format: str) -> List[str]:
+    """The first n object names of a pack's .idx, one read. The table is in hash order,
+    and a hash says nothing of the object, so they are a uniform sample of the pack:
+    commits, trees and blobs, deltas and bases, in the pack's own mix. (Version 2 names
+    follow the fan-out; version 1 interleaves each with a 4-byte offset.)"""
+    width = HASH_BYTES.get(object_format, 20)
+    data = _idx_bytes(pack, 8 + 256 * 4 + n * (4 + width))
+    start, stride = (8 + 256 * 4, width) if data[:4] == IDX_V2 else (256 * 4 + 4, 4 + width)
+    table = data[start:start + n * stride]
+    return [table[i:i + width].hex() for i in range(0, len(table) - width + 1, stride)]
+
+
+def _sample_pack(bench: Bench, first: List[str]) -> Tuple[str, int]:
+    """The objects `first`, with every delta base they are stored on, packed into the
+    scratch directory; and how many bases were added. index-pack's threads resolve
+    deltas, so the sample keeps the repository's: each chain is followed to its end
+    (`git cat-file --batch-check` %(deltabase)) while the sample holds fewer than
+    MAX_SAMPLE objects, and pack-objects reuses a stored delta whose base it packs too."""
+    env = gitbench.config_env({})
+    names, wanted = dict.fromkeys(first), list(first)
+    for _ in range(MAX_CHAIN):
+        if not wanted or len(names) >= MAX_SAMPLE:
+            break
+        out = gitbench.run_git(["cat-file", "--batch-check=%(objectname) %(deltabase)"],
+                               bench.worktree, env, hooks=False,
+                               input="".join(f"{o}\n" for o in wanted), output=True,
+                               repo=bench.repo).stdout
+        wanted = []
+        for line in out.splitlines():
+            base = line.partition(" ")[2]
+            if base.strip("0") and base != "missing" and base not in names:
+                names[base] = None
+                wanted.append(base)
+    prefix = os.path.join(bench.ws.root, "sample")
+    proc = gitbench.run_git(["pack-objects", "-q", prefix], bench.worktree, env, hooks=False,
+                            input="".join(f"{o}\n" for o in names), output=True,
+                            repo=bench.repo)
+    made = glob.glob(prefix + "-*.pack")
+    if not made:
         raise MeasurementFailed("git pack-objects: "
                                 + (git.first_lines(proc.stderr) or "nothing written"))
-    return made[0]
+    return made[0], len(names) - len(first)
 
 
 def index_pack(pack: str, root: str):
@@ -81,7 +183,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if len(counts) < 2:
         return Trial.not_run(KEY, "one CPU to use, so there is no thread count to choose")
     try:
-        pack = _pack_for(bench)
+        pack, what = _pack_for(bench)
     except MeasurementFailed as e:
         return Trial.not_run(KEY, f"no pack to time ({e})")
     run = index_pack(pack, bench.ws.root)
@@ -92,7 +194,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     times = {n: min(run({KEY: str(n)}) for _ in range(passes)) for n in counts}
     best = str(min(times, key=times.get))
     facts = asdict(TrialFacts(os.path.getsize(pack),
-                              {str(n): round(t, 4) for n, t in times.items()}))
+                              {str(n): round(t, 4) for n, t in times.items()}, what))
     if bench.online_cpus and int(best) == git_threads(bench.online_cpus):
         # The same threads as Git's own choice: the A/B would time one setting twice, and
         # its one chance in forty of "faster" would write a value that changes nothing.
@@ -121,6 +223,7 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     f = t.facts_as(TrialFacts)
     mib = f.pack_bytes / 2 ** 20
     return advice.weighed(key, t, weights, threads,
-                          {"clone": f"indexing a {mib:.1f} MiB pack (git index-pack, what clone "
-                                    "and fetch spend their CPU on)"},
+                          {"clone": f"git index-pack of {f.pack or 'a pack'}, "
+                                    f"{mib:.1f} MiB (what clone and fetch spend their CPU "
+                                    "on)"},
                           {"seconds_by_count": f.seconds_by_count})

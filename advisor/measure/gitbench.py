@@ -219,22 +219,24 @@ class Workspace:
         self._copies[key] = path
         return path
 
+    def listed(self) -> List[str]:
+        """The user's index's `git ls-files -s` records, listed once per calibration:
+        git-tune never writes the user's index, so the listing holds for every part and
+        sample (at 100,000 entries, 0.1-0.14 s a listing). Skip-worktree entries are left
+        out: in a partial clone their blobs are not there to write (repo_probe.in_worktree)."""
+        if self._listed is None:
+            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.worktree,
+                          config_env({}), hooks=False, output=True, repo=self.layout).stdout
+            self._listed = repo_probe.in_worktree(out)
+        return self._listed
+
     def part(self, n: int) -> "Part":
         """A part repository of n entries (made once per n; its files are absent until
         a workload writes them). The user's index is listed once (`ls-files -s`, no
         lstat): the one step whose cost grows with the repository, in memory."""
         if n in self._parts:
             return self._parts[n]
-        if self._listed is None:
-            # Once per calibration: git-tune never writes the user's index, so the
-            # listing holds for every part (at 100,000 entries, 0.1-0.14 s a listing).
-            # Skip-worktree entries are left out: in a partial clone their blobs are
-            # not there to write (repo_probe.in_worktree).
-            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.worktree,
-                          config_env({}), hooks=False, output=True, repo=self.layout).stdout
-            self._listed = repo_probe.in_worktree(out)
-        listed = self._listed
-        records = part_entries(listed, n)
+        records = part_entries(self.listed(), n)
         dest = os.path.join(self.root, f"part-{len(records)}")
         try:
             if self._part_git is None:
@@ -253,7 +255,7 @@ class Workspace:
         except (MeasurementFailed, OSError) as e:
             shutil.rmtree(dest, ignore_errors=True)
             raise MeasurementFailed(f"cannot make a part repository: {e}") from None
-        part = Part(dest, tuple(r.split("\t", 1)[1] for r in records), len(listed))
+        part = Part(dest, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
         self._parts[n] = part
         return part
 
