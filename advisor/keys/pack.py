@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 from git_tune import git
-from git_tune.errors import GitError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.ab import OutOfBudget
@@ -76,6 +75,8 @@ def _pack_for(bench: Bench) -> Tuple[str, str]:
         records = gitbench.part_entries(bench.ws.listed(), SAMPLE_OBJECTS)
         first = [r.split("\t", 1)[0].split()[1] for r in records]
         what = f"{len(first)} of the index's {len(bench.ws.listed())} blobs"
+    if not first:
+        raise MeasurementFailed("the repository has no objects to pack")
     try:
         with gitbench.deadline(limit):
             path, bases = _sample_pack(bench, first)
