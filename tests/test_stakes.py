@@ -360,6 +360,11 @@ def test_pack_threads_is_timed_on_a_sample_pack_that_keeps_deltas_and_does_not_g
         assert pack._objects_in(pack.repo_probe.pack_files(b.ws.layout)[0]) > 300
         path, what = pack._pack_for(b)
         assert what.startswith("a sample pack: 60 of the "), what
+        # pack-objects' temporary files went to the sample's own object directory.
+        assert os.path.dirname(path) == b.ws.root
+        assert not [f for f in os.listdir(os.path.join(repo, ".git", "objects", "pack"))
+                    if f.startswith("tmp_")]
+        assert os.path.isdir(os.path.join(b.ws.root, "sample-objects", "pack"))
         sampled[files] = pack._objects_in(path)
         # The last level of bases may pass MAX_SAMPLE, by fewer than the sample.
         assert 60 < sampled[files] <= 300 + 60

@@ -151,8 +151,16 @@ def _sample_pack(bench: Bench, first: List[str]) -> Tuple[str, int]:
             if base.strip("0") and base != "missing" and base not in names:
                 names[base] = None
                 wanted.append(base)
+    # pack-objects writes its temporary pack into the object directory before moving it
+    # to the prefix, and a deadline may stop it in between: an object directory of its
+    # own in scratch (the user's objects as an alternate) keeps the user's repository
+    # free of a tmp_pack_* left behind.
+    objects = os.path.join(bench.ws.root, "sample-objects")
+    os.makedirs(os.path.join(objects, "pack"), exist_ok=True)
+    own = dict(env, GIT_OBJECT_DIRECTORY=objects, GIT_ALTERNATE_OBJECT_DIRECTORIES=os.path.join(
+        bench.ws.layout.common_dir, "objects"))
     prefix = os.path.join(bench.ws.root, "sample")
-    proc = gitbench.run_git(["pack-objects", "-q", prefix], bench.worktree, env, hooks=False,
+    proc = gitbench.run_git(["pack-objects", "-q", prefix], bench.worktree, own, hooks=False,
                             input="".join(f"{o}\n" for o in names), output=True,
                             repo=bench.repo)
     made = glob.glob(prefix + "-*.pack")
