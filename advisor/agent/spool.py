@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional
 
 from git_tune.advisor.agent import events, store
+from git_tune.advisor.write import safefile
 
 MAX_FILES = 1000            # trace2.maxFiles
 SENTINEL = "git-trace2-discard"
@@ -64,20 +65,6 @@ def ensure(path: str) -> str:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
-
-
-def _read(path: str) -> Optional[bytes]:
-    """A regular file's first MAX_READ bytes; None for anything else (a FIFO, a link)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, MAX_READ)
-    finally:
-        os.close(fd)
 
 
 @contextmanager
@@ -121,7 +108,7 @@ def ingest(d: str, watched: Optional[Iterable[str]], tuned: Iterable[str]) -> In
         names = [n for n in os.listdir(d) if n != SENTINEL]
         for name in names:
             path = os.path.join(d, name)
-            data = _read(path)
+            data = safefile.read_regular(path, MAX_READ, follow=False)
             if data is None:
                 _remove(path)           # not git's: nothing else belongs here
                 continue

@@ -11,7 +11,6 @@ written.
 """
 import glob
 import os
-import stat
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -22,6 +21,7 @@ from git_tune.advisor.measure.ab import OutOfBudget
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.advisor.write import safefile
 from git_tune.probes import repo as repo_probe
 
 KEY = "pack.threads"
@@ -88,25 +88,7 @@ def _pack_for(bench: Bench) -> Tuple[str, str]:
 def _idx_bytes(pack: str, size: int) -> bytes:
     """The first `size` bytes of a pack's .idx; none where it is not a regular file (a
     cloned repository is untrusted: a FIFO there must not hang the calibration)."""
-    try:
-        fd = os.open(pack[:-len(".pack")] + ".idx", os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
-        chunks = []
-        while size > 0:
-            chunk = os.read(fd, size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
+    return safefile.read_regular(pack[:-len(".pack")] + ".idx", size) or b""
 
 
 def _objects_in(pack: str) -> Optional[int]:

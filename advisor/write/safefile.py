@@ -64,6 +64,33 @@ def write_atomic(path: str, data: bytes, mode: Optional[int] = None) -> None:
     _fsync_dir(directory)
 
 
+def read_regular(path: str, size: int, follow: bool = True) -> Optional[bytes]:
+    """The first `size` bytes of a regular file (fewer where it is shorter); None where
+    it cannot be opened or is anything else. Opened non-blocking and checked on the
+    descriptor, so a FIFO put in its place (a cloned repository, a spool directory are
+    untrusted) is never waited on; `follow=False` refuses a symbolic link as well."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while size > 0:
+            chunk = os.read(fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def require_regular(path: str) -> None:
     """ConfigWriteError unless path (through links) is a regular file or absent: a target
     such as GIT_CONFIG_GLOBAL=/dev/null (a CI idiom) is a device, and replacing it by
