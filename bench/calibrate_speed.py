@@ -68,6 +68,9 @@ def timed_calibration(repo: str, budget: float):
     decided = sorted(k for k, t in record.trials.items() if t.comparisons
                      and (t.main.stopped == STOPPED_SLOWER
                           or stats.conclusive(t.main.times_default, t.main.times_candidate)))
+    # Kept without an A/B: trials not run, for the reason each record gives (the engine
+    # measured no gain, pack.threads' quick pass, git's own count of stat-data re-reads).
+    # The data's field keeps its first name, "kept_by_prediction".
     kept = sorted(k for k, t in record.trials.items() if t.why_not_run)
     return wall, decided, kept, dict(record.unfinished), settings, phases, record.notes
 
@@ -99,9 +102,7 @@ class Quality:
         self.best = min(self.grid, key=self.grid.get)
 
     def _run(self, settings) -> float:
-        if self.settle:
-            self.settle()
-        return self.work.run(settings)
+        return self.work.run(settings, settle=self.settle)
 
     @staticmethod
     def settings(values):
@@ -235,7 +236,7 @@ def main():
     report("calibrate_speed", "Whole calibration (probe included) against its --budget: "
            "bed x repository size x budget",
            ("bed", "files", "budget", "wall", "wall / budget", "decided by real git",
-            "kept by the engine's prediction", "left at Git's default",
+            "kept without an A/B (the engine's prediction or git's own count)", "left at Git's default",
             "whole tree then status (--quality)"),
            rows, data, args.tiny,
            notes + [f"{b}: worst wall / budget {w:.2f}" for b, w in worst.items()]

@@ -475,8 +475,14 @@ class CheckoutWorkload:
 
     last_status: Optional[float] = None    # the last run's next status, seconds
 
-    def run(self, settings: Settings, trace_file: Optional[str] = None) -> float:
+    def run(self, settings: Settings, trace_file: Optional[str] = None,
+            settle: Optional[Callable[[], object]] = None) -> float:
+        """The files removed, then written and the next status, timed. `settle`: called,
+        untimed, in between (a benchmark's sync: on a slow disk, a sync before the removal
+        left the removal's own write-back to the timed write)."""
         self._remove()
+        if settle:
+            settle()
         write = timed_git(self._write(), self.clone, settings, trace_file=trace_file)
         self.last_status = timed_git(self._next_status(), self.clone, settings,
                                      {"GIT_LITERAL_PATHSPECS": "1"})
