@@ -8,14 +8,16 @@ the index and writing it, while only a status with untracked files gains: where 
 workload profile weighs them, `git status -uno`, `git ls-files` and an index write
 are timed on the same two copies, and the profile weighs the lot (on the hot disk,
 3,000 files, status -uno and ls-files were 5-6% slower with the cache in 10
-interleaved rounds of bench/tuner_quality.py's mix).
+interleaved rounds of bench/tuner_quality.py's mix). Where a whole status with untracked
+files does not fit the budget left, all of that is timed on a part of the work tree
+sized to it (_trial_on_part).
 """
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload
-from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.ab import OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
@@ -24,11 +26,17 @@ from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats
 
 KEY = "core.untrackedCache"
+PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
+PART_GROWTH = 1.5    # a larger part is made only where it holds this many times more
 
 
 @dataclass(frozen=True)
 class TrialFacts:
     fs_test: Optional[bool] = None    # git's mtime test on this file system (None: not run)
+    # Where the whole repository's status did not fit: the entries of the part it was
+    # timed on, and the repository's (None: the whole work tree was timed).
+    part: Optional[int] = None
+    entries: Optional[int] = None
 
 
 def index_shape(key, value: str) -> IndexShape:
@@ -40,10 +48,13 @@ def index_shape(key, value: str) -> IndexShape:
 
 
 def price(key, bench: Bench) -> Optional[float]:
-    """A status with untracked files lstats every entry before it reads a directory.
-    (The probe's untracked walk is no price: it may have run colder than the trial's
-    runs will; _pilot times one where it says the trial may not fit.)"""
-    return preload.status_price(bench)
+    """A status with untracked files lstats every entry before it reads a directory; where
+    the whole tree's does not fit, a part is timed, whose files must be a second old
+    first (gitbench.Part.written): the lesser of the two. (The probe's untracked walk is
+    no price: it may have run colder than the trial's runs will; _pilot times one where
+    it says the trial may not fit.)"""
+    whole = preload.status_price(bench)
+    return None if whole is None else min(whole, gitbench.RACY_SECONDS)
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
@@ -51,15 +62,23 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if works is False:
         return Trial.not_run(KEY, "the untracked cache fails git's mtime test on this file "
                              "system (git update-index --test-untracked-cache)")
-    off = bench.ws.index_copy("uc-off", index_shape(key, "false"))
-    warm = _pilot(bench, off)
+    try:
+        off = bench.ws.index_copy("uc-off", index_shape(key, "false"))
+        warm = _pilot(bench, off)
+    except _WholeTooSlow:
+        return _trial_on_part(key, bench, works)
     copies = (off, bench.ws.index_copy("uc-on", index_shape(key, "true")))
-    gain = _ab(bench, "untracked", copies, warm)
+    return Trial(KEY, _compare(bench, bench.repo, copies, warm), asdict(TrialFacts(works)))
+
+
+def _compare(bench: Bench, where, copies, warm: Optional[float]):
+    """The gain on a status with untracked files; only a gain needs its costs weighed:
+    without one Git's default stands anyway."""
+    gain = _ab(bench, "untracked", copies, warm, where)
     comparisons = [gain]
-    # Only a gain needs its costs weighed: without one Git's default stands anyway.
     if gain.estimate is not None and gain.estimate.verdict == stats.FASTER:
-        comparisons += [_ab(bench, w, copies) for w in COSTS if bench.counts(w)]
-    return Trial(KEY, tuple(comparisons), asdict(TrialFacts(works)))
+        comparisons += [_ab(bench, w, copies, where=where) for w in COSTS if bench.counts(w)]
+    return tuple(comparisons)
 
 
 # Where the extension costs: workloads timed on an index copy (gitbench.ON_INDEX).
@@ -69,24 +88,28 @@ WHAT = {"untracked": "git status with untracked files", "status": "git status -u
         "write": "writing the index (git update-index --force-write-index)"}
 
 
-def _ab(bench: Bench, workload: str, copies, warm: Optional[float] = None) -> Comparison:
-    """`workload` on the index copy without the cache against the one with it (`warm`:
-    a run without it just timed, the warm-up's)."""
+def _ab(bench: Bench, workload: str, copies, warm: Optional[float] = None,
+        where=None) -> Comparison:
+    """`workload` on the index copy without the cache against the one with it, in the
+    user's work tree or a part's (`where`); `warm`: a run without it just timed, the
+    warm-up's."""
     off, on = {KEY: "false"}, {KEY: "true"}
     make = gitbench.ON_INDEX[workload]
-    run_off, run_on = (make(bench.repo, index) for index in copies)
+    run_off, run_on = (make(where or bench.repo, index) for index in copies)
     return bench.ab(workload, off, on, lambda: run_off(off), lambda: run_on(on),
                     warm_default=warm)
+
+
+class _WholeTooSlow(Exception):
+    """A status of the whole work tree is too slow for the trial to fit the budget left."""
 
 
 def _pilot(bench: Bench, index: str) -> Optional[float]:
     """Where the probe's untracked walk prices the trial above the budget left, one status
     with untracked files without the cache, stopped where a run is too slow for the
-    trial to fit (ab.least_seconds): its seconds, the A/B's warm-up, or OutOfBudget.
+    trial to fit (ab.least_seconds): its seconds, the A/B's warm-up, or _WholeTooSlow.
     The probe's walk may have run colder than the trial's will, so it does not decide
-    alone; before this, on the NFS-like bed at 100,000 files the trial made both index
-    copies and ran its warm-up (1.4 s of a 20 s budget), then stopped, and the index
-    keys were 0.1 s short. None where the probe's walk says the trial fits."""
+    alone. None where the probe's walk says the trial fits."""
     walk, left = bench.untracked_walk, bench.budget.left()
     if walk is None or least_seconds(walk) <= left:
         return None
@@ -96,10 +119,57 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
         with gitbench.deadline(most):
             return run({KEY: "false"})
     except gitbench.DeadlineReached:
-        # Slower than `most`, and as the probe's walk says, at least.
-        raise OutOfBudget(least_seconds(max(most, walk)) - left) from None
+        raise _WholeTooSlow() from None     # slower than `most`, as the probe's walk says
     except MeasurementFailed:
         return None     # the A/B sees and reports git's failure
+
+
+def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
+    """The cache timed on a part of the work tree (gitbench.Part: runs of consecutive
+    entries spread over the index, so whole directories as the tree has them), sized
+    to plan.UNTRACKED_PART of the budget left by what a pilot part of PART_PILOT entries
+    cost to write and to status once. What the cache saves (a directory's read, for a
+    stat of it) and what it costs (its extension, read and written with the index) both
+    grow with the directories, so the part's ratio stands for the tree's; the user's
+    untracked files are not in the part. Before this, on the hdd bed at 100,000 files,
+    a whole status with untracked files did not fit a 20 s budget's rest (7 s short)
+    and the key was left undecided."""
+    entries = len(bench.ws.listed())
+    share_end = plan.now() + bench.budget.left() * plan.UNTRACKED_PART
+    try:
+        with gitbench.deadline(share_end - plan.now()):
+            part, wrote, warm = _ready_part(key, bench, min(PART_PILOT, entries))
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
+    # A part's price per entry: its files written, and the runs the A/B needs at least.
+    per_entry = (wrote + least_seconds(warm)) / len(part.paths)
+    n = min(entries, int((share_end - plan.now() - gitbench.RACY_SECONDS) / per_entry))
+    if n >= len(part.paths) * PART_GROWTH:
+        try:
+            with gitbench.deadline(share_end - plan.now()):
+                part, _, warm = _ready_part(key, bench, n)
+        except (gitbench.DeadlineReached, MeasurementFailed) as e:
+            bench.notes.append(f"{KEY}: a part of {n} entries could not be made in the "
+                               f"share ({e}); the pilot's {len(part.paths)} are timed")
+    copies = tuple(bench.ws.index_copy(f"uc-{v}", index_shape(key, v), part)
+                   for v in ("false", "true"))
+    bench.notes.append(f"{KEY}: timed on a part of {len(part.paths)} of the "
+                       f"{entries} entries (a whole status with untracked files does not "
+                       "fit the budget left)")
+    return Trial(KEY, _compare(bench, part, copies, warm),
+                 asdict(TrialFacts(works, len(part.paths), entries)))
+
+
+def _ready_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float]:
+    """A part of n entries, its files written (Part.written), and one status with
+    untracked files there without the cache: (the part, the seconds its files took to
+    write and refresh beside the racy wait, the status's seconds)."""
+    part = bench.ws.part(n)
+    t0 = plan.now()
+    part.written()
+    wrote = max(0.0, plan.now() - t0 - gitbench.RACY_SECONDS)
+    off = bench.ws.index_copy("uc-false", index_shape(key, "false"), part)
+    return part, wrote, gitbench.status(part, off, untracked=True)({KEY: "false"})
 
 
 def open_question(key, cal: Calibration, weights):
@@ -116,6 +186,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
-    return advice.weighed(key, t, weights, "true", WHAT, asdict(t.facts_as(TrialFacts)),
-                          suffix="; bypassed by `git status -uall`")
+    facts = t.facts_as(TrialFacts)
+    where = (f"; timed on a part of {facts.part} of the {facts.entries} entries (the ratio "
+             "is the part's)" if facts.part else "")
+    return advice.weighed(key, t, weights, "true", WHAT, asdict(facts),
+                          suffix=where + "; bypassed by `git status -uall`")
 

@@ -32,6 +32,8 @@ SAMPLE_OF_SWEEP = 0.2
 CHECKOUT_BATCH = 0.4
 # Of LEFT when the ladder starts: every worker count real git times (keys/checkout.py).
 LADDER = 0.6
+# Of LEFT: the untracked cache's A/B where it is timed on a part (its part is sized to fit).
+UNTRACKED_PART = 0.5
 # Of LEFT: making the pack pack.threads is timed on.
 PACK = 0.25
 # Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions),

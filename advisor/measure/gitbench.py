@@ -200,22 +200,29 @@ class Workspace:
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
-    def index_copy(self, name: str, shape: "IndexShape" = None) -> str:
-        """A copy of the user's index, rewritten by `git update-index` with the shape's
-        options and config (made once per name and shape: sweeps and A/B runs share them)."""
+    def index_copy(self, name: str, shape: "IndexShape" = None,
+                   part: Optional["Part"] = None) -> str:
+        """A copy of the user's index (of the part's, with `part`), rewritten by `git
+        update-index` with the shape's options and config (made once per name, shape
+        and part: sweeps and A/B runs share them)."""
         shape = shape or IndexShape()
-        key = (name, shape)
+        key = (name, shape, part.worktree if part else None)
         if key in self._copies:
             return self._copies[key]
-        path = os.path.join(self.root, f"index.{name}")
+        if part:
+            source, where, repo = part.index_file, part.worktree, None
+            path = os.path.join(part.worktree, ".git", f"index.{name}")
+        else:
+            source, where, repo = self.layout.index_file, self.layout.worktree, self.layout
+            path = os.path.join(self.root, f"index.{name}")
         try:
-            shutil.copyfile(self.layout.index_file, path)
+            shutil.copyfile(source, path)
         except OSError as e:     # a full or read-only file system: no copy, no timing
             raise MeasurementFailed(f"cannot copy the index into scratch: "
                                     f"{e.strerror or e}") from None
-        run_git(["update-index", "--force-write-index", *shape.args], self.layout.worktree,
+        run_git(["update-index", "--force-write-index", *shape.args], where,
                 dict(config_env(dict(shape.settings)), GIT_INDEX_FILE=path), hooks=False,
-                repo=self.layout)
+                repo=repo)
         self._copies[key] = path
         return path
 
@@ -317,6 +324,30 @@ class Part:
     paths: Tuple[str, ...]
     entries: int            # the user's index's entries, of which these are a part
 
+    @property
+    def index_file(self) -> str:
+        return os.path.join(self.worktree, ".git", "index")
+
+    def written(self) -> None:
+        """Every file of the part written, and its index's stat data current and not
+        racily clean: what a status there then does is what it does in a work tree
+        checked out a while ago (lstat every entry, read its directories), not a
+        re-read of every file. Files are written again whatever a checkout trial left;
+        git's racy check is to the second (is_racy_stat without USE_NSEC), so the
+        refresh waits until one has passed since the write."""
+        env = config_env({})
+        run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree, env,
+                hooks=False)
+        end = _deadline.get()
+        if end is not None and plan.now() + RACY_SECONDS > end:
+            raise DeadlineReached("the deadline comes before the part's files are a second old")
+        time.sleep(RACY_SECONDS)
+        run_git(["update-index", "-q", "--refresh"], self.worktree, env, hooks=False)
+
+
+# A part's files are this many seconds old before its index is refreshed (Part.written):
+# git's racy check is to the second, and file times come from a coarse clock.
+RACY_SECONDS = 1.05
 
 # Runs of consecutive entries keep a part's directory locality like the whole tree's
 # (git's checkout caches the leading directories it has made or seen): files spread one
@@ -508,12 +539,15 @@ class WholeTreeWrite(TreeWrite):
         return ["checkout-index", "--all", "--quiet", "-u"]
 
 
-def on_copy(args: List[str], repo: RepoLayout, index_file: str, ok: Tuple[int, ...] = (0,)):
-    """A timed runner of `git ARGS` in the user's work tree (named explicitly) on an index
-    copy: what the command writes goes to the copy, never to the user's index."""
+def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
+            ok: Tuple[int, ...] = (0,)):
+    """A timed runner of `git ARGS` in the user's work tree (named explicitly) or in a
+    part's on an index copy: what the command writes goes to the copy, never to the
+    user's index."""
+    layout = repo if isinstance(repo, RepoLayout) else None
     def run(settings: Settings, trace_file: Optional[str] = None) -> float:
         return timed_git(args, repo.worktree, settings, {"GIT_INDEX_FILE": index_file},
-                         trace_file, repo=repo, ok=ok)
+                         trace_file, repo=layout, ok=ok)
     return run
 
 
