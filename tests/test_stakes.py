@@ -72,6 +72,46 @@ def _part_worktrees_work(trace: str):
     return [counts.get(sid, {}) for sid in parts], set(parts.values())
 
 
+def _on_latfs_part(tmp_path, monkeypatch, latfs_bed, files: int, run):
+    """A generated repository of `files` files on the NFS-like bed, a 16 s calibration's
+    Bench on it, and run(bench) under its deadline with trace2 on: (the bench, what run
+    returned or None where the budget ran out, the largest part made). Every git run in
+    a part must have run in the bench's scratch and read an index of no more than the
+    part's entries, and lstat-ed no more."""
+    from git_tune.advisor.measure import calibrate, gitbench
+    from git_tune.advisor.measure.ab import OutOfBudget
+    from git_tune.advisor.measure.bench import Bench, Budget
+    from git_tune.advisor.measure.record import Options
+    from git_tune.probes import repo as repo_probe
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    name = f"{run.__name__}{files}"
+    backing = os.path.join(os.path.dirname(latfs_bed), "backing", name)
+    repogen.generate(backing, repogen.RepoShape.for_files(files), limit=files)
+    report = calibrate.probe_repository(os.path.join(latfs_bed, name))
+    layout = report.repository.layout
+    scratch = os.path.join(latfs_bed, f"scratch-{name}")
+    os.mkdir(scratch)
+    trace = str(tmp_path / f"trace-{name}")
+    monkeypatch.setenv("GIT_TRACE2_EVENT", trace)
+    opts = Options(budget=16)
+    bench = Bench(gitbench.Workspace(layout, scratch),
+                  repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
+                  opts, Budget(opts.budget))
+    try:
+        with gitbench.deadline(bench.budget.left()):
+            trial = run(bench)
+    except OutOfBudget:
+        trial = None    # a loaded host: the part was still made and timed once
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    runs, worktrees = _part_worktrees_work(trace)
+    assert runs and all(w.startswith(scratch) for w in worktrees), worktrees
+    part = max(bench.ws.parts, key=lambda p: len(p.paths))
+    assert part.entries == files and len(part.paths) < files
+    assert max(r.get("cache_nr", 0) for r in runs) <= len(part.paths)
+    assert max(r.get("sum_lstat", 0) for r in runs) <= len(part.paths)
+    return bench, trial, part
+
+
 def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_not_grow(
         tmp_path, monkeypatch, latfs_bed):
     """On the NFS-like bed (1 ms a metadata operation) the whole tree written does not fit
@@ -79,39 +119,13 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
     an index of the part's entries and refreshes no more, for a repository of 600 files
     as for one four times that size."""
     from git_tune.advisor.keys import checkout
-    from git_tune.advisor.measure import calibrate, gitbench
-    from git_tune.advisor.measure.ab import OutOfBudget
-    from git_tune.advisor.measure.bench import Bench, Budget
-    from git_tune.advisor.measure.record import Options
-    from git_tune.probes import repo as repo_probe
-    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+    def workers(bench):
+        bench.sweeps["checkout"] = checkout.sweep(bench)
+        return registry.entry(checkout.WORKERS).trial(bench)
     seen = {}
     for files in (600, 2400):
-        backing = os.path.join(os.path.dirname(latfs_bed), "backing", f"r{files}")
-        repogen.generate(backing, repogen.RepoShape.for_files(files), limit=files)
-        report = calibrate.probe_repository(os.path.join(latfs_bed, f"r{files}"))
-        layout = report.repository.layout
-        scratch = os.path.join(latfs_bed, f"scratch{files}")
-        os.mkdir(scratch)
-        trace = str(tmp_path / f"trace{files}")
-        monkeypatch.setenv("GIT_TRACE2_EVENT", trace)
-        opts = Options(budget=16)
-        bench = Bench(gitbench.Workspace(layout, scratch),
-                      repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
-                      opts, Budget(opts.budget))
-        bench.sweeps["checkout"] = checkout.sweep(bench)
-        try:
-            with gitbench.deadline(bench.budget.left()):
-                trial = registry.entry(checkout.WORKERS).trial(bench)
-        except OutOfBudget:
-            trial = None    # a loaded host: the part was still made and timed once
-        monkeypatch.delenv("GIT_TRACE2_EVENT")
-        runs, worktrees = _part_worktrees_work(trace)
-        assert runs and all(w.startswith(scratch) for w in worktrees), worktrees
-        part = max(bench.ws.parts, key=lambda p: len(p.paths))
-        assert part.entries == files and len(part.paths) < files
-        assert max(r.get("cache_nr", 0) for r in runs) <= len(part.paths)
-        assert max(r.get("sum_lstat", 0) for r in runs) <= len(part.paths)
+        _, trial, part = _on_latfs_part(tmp_path, monkeypatch, latfs_bed, files, workers)
         if trial is not None:
             assert trial.facts["part"] == len(part.paths) and trial.facts["entries"] == files
             assert all(c.files == len(part.paths) for c in trial.comparisons)
@@ -239,40 +253,15 @@ def test_on_slow_storage_the_untracked_cache_is_decided_on_a_part_whose_work_doe
     and lstats no more, for a repository of 600 files as for one four times that size.
     Both sides ran. Real git, the FUSE bed (root)."""
     from git_tune.advisor.keys import untracked
-    from git_tune.advisor.measure import calibrate, gitbench
-    from git_tune.advisor.measure.ab import OutOfBudget
-    from git_tune.advisor.measure.bench import Bench
-    from git_tune.advisor.measure.record import Options
-    from git_tune.probes import repo as repo_probe
-    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
     key = catalogue.lookup(untracked.KEY)
+
+    def cache(bench):
+        # The route trial() takes where a whole status does not fit (at 100,000 files;
+        # here the tree is kept small, so the route is taken directly).
+        return untracked._trial_on_part(key, bench, None)
     seen = {}
     for files in (600, 2400):
-        backing = os.path.join(os.path.dirname(latfs_bed), "backing", f"u{files}")
-        repogen.generate(backing, repogen.RepoShape.for_files(files), limit=files)
-        report = calibrate.probe_repository(os.path.join(latfs_bed, f"u{files}"))
-        scratch = os.path.join(latfs_bed, f"uscratch{files}")
-        os.mkdir(scratch)
-        trace = str(tmp_path / f"utrace{files}")
-        monkeypatch.setenv("GIT_TRACE2_EVENT", trace)
-        opts = Options(budget=16)
-        bench = Bench(gitbench.Workspace(report.repository.layout, scratch),
-                      repo_probe.tracked_sample(report.repository.layout, n=10 ** 9), 2,
-                      "network", report.git, opts, Budget(opts.budget))
-        try:
-            with gitbench.deadline(bench.budget.left()):
-                # The route trial() takes where a whole status does not fit (at 100,000
-                # files; here the tree is kept small, so the route is taken directly).
-                t = untracked._trial_on_part(key, bench, None)
-        except OutOfBudget:
-            t = None        # a loaded host: the pilot part was still made and timed
-        monkeypatch.delenv("GIT_TRACE2_EVENT")
-        runs, worktrees = _part_worktrees_work(trace)
-        assert runs and all(w.startswith(scratch) for w in worktrees), worktrees
-        part = max(bench.ws.parts, key=lambda p: len(p.paths))
-        assert part.entries == files and len(part.paths) < files
-        assert max(r.get("cache_nr", 0) for r in runs) <= len(part.paths)
-        assert max(r.get("sum_lstat", 0) for r in runs) <= len(part.paths)
+        bench, t, part = _on_latfs_part(tmp_path, monkeypatch, latfs_bed, files, cache)
         if t is not None:
             facts = t.facts_as(untracked.TrialFacts)
             assert facts.part == len(part.paths) and facts.entries == files

@@ -13,7 +13,7 @@ files does not fit the budget left, all of that is timed on a part of the work t
 sized to it (_trial_on_part).
 """
 from dataclasses import asdict, dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload
@@ -27,7 +27,7 @@ from git_tune.models import stats
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
-PART_GROWTH = 1.5    # a larger part is made only where it holds this many times more
+PART_STEP = 8        # each larger part tried holds this many times the entries of the last
 
 
 @dataclass(frozen=True)
@@ -126,50 +126,81 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
 
 def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
     """The cache timed on a part of the work tree (gitbench.Part: runs of consecutive
-    entries spread over the index, so whole directories as the tree has them), sized
-    to plan.UNTRACKED_PART of the budget left by what a pilot part of PART_PILOT entries
-    cost to write and to status once. What the cache saves (a directory's read, for a
-    stat of it) and what it costs (its extension, read and written with the index) both
-    grow with the directories, so the part's ratio stands for the tree's; the user's
-    untracked files are not in the part. Before this, on the hdd bed at 100,000 files,
-    a whole status with untracked files did not fit a 20 s budget's rest (7 s short)
-    and the key was left undecided."""
+    entries spread over the index, so whole directories as the tree has them), as large
+    as plan.UNTRACKED_PART of the budget left affords (_sized_part). What the cache saves
+    (a directory's read, for a stat of it) and what it costs (its extension, read and
+    written with the index) both grow with the directories, so the part's verdict stands
+    for the tree's; the user's untracked files are not in the part. Before this, on the
+    hdd bed at 100,000 files, a whole status with untracked files did not fit a 20 s
+    budget's rest (7 s short) and the key was left undecided."""
     entries = len(bench.ws.listed())
-    share_end = plan.now() + bench.budget.left() * plan.UNTRACKED_PART
-    try:
-        with gitbench.deadline(share_end - plan.now()):
-            part, wrote, warm = _ready_part(key, bench, min(PART_PILOT, entries))
-    except gitbench.DeadlineReached:
-        raise OutOfBudget(None) from None
-    # A part's price per entry: its files written, and the runs the A/B needs at least.
-    per_entry = (wrote + least_seconds(warm)) / len(part.paths)
-    n = min(entries, int((share_end - plan.now() - gitbench.RACY_SECONDS) / per_entry))
-    if n >= len(part.paths) * PART_GROWTH:
-        try:
-            with gitbench.deadline(share_end - plan.now()):
-                part, _, warm = _ready_part(key, bench, n)
-        except (gitbench.DeadlineReached, MeasurementFailed) as e:
-            bench.notes.append(f"{KEY}: a part of {n} entries could not be made in the "
-                               f"share ({e}); the pilot's {len(part.paths)} are timed")
+    part = _sized_part(key, bench, entries, plan.now() + bench.budget.left() * plan.UNTRACKED_PART)
     copies = tuple(bench.ws.index_copy(f"uc-{v}", index_shape(key, v), part)
                    for v in ("false", "true"))
     bench.notes.append(f"{KEY}: timed on a part of {len(part.paths)} of the "
                        f"{entries} entries (a whole status with untracked files does not "
                        "fit the budget left)")
-    return Trial(KEY, _compare(bench, part, copies, warm),
+    return Trial(KEY, _compare(bench, part, copies, None),
                  asdict(TrialFacts(works, len(part.paths), entries)))
 
 
-def _ready_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float]:
-    """A part of n entries, its files written (Part.written), and one status with
-    untracked files there without the cache: (the part, the seconds its files took to
-    write and refresh beside the racy wait, the status's seconds)."""
+def _sized_part(key, bench: Bench, entries: int, share_end: float) -> gitbench.Part:
+    """The largest part that fits by share_end, its files settled (Part.settle_index):
+    from PART_PILOT entries, PART_STEP times larger at each step while the next step's
+    price (_step_price) and the one wait for the files to age fit. A part is priced by
+    its files' write and the A/B's least runs of a status there (right after the write:
+    racily clean, so its files are read again, which prices it high). A larger part
+    tells more of the tree: on the hdd bed at 100,000 files the whole tree's status was
+    1.84x faster with the cache, a part of 48 entries showed no change, of 300 1.23x
+    and of 3,000 1.32x (bench/untracked_part.py); git's start weighs on a small part."""
+    steps: List[Tuple[int, float]] = []
+    made = None     # (the part, when its files were written)
+    n = min(PART_PILOT, entries)
+    while True:
+        try:
+            with gitbench.deadline(share_end - plan.now()):
+                part, written_at, price = _priced_part(key, bench, n)
+        except gitbench.DeadlineReached:
+            if made is None:
+                raise OutOfBudget(None) from None
+            break
+        made = (part, written_at)
+        steps.append((len(part.paths), price))
+        if len(part.paths) >= entries or len(part.paths) < n:
+            break           # every entry, or every regular file, is in the part
+        n = min(entries, len(part.paths) * PART_STEP)
+        if plan.now() + _step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
+            break
+    part, written_at = made
+    try:
+        with gitbench.deadline(bench.budget.left()):
+            part.settle_index(written_at)
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
+    return part
+
+
+def _priced_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float]:
+    """A part of n entries with its files written, and its price: the write's seconds and
+    the least runs of the A/B of one status there (ab.least_seconds). (The part, when
+    its files were written, the price.)"""
     part = bench.ws.part(n)
     t0 = plan.now()
-    part.written()
-    wrote = max(0.0, plan.now() - t0 - gitbench.RACY_SECONDS)
-    off = bench.ws.index_copy("uc-false", index_shape(key, "false"), part)
-    return part, wrote, gitbench.status(part, off, untracked=True)({KEY: "false"})
+    written_at = part.write_files()
+    wrote = plan.now() - t0
+    status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
+    return part, written_at, wrote + least_seconds(status)
+
+
+def _step_price(steps: List[Tuple[int, float]], n: int) -> float:
+    """What a part of n entries is priced at from the parts priced so far: in proportion
+    to the last one's price from a single step (git's start counted as if it grew with
+    the entries: high), else on the line through the last two, never below the last."""
+    (n1, p1), = steps[-1:]
+    if len(steps) == 1:
+        return p1 * n / n1
+    n0, p0 = steps[-2]
+    return max(p1, p1 + (p1 - p0) / (n1 - n0) * (n - n1))
 
 
 def open_question(key, cal: Calibration, weights):

@@ -245,6 +245,10 @@ class Workspace:
             return self._parts[n]
         records = part_entries(self.listed(), n)
         dest = os.path.join(self.root, f"part-{len(records)}")
+        for made in self._parts.values():
+            if made.worktree == dest:   # n beyond the regular files: the part of them all
+                self._parts[n] = made
+                return made
         try:
             if self._part_git is None:
                 template = os.path.join(self.root, "part-template")
@@ -269,7 +273,7 @@ class Workspace:
     @property
     def parts(self) -> Tuple["Part", ...]:
         """The part repositories made so far."""
-        return tuple(self._parts.values())
+        return tuple({p.worktree: p for p in self._parts.values()}.values())
 
     def clone(self) -> str:
         """A --shared, no-checkout clone whose index is a copy of the user's (HEAD and what
@@ -328,21 +332,31 @@ class Part:
     def index_file(self) -> str:
         return os.path.join(self.worktree, ".git", "index")
 
-    def written(self) -> None:
-        """Every file of the part written, and its index's stat data current and not
-        racily clean: what a status there then does is what it does in a work tree
-        checked out a while ago (lstat every entry, read its directories), not a
-        re-read of every file. Files are written again whatever a checkout trial left;
-        git's racy check is to the second (is_racy_stat without USE_NSEC), so the
-        refresh waits until one has passed since the write."""
-        env = config_env({})
-        run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree, env,
-                hooks=False)
+    def write_files(self) -> float:
+        """Every file of the part written (again, whatever a checkout trial left), the
+        index's stat data with them: when they were written (time.time())."""
+        run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree,
+                config_env({}), hooks=False)
+        return time.time()
+
+    def settle_index(self, written_at: float) -> None:
+        """The index's stat data refreshed once the files written at `written_at` are
+        RACY_SECONDS old: no entry is then racily clean, and a status there does what
+        one does in a work tree checked out a while ago (lstat every entry, read its
+        directories), not a re-read of every file. git's racy check is to the second
+        (is_racy_stat without USE_NSEC)."""
+        wait = written_at + RACY_SECONDS - time.time()
         end = _deadline.get()
-        if end is not None and plan.now() + RACY_SECONDS > end:
+        if end is not None and plan.now() + max(0.0, wait) > end:
             raise DeadlineReached("the deadline comes before the part's files are a second old")
-        time.sleep(RACY_SECONDS)
-        run_git(["update-index", "-q", "--refresh"], self.worktree, env, hooks=False)
+        if wait > 0:
+            time.sleep(wait)
+        run_git(["update-index", "-q", "--refresh"], self.worktree, config_env({}),
+                hooks=False)
+
+    def written(self) -> None:
+        """write_files, then settle_index."""
+        self.settle_index(self.write_files())
 
 
 # A part's files are this many seconds old before its index is refreshed (Part.written):
