@@ -12,6 +12,7 @@ interleaved rounds of bench/tuner_quality.py's mix). Where a whole status with u
 files does not fit the budget left, all of that is timed on a part of the work tree
 sized to it (_trial_on_part).
 """
+import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
@@ -153,25 +154,34 @@ def _sized_part(key, bench: Bench, entries: int, share_end: float) -> gitbench.P
     tells more of the tree: on the hdd bed at 100,000 files the whole tree's status was
     1.84x faster with the cache, a part of 48 entries showed no change, of 300 1.23x
     and of 3,000 1.32x (bench/untracked_part.py); git's start weighs on a small part."""
+    if share_end - plan.now() < gitbench.RACY_SECONDS:
+        # Not even the wait for a part's files to age fits: nothing is made.
+        raise OutOfBudget(gitbench.RACY_SECONDS / plan.UNTRACKED_PART - bench.budget.left())
     steps: List[Tuple[int, float]] = []
-    made = None     # (the part, when its files were written)
+    made = None     # (the part, when its files were written, the A/B's least runs there)
     n = min(PART_PILOT, entries)
     while True:
         try:
             with gitbench.deadline(share_end - plan.now()):
-                part, written_at, price = _priced_part(key, bench, n)
+                part, written_at, wrote, runs = _priced_part(key, bench, n)
         except gitbench.DeadlineReached:
             if made is None:
                 raise OutOfBudget(None) from None
             break
-        made = (part, written_at)
-        steps.append((len(part.paths), price))
+        made = (part, written_at, runs)
+        steps.append((len(part.paths), wrote + runs))
         if len(part.paths) >= entries or len(part.paths) < n:
             break           # every entry, or every regular file, is in the part
         n = min(entries, len(part.paths) * PART_STEP)
         if plan.now() + _step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
             break
-    part, written_at = made
+    part, written_at, runs = made
+    # The wait and the A/B's least runs must fit what is left, or neither is spent: on
+    # the NFS-like bed at 100,000 files a 48-entry part waited, then its A/B's warm-up
+    # found its runs 0.6 s short, and the index keys after it were 0.1-0.2 s short.
+    needed = max(0.0, written_at + gitbench.RACY_SECONDS - time.time()) + runs
+    if needed > bench.budget.left():
+        raise OutOfBudget(needed - bench.budget.left())
     try:
         with gitbench.deadline(bench.budget.left()):
             part.settle_index(written_at)
@@ -180,16 +190,16 @@ def _sized_part(key, bench: Bench, entries: int, share_end: float) -> gitbench.P
     return part
 
 
-def _priced_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float]:
-    """A part of n entries with its files written, and its price: the write's seconds and
-    the least runs of the A/B of one status there (ab.least_seconds). (The part, when
-    its files were written, the price.)"""
+def _priced_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float, float]:
+    """A part of n entries with its files written, and its price: (the part, when its
+    files were written, the write's seconds, the least runs of the A/B of one status
+    there: ab.least_seconds)."""
     part = bench.ws.part(n)
     t0 = plan.now()
     written_at = part.write_files()
     wrote = plan.now() - t0
     status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
-    return part, written_at, wrote + least_seconds(status)
+    return part, written_at, wrote, least_seconds(status)
 
 
 def _step_price(steps: List[Tuple[int, float]], n: int) -> float:
