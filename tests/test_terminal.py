@@ -36,12 +36,14 @@ def toy_env(small_repo, tmp_path, isolated_git):
 
 
 def on_pty(args, env, answer: bytes, timeout: float = 240):
-    """Run args on a pseudo-terminal; type `answer` once the prompt's '?' shows.
+    """Run args on a pseudo-terminal; type `answer` once the first prompt shows, and Enter
+    (the default) at any prompt after it (whether one follows, such as the rewrite of an
+    index for index.version, depends on what the calibration decided).
     (all output, the output before the answer, exit code)"""
     pid, fd = pty.fork()
     if pid == 0:
         os.execvpe(args[0], args, env)
-    out, before, answered = b"", None, False
+    out, before, answered, mark = b"", None, False, 0
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         ready, _, _ = select.select([fd], [], [], 1)
@@ -54,8 +56,11 @@ def on_pty(args, env, answer: bytes, timeout: float = 240):
                 break
             out += chunk
         if not answered and b"]: " in out:
-            before, answered = out, True
+            before, answered, mark = out, True, len(out)
             os.write(fd, answer)
+        elif answered and b"]: " in out[mark:]:
+            mark = len(out)
+            os.write(fd, b"\r")
     else:
         os.kill(pid, 9)     # a test that waits forever is a failure, said below
     _, status = os.waitpid(pid, 0)

@@ -230,6 +230,9 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     facts = t.facts_as(TrialFacts)
     where = (f"; timed on a part of {facts.part} of the {facts.entries} entries (the ratio "
              "is the part's)" if facts.part else "")
-    return advice.weighed(key, t, weights, "true", WHAT, asdict(facts),
+    # The part's facts only where there was one: a whole tree's evidence is as before.
+    evidence = {k: v for k, v in asdict(facts).items()
+                if v is not None or k not in ("part", "entries")}
+    return advice.weighed(key, t, weights, "true", WHAT, evidence,
                           suffix=where + "; bypassed by `git status -uall`")
 
