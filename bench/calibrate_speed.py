@@ -26,12 +26,11 @@ A run over some beds keeps the other beds' rows of the last run in bench/results
 import json
 import os
 import statistics
-import subprocess
 import time
 from typing import Dict, Optional
 
 from common import (RESULTS, ALL_BEDS, BEDS, BedUnavailable, bed_latency, parser, repo_on,
-                    report, storage, tracked)
+                    report, settler, storage, tracked)
 from part_fidelity import COUNTS, grid
 
 from git_tune.advisor.decide.recommend import recommend
@@ -200,8 +199,7 @@ def main():
                 data[kind] = {}
                 for files in sizes:
                     repo = repo_on(kind, mnt, files, name=f"repo{files}")
-                    sync = (lambda: subprocess.run(["sync", "--file-system", mnt], check=False)
-                            ) if args.settled else None
+                    sync = settler(mnt, args.settled)
                     stored = stored_grid(kind, files) if args.reuse_grid else None
                     quality = (Quality(repo, os.path.join(mnt, f"quality{files}"),
                                        1 if args.tiny else args.repeat or 2, sync, stored)

@@ -167,6 +167,14 @@ def remove(repo: str, paths: Sequence[str]) -> None:
             pass
 
 
+def settler(mnt: str, settled: bool) -> Optional[Callable[[], None]]:
+    """Where --settled: what writes the bed back (sync of its file system, untimed), so
+    that no timed run pays for the write-back of what ran before it; else None."""
+    def settle() -> None:
+        subprocess.run(["sync", "--file-system", mnt], check=False)
+    return settle if settled else None
+
+
 def drop_caches() -> bool:
     if os.geteuid() != 0:
         return False

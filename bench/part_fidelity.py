@@ -18,10 +18,10 @@ there, not the repository's size: their making is timed too.
 """
 import os
 import statistics
-import subprocess
 import time
 
-from common import ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
+from common import (ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report,
+                    settler, storage)
 
 from git_tune.advisor.keys.checkout import PART_FILES_PER_WORKER
 from git_tune.advisor.measure import gitbench
@@ -119,8 +119,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
 def bed_rows(kind: str, sizes, parts, rounds: int, whole_rounds: int, whole_counts,
              settled: bool):
     with storage(kind, bed_latency(False), size_mb=8192) as mnt:
-        settle = ((lambda: subprocess.run(["sync", "--file-system", mnt], check=False))
-                  if settled else None)
+        settle = settler(mnt, settled)
         rows, data = [], {}
         for files in sizes:
             r, d = size_rows(kind, mnt, files, parts, rounds, whole_rounds, whole_counts,

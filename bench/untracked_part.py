@@ -13,10 +13,10 @@ refreshed, as calibration makes them). Each row: the status's speedup with the c
                                     [--parts 300 3000] [--repeat 10] [--settled]
 """
 import os
-import subprocess
 import time
 
-from common import ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report, storage
+from common import (ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report,
+                    settler, storage)
 
 from git_tune.advisor.keys import untracked
 from git_tune.advisor.measure import ab, gitbench
@@ -92,8 +92,7 @@ def main():
     for kind in beds:
         try:
             with storage(kind, bed_latency(args.tiny), size_mb=8192) as mnt:
-                settle = ((lambda: subprocess.run(["sync", "--file-system", mnt], check=False))
-                          if args.settled else None)
+                settle = settler(mnt, args.settled)
                 data[kind] = {}
                 for files in sizes:
                     r, d = size_rows(kind, mnt, files, parts, repeat, settle)
