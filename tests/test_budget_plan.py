@@ -5,10 +5,11 @@ scheduling runs exactly, in milliseconds, at any budget."""
 import dataclasses
 import random
 import types
+from typing import Dict
 
 import pytest
 
-from git_tune.advisor.keys import registry
+from git_tune.advisor.keys import checkout, registry
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
@@ -158,3 +159,91 @@ def test_a_deadline_and_a_share_read_the_budgets_clock():
             Bench(ws=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
                   options=Options(budget=1), budget=plan.Budget(1, spent=1)).ab(
                 "status", {}, {"x": "y"}, lambda: 0.1, lambda: 0.1)
+
+
+def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rng,
+                  noise: float = 0.015) -> registry.Entry:
+    """A toy key timed as checkout.workers is, through its Ladder: Git's default takes
+    seconds[1] a run, count w seconds[w] (noise: each run's spread either way)."""
+    module = types.ModuleType(f"toy_{name.replace('.', '_')}")
+    module.stakes = lambda key, bench: stakes
+
+    def run(s: float):
+        return _run(clock, s, rng) if noise <= 0.015 else _noisy(clock, s, rng, noise)
+
+    def trial(key, bench: Bench) -> Trial:
+        def compare(i, cand):
+            w = int(cand[checkout.WORKERS])
+            return [bench.ab("clone", {}, cand, run(seconds[1]), run(seconds[w]))]
+
+        def resume(cand, these):
+            w = int(cand[checkout.WORKERS])
+            return [bench.resume(these[0], run(seconds[1]), run(seconds[w]))]
+        ladder = checkout.Ladder(bench, [w for w in seconds if w > 1], compare, resume)
+        ladder.climb()
+        return ladder.trial(lambda comparisons: Trial(key.name, comparisons))
+    module.trial = trial
+    key = dataclasses.replace(catalogue.lookup("index.threads"), name=name)
+    return registry.Entry(key, module)
+
+
+def _noisy(clock: plan.FakeClock, seconds: float, rng: random.Random, noise: float):
+    def run() -> float:
+        took = seconds * rng.uniform(1 - noise, 1 + noise)
+        end = gitbench._deadline.get()
+        if end is not None and clock() + took > end:
+            clock.advance(end - clock())
+            raise gitbench.DeadlineReached("stopped at the deadline")
+        clock.advance(took)
+        return took
+    return run
+
+
+def _calibrate_ladder(budget: float, monkeypatch, noise: float = 0.015,
+                      seconds=None):
+    with plan.use_clock(plan.FakeClock()) as clock:
+        rng = random.Random(3)
+        entries = (_ladder_entry("toy.workers", seconds or {1: 0.5, 2: 0.45, 4: 0.35}, 10.0,
+                                 clock, rng, noise),
+                   _entry(Script("toy.index", 0.05, 0.05, 0.01), clock, rng))
+        monkeypatch.setattr(registry, "trial_order", lambda: entries)
+        monkeypatch.setattr(registry, "sweepers", lambda: [])
+        bench = Bench(ws=None, names=[], cores=2, storage_class="hdd", git_facts=None,
+                      options=Options(budget=budget), budget=plan.Budget(budget))
+        calibrate._measure(bench, {"toy.workers", "toy.index"})
+        return bench, clock() - bench.budget.start
+
+
+def _counts(trial: Trial):
+    return sorted(int(c.candidate[checkout.WORKERS]) for c in trial.comparisons)
+
+
+def test_a_count_the_ladders_share_left_out_is_timed_with_what_the_budget_leaves(monkeypatch):
+    """The ladder's share fits one worker count; the other key is cheap: what it leaves
+    times the second count (on the hdd bed at 20,000 files the grid's best count was the
+    one left out, with 5-7 s of a 20 s budget unspent). Where even the end cannot fit
+    it, the trial stands as it was and the budget is kept."""
+    bench, used = _calibrate_ladder(12, monkeypatch)
+    assert _counts(bench.trials["toy.workers"]) == [2, 4]
+    assert any("not timed in its share" in n for n in bench.notes)
+    assert "toy.index" in bench.trials and used <= 12 * 1.25
+    assert not bench.sharpen        # nothing left to time
+    bench, used = _calibrate_ladder(7.5, monkeypatch)
+    assert _counts(bench.trials["toy.workers"]) == [2] and used <= 7.5 * 1.25
+
+
+def test_a_gain_within_noise_gets_more_runs_from_what_the_budget_leaves(monkeypatch):
+    """Noisy runs (±30%) of a 1.4x gain: faster by their median but within noise in the
+    first runs, the count gets more runs at the budget's end; its first runs are kept,
+    the added ones after them."""
+    seconds = {1: 0.5, 2: 0.35}
+    bench, _ = _calibrate_ladder(8, monkeypatch, noise=0.3, seconds=seconds)
+    first = bench.trials["toy.workers"].main
+    # At 12 s the comparison's own extensions do not fit beside the key still waiting
+    # (ab.Runs.extend_share); what that key leaves does.
+    bench, used = _calibrate_ladder(12, monkeypatch, noise=0.3, seconds=seconds)
+    more = bench.trials["toy.workers"].main
+    assert checkout._within_noise(first), first.estimate
+    assert len(more.times_default) > len(first.times_default)
+    assert more.times_default[:len(first.times_default)] == first.times_default
+    assert "toy.index" in bench.trials and used <= 12 * 1.25

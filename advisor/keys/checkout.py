@@ -10,14 +10,14 @@ import dataclasses
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 from git_tune import engine
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, Run, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
@@ -216,13 +216,15 @@ def _batch_files(bench: Bench) -> BatchSize:
     try:
         with gitbench.deadline(bench.budget.left()):
             # Below Git's threshold: sequential. The first warms the clone.
-            t_small, t_large = small.run({}), large.run({})
+            small.run({})
+            t_large = large.run({})
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
     except MeasurementFailed:
         return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
     k_large = len(large.paths)
-    per_file, fixed = _price(len(small.paths), t_small, k_large, t_large)
+    # Priced by their walls: a run costs the budget its untimed removal of the files too.
+    per_file, fixed = _price(len(small.paths), small.last_wall, k_large, large.last_wall)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
     per_side = bench.budget.left() * plan.CHECKOUT_BATCH / (2 * (bench.runs + 1))
@@ -277,35 +279,118 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
             warm = tree[0][1] if tree[0] else None
         return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
 
+    def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
+        work = {"checkout": batch, CLONE: tree[0][0] if tree and tree[0] else None}
+        return [bench.resume(c, lambda w=work[c.workload]: w.run({}),
+                             lambda w=work[c.workload]: w.run(cand))
+                if _within_noise(c) and work.get(c.workload) else c for c in these]
+
+    ladder = Ladder(bench, counts, compare, resume)
+    ladder.climb()
     # Records from before the batch was timed with its next status lack this fact.
-    return Trial(WORKERS, tuple(_ladder(bench, counts, compare)),
-                 asdict(WorkersFacts(next_status=True)))
+    return ladder.trial(lambda comparisons: Trial(WORKERS, comparisons,
+                                                  asdict(WorkersFacts(next_status=True))))
 
 
-def _ladder(bench: Bench, counts: List[int], compare) -> List[Comparison]:
-    """Each worker count's comparisons (compare(i, candidate), its main one first), while
-    one more count like those so far fits plan.LADDER of the budget left at the start."""
-    comparisons: List[Comparison] = []
-    start, allowance = plan.now(), bench.budget.left() * plan.LADDER
-    for i, w in enumerate(counts):
-        spent = plan.now() - start
-        if i and spent / i * (i + 1) > allowance:
-            bench.notes.append(f"{WORKERS}={w} not timed: {counts[0]} workers took "
-                               f"{spent:.1f} s, and another count would pass the "
-                               f"{plan.LADDER:.0%} of the budget left that the worker "
-                               "counts share")
-            break
-        try:
-            these = compare(i, _candidate(w))
-        except OutOfBudget as e:
-            if not comparisons:
-                raise
-            bench.notes.append(f"{WORKERS}={w} not timed: {e}")
-            break
-        comparisons.extend(these)
-        if these[0].fails or these[0].stopped == STOPPED_SLOWER:
-            break       # more workers fail as well, or cost more still
-    return comparisons
+Compare = Callable[[int, Dict[str, str]], List[Comparison]]
+Resume = Callable[[Dict[str, str], List[Comparison]], List[Comparison]]
+
+
+class Ladder:
+    """The worker counts real git times, in order, each through compare(i, candidate)
+    (its comparisons, the main one first), while one more count like those so far fits
+    plan.LADDER of the budget left when it starts (climb). What that share left out waits
+    for the budget's end (step, called by calibrate once every key has had its trial): a
+    count not timed, then the count faster by its median but within noise, with more runs
+    (resume(candidate, its comparisons)). On the hdd bed at 20,000 files, 2 workers took
+    5.4-5.9 s of a 20 s budget, 4 (the grid's best) were not timed, and the calibration
+    ended with 5-7 s unspent."""
+
+    def __init__(self, bench: Bench, counts: List[int], compare: Compare, resume: Resume):
+        self.bench, self.counts = bench, list(counts)
+        self.compare, self.resume = compare, resume
+        self.timed: Dict[int, List[Comparison]] = {}
+        self.untimed: List[int] = []
+        self.resumed: Set[int] = set()
+
+    def comparisons(self) -> Tuple[Comparison, ...]:
+        return tuple(c for w in self.counts if w in self.timed for c in self.timed[w])
+
+    def climb(self) -> None:
+        bench = self.bench
+        start, allowance = plan.now(), bench.budget.left() * plan.LADDER
+        for i, w in enumerate(self.counts):
+            spent = plan.now() - start
+            if i and spent / i * (i + 1) > allowance:
+                bench.notes.append(f"{WORKERS}={w} not timed in its share: {self.counts[0]} "
+                                   f"workers took {spent:.1f} s, and another count would "
+                                   f"pass the {plan.LADDER:.0%} of the budget left that the "
+                                   "worker counts share (it waits for what the other keys "
+                                   "leave)")
+                self.untimed = self.counts[i:]
+                return
+            try:
+                these = self.compare(i, _candidate(w))
+            except OutOfBudget as e:
+                if not self.timed:
+                    raise
+                bench.notes.append(f"{WORKERS}={w} not timed: {e}")
+                self.untimed = self.counts[i:]
+                return
+            self.timed[w] = these
+            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
+                return       # more workers fail as well, or cost more still
+
+    def trial(self, make: Callable[[Tuple[Comparison, ...]], Trial]) -> Trial:
+        """The trial of the counts timed so far (make(comparisons)); where something is
+        left for the budget's end, bench.sharpen answers it again after one more step."""
+        def sharpen() -> Optional[Trial]:
+            return make(self.comparisons()) if self.step() else None
+        trial = make(self.comparisons())
+        if self.untimed or self._within_noise() is not None:
+            self.bench.sharpen[trial.key] = sharpen
+        return trial
+
+    def step(self) -> bool:
+        """One more thing timed: the next count not timed, else more runs for the count
+        _within_noise names; False where nothing is left."""
+        if self.untimed:
+            w = self.untimed.pop(0)
+            these = self.compare(max(1, len(self.timed)), _candidate(w))
+            self.timed[w] = these
+            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
+                self.untimed = []
+            return True
+        w = self._within_noise()
+        if w is None:
+            return False
+        self.resumed.add(w)
+        self.timed[w] = self.resume(_candidate(w), self.timed[w])
+        return True
+
+    def _within_noise(self) -> Optional[int]:
+        """The count faster by its median than Git's default but within noise, the
+        fastest such not resumed yet; None where a count already shown faster was faster
+        still by its median (more runs could not make this one the choice)."""
+        def speedup(w: int) -> float:
+            e = self.timed[w][0].estimate
+            return e.speedup if e else 0.0
+        noisy = [w for w, cs in self.timed.items()
+                 if w not in self.resumed and any(_within_noise(c) for c in cs)]
+        if not noisy:
+            return None
+        best = max(noisy, key=speedup)
+        shown = [w for w, cs in self.timed.items() if cs[0].estimate is not None
+                 and cs[0].estimate.verdict == stats.FASTER and speedup(w) >= speedup(best)]
+        return None if shown else best
+
+
+def _within_noise(c: Comparison) -> bool:
+    """Faster by its median than Git's default beyond stats.MIN_EFFECT, but not beyond
+    its runs' noise: more runs could decide it."""
+    return (c.estimate is not None and not c.fails and c.stopped != STOPPED_SLOWER
+            and c.estimate.verdict == stats.NO_CHANGE
+            and c.estimate.speedup > 1 + stats.MIN_EFFECT)
 
 
 @dataclass(frozen=True)
@@ -383,20 +468,23 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     try:
         pilot = bench.ws.part(min(PART_PILOT, entries))
         with gitbench.deadline(bench.budget.left()):
-            t_pilot = _on_part(pilot).run({})
+            on_pilot = _on_part(pilot)
+            t_pilot = on_pilot.run({})
             per_run = _per_run(bench, len(counts))
             floor = _engine_per_file(bench)
-            if t_pilot >= per_run and entries * floor > per_run * PILOT_SLACK:
+            if on_pilot.last_wall >= per_run and entries * floor > per_run * PILOT_SLACK:
                 return Route(pilot, t_pilot, None, None)
-            small = bench.ws.part(min(PART_PILOT // 8, entries))
-            t_small = _on_part(small).run({})
+            small = _on_part(bench.ws.part(min(PART_PILOT // 8, entries)))
+            small.run({})
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
     except MeasurementFailed as e:
         bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
                            "whole tree is")
         return WholeTree(None, None)
-    per_file, fixed = _price(len(small.paths), t_small, len(pilot.paths), t_pilot)
+    # Priced by their walls: a run costs the budget its untimed removal of the files too.
+    per_file, fixed = _price(len(small.paths), small.last_wall, len(pilot.paths),
+                             on_pilot.last_wall)
     per_file = max(per_file, floor)
     per_run = _per_run(bench, len(counts))
     if fixed + entries * per_file <= per_run * PILOT_SLACK:
@@ -520,7 +608,8 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
 
     statuses: Dict[str, List[float]] = {}     # worker count -> its timed runs' next statuses
 
-    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+    def timed(cand: Dict[str, str], a_b: Callable[[Run, Run], Comparison],
+              before: Optional[Comparison] = None) -> List[Comparison]:
         seen: Dict[str, List[float]] = {}
 
         def run(c: Dict[str, str]) -> float:
@@ -528,24 +617,38 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
             seen.setdefault(c.get(WORKERS, "1"), []).append(work.last_status)
             return t
 
-        c = bench.ab(workload, {}, cand, lambda: run({}), lambda: run(cand),
-                     files=n, warm_default=None if i else route.warm)
-        # The timed runs are the last of each side; the warm-up's (a first write at
-        # that count) are not among them.
-        for w, times in (("1", c.times_default), (cand[WORKERS], c.times_candidate)):
-            if times:
-                statuses.setdefault(w, []).extend(seen.get(w, [])[-len(times):])
+        c = a_b(lambda: run({}), lambda: run(cand))
+        # The timed runs are the last of each side (after `before`'s, where resumed);
+        # the warm-up's (a first write at that count) are not among them.
+        for w, times, had in (("1", c.times_default, before and before.times_default),
+                              (cand[WORKERS], c.times_candidate,
+                               before and before.times_candidate)):
+            new = len(times) - len(had or ())
+            if new > 0:
+                statuses.setdefault(w, []).extend(seen.get(w, [])[-new:])
         return [c]
 
-    comparisons = tuple(_ladder(bench, counts, compare))
-    after = _status_after(statuses)
-    return Trial(WORKERS, comparisons,
-                 asdict(WorkersFacts(True, n, route.part.entries,
-                                     None if route.fixed is None else round(route.fixed, 4),
-                                     None if route.per_file is None
-                                     else round(route.per_file, 5),
-                                     {w: round(e.ratio, 3) for w, e in after.items()} or None,
-                                     {w: e.verdict for w, e in after.items()} or None)))
+    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+        return timed(cand, lambda a, b: bench.ab(workload, {}, cand, a, b, files=n,
+                                                 warm_default=None if i else route.warm))
+
+    def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
+        return timed(cand, lambda a, b: bench.resume(these[0], a, b), these[0])
+
+    def trial(comparisons: Tuple[Comparison, ...]) -> Trial:
+        after = _status_after(statuses)
+        return Trial(WORKERS, comparisons,
+                     asdict(WorkersFacts(True, n, route.part.entries,
+                                         None if route.fixed is None else round(route.fixed, 4),
+                                         None if route.per_file is None
+                                         else round(route.per_file, 5),
+                                         {w: round(e.ratio, 3) for w, e in after.items()}
+                                         or None,
+                                         {w: e.verdict for w, e in after.items()} or None)))
+
+    ladder = Ladder(bench, counts, compare, resume)
+    ladder.climb()
+    return ladder.trial(trial)
 
 
 def _status_after(statuses: Dict[str, List[float]]) -> Dict[str, stats.RatioEstimate]:

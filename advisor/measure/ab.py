@@ -7,6 +7,7 @@ candidate dropped once clearly slower, more runs for a comparison still within n
 user's own commands stops by the same rule (stopped) and keeps the same record.
 """
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
@@ -184,11 +185,35 @@ def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float]
     return WarmUp(error_default, error_candidate, default, candidate, wall)
 
 
+def resume(c: Comparison, run_default: Run, run_candidate: Run, how: Runs) -> Comparison:
+    """More runs for comparison c, later in the same calibration (what the budget left
+    once every key had its trial): a warm-up pair first, untimed (other trials have run
+    on the storage since), then `how.runs` pairs added to c's and their extensions, as
+    run() times them. Where the budget ends before a pair is added, c as it was
+    (OutOfBudget where not even the warm-up fitted)."""
+    w = _warm_up(run_default, run_candidate, None, how)
+    if w.error_default or w.error_candidate or w.wall > how.left():
+        # Failing now, where it worked before: c's runs stand (verify times it again).
+        # Or not one more pair fits.
+        return c
+    ta, tb = list(c.times_default), list(c.times_candidate)
+    try:
+        more = _timed(c.workload, c.default, c.candidate, _side(run_default, FAILS_DEFAULT),
+                      _side(run_candidate, FAILS_CANDIDATE), c.files, how, w.wall, ta, tb)
+    except _SideFailed:
+        return c
+    # A budget's end among the added pairs does not make c's own full runs cut short.
+    return more if more.stopped != STOPPED_BUDGET else dataclasses.replace(
+        more, stopped=c.stopped)
+
+
 def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, files,
-           how: Runs, pair: float) -> Comparison:
-    """The interleaved runs after a warm-up pair that worked on both sides."""
-    ta: List[float] = []
-    tb: List[float] = []
+           how: Runs, pair: float, ta: Optional[List[float]] = None,
+           tb: Optional[List[float]] = None) -> Comparison:
+    """The interleaved runs after a warm-up pair that worked on both sides (after the
+    runs `ta` and `tb` hold already, where resumed)."""
+    ta = [] if ta is None else ta
+    tb = [] if tb is None else tb
     why = _pairs(run_default, run_candidate, ta, tb, how)
     if not ta:    # the budget's end came during the first pair
         raise OutOfBudget(pair * how.runs)

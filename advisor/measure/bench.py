@@ -79,6 +79,11 @@ class Bench:
     # comparison within noise gets more runs from one such trial's share of the budget
     # left, no more (ab.Runs.extend_share).
     trials_after: int = 0
+    # What a trial left for the budget's end (counts it could not time, a comparison
+    # still within noise): key -> a call that times one more of those and answers the
+    # key's trial again, or None where nothing is left. calibrate makes the calls once
+    # every key has had its trial, stakes first, while the budget lasts.
+    sharpen: Dict[str, Callable[[], Optional[Trial]]] = field(default_factory=dict)
 
     @property
     def worktree(self) -> str:
@@ -112,6 +117,13 @@ class Bench:
         """Real git, Git's default against the candidate, under this calibration's budget,
         runs and seed (ab.run)."""
         return ab.run(workload, default, candidate, run_default, run_candidate,
-                      ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions,
-                              extend_share=1 / (1 + self.trials_after)),
-                      files=files, warm_default=warm_default)
+                      self._runs(extensions), files=files, warm_default=warm_default)
+
+    def resume(self, c: Comparison, run_default: Callable[[], float],
+               run_candidate: Callable[[], float]) -> Comparison:
+        """More runs for comparison c, in what the budget has left (ab.resume)."""
+        return ab.resume(c, run_default, run_candidate, self._runs(2))
+
+    def _runs(self, extensions: int) -> "ab.Runs":
+        return ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions,
+                       extend_share=1 / (1 + self.trials_after))

@@ -113,6 +113,7 @@ def _measure(bench: Bench, understood) -> None:
             bench.trials_after = sum(1 for e in pending
                                      if e.has_trial and e.key.name in understood)
             _trial(bench, entry, entry.family in not_reached)
+    _sharpen(bench, order)
     for family, later in bench.later:
         # Findings only (no trial needs them): what the trials left, if anything.
         _sweep(bench, family, later, f"{family} sweep (findings, after the trials)")
@@ -152,6 +153,32 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
             bench.required.update(trial.main.candidate)
         bench.budget.tick("validate")
+
+
+def _sharpen(bench: Bench, order: Sequence[registry.Entry]) -> None:
+    """What the budget left once every key had its trial goes back to the trials that
+    left something for it (Bench.sharpen: a worker count not timed, a gain within
+    noise), the highest stakes first, one step at a time: more budget never decides
+    less, and a run that ends early spends its rest where the gains are."""
+    entries = {e.key.name: e for e in order}
+    bench.trials_after = 0
+    while bench.sharpen and bench.budget.left() > 0:
+        name = max(bench.sharpen, key=lambda k: entries[k].stakes(bench) or 0.0)
+        step, entry = bench.sharpen[name], entries[name]
+        try:
+            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
+                    gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
+                trial = step()
+        except (gitbench.DeadlineReached, OutOfBudget):
+            trial = None        # the trial as it stood is the key's
+        except MeasurementFailed as e:
+            bench.notes.append(f"{name}: its further runs stopped: {e}")
+            trial = None
+        if trial is None:
+            del bench.sharpen[name]
+        else:
+            bench.trials[name] = trial
+        bench.budget.tick(entry.family)
 
 
 # A key whose stakes are below this share of the highest known among the keys of its
