@@ -29,11 +29,12 @@ class Script:
     priced: bool = False    # says its price before it starts (registry.Tuner.price)
 
 
-def _run(clock: plan.FakeClock, seconds: float, rng: random.Random):
-    """One scripted git run: its seconds pass on the fake clock (3% noise), and a run the
-    deadline would stop is stopped there, as gitbench.run_git kills git."""
+def _run(clock: plan.FakeClock, seconds: float, rng: random.Random, noise: float = 0.015):
+    """One scripted git run: its seconds pass on the fake clock (3% noise: 1.5% either
+    way by default), and a run the deadline would stop is stopped there, as
+    gitbench.run_git kills git."""
     def run() -> float:
-        took = seconds * rng.uniform(0.985, 1.015)
+        took = seconds * rng.uniform(1 - noise, 1 + noise)
         end = gitbench._deadline.get()
         if end is not None and clock() + took > end:
             clock.advance(end - clock())
@@ -169,7 +170,7 @@ def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rn
     module.stakes = lambda key, bench: stakes
 
     def run(s: float):
-        return _run(clock, s, rng) if noise <= 0.015 else _noisy(clock, s, rng, noise)
+        return _run(clock, s, rng, noise)
 
     def trial(key, bench: Bench) -> Trial:
         def compare(i, cand):
@@ -185,18 +186,6 @@ def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rn
     module.trial = trial
     key = dataclasses.replace(catalogue.lookup("index.threads"), name=name)
     return registry.Entry(key, module)
-
-
-def _noisy(clock: plan.FakeClock, seconds: float, rng: random.Random, noise: float):
-    def run() -> float:
-        took = seconds * rng.uniform(1 - noise, 1 + noise)
-        end = gitbench._deadline.get()
-        if end is not None and clock() + took > end:
-            clock.advance(end - clock())
-            raise gitbench.DeadlineReached("stopped at the deadline")
-        clock.advance(took)
-        return took
-    return run
 
 
 def _calibrate_ladder(budget: float, monkeypatch, noise: float = 0.015,

@@ -24,7 +24,11 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         assert part.entries == files and len(part.paths) == 120
         # Runs of consecutive entries from all over the index, not its first 120.
         assert part.paths[0] != part.paths[-1] and part.paths[-1] > part.paths[60]
-        gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch)).run({})
+        work = gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch))
+        timed = work.run({})
+        # What a run costs the budget (the removal before it included) is what the
+        # trials are priced by: never less than what it timed.
+        assert work.last_wall >= timed > 0
         written = sum(len(fs) for d, _, fs in os.walk(part.worktree) if "/.git" not in d + "/")
         # What the next status does there, as git counts it (trace2): entries read, lstat.
         trace = tmp_path / f"trace{files}.json"

@@ -357,6 +357,7 @@ class Ladder:
         if self.untimed:
             w = self.untimed.pop(0)
             these = self.compare(max(1, len(self.timed)), _candidate(w))
+            self.bench.notes.append(f"{WORKERS}={w} timed with what the other keys left")
             self.timed[w] = these
             if these[0].fails or these[0].stopped == STOPPED_SLOWER:
                 self.untimed = []
@@ -366,6 +367,8 @@ class Ladder:
             return False
         self.resumed.add(w)
         self.timed[w] = self.resume(_candidate(w), self.timed[w])
+        self.bench.notes.append(f"{WORKERS}={w}: faster by its median but within noise, "
+                                "more runs with what the other keys left")
         return True
 
     def _within_noise(self) -> Optional[int]:

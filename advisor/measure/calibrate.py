@@ -7,10 +7,11 @@ this storage); real git, timed interleaved against Git's defaults, decides
 whether a setting is really faster. Which sweeps and trials run is the key
 registry's business (advisor/keys/): nothing here names a Git key.
 """
+import contextlib
 import dataclasses
 import os
 import time
-from typing import Dict, Optional, Sequence, Set
+from typing import Dict, Iterator, Optional, Sequence, Set
 
 from git_tune import __version__
 from git_tune.advisor.keys import registry
@@ -132,10 +133,7 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         bench.unfinished[entry.key.name] = round(price - left, 1)
         return
     try:
-        # Every git run of the trial, its scratch clones and index copies too, ends
-        # with the budget.
-        with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
-                gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
+        with _bounded(bench, entry):
             trial = entry.trial(bench)
     except gitbench.DeadlineReached:
         bench.unfinished[entry.key.name] = None
@@ -155,6 +153,16 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         bench.budget.tick("validate")
 
 
+@contextlib.contextmanager
+def _bounded(bench: Bench, entry: registry.Entry) -> Iterator[None]:
+    """Where a key's git runs happen: every one of them (its scratch clones and index
+    copies too) with what git needs to run here, ended with the budget, and each run's
+    time counted to the key's family."""
+    with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
+            gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
+        yield
+
+
 def _sharpen(bench: Bench, order: Sequence[registry.Entry]) -> None:
     """What the budget left once every key had its trial goes back to the trials that
     left something for it (Bench.sharpen: a worker count not timed, a gain within
@@ -166,8 +174,7 @@ def _sharpen(bench: Bench, order: Sequence[registry.Entry]) -> None:
         name = max(bench.sharpen, key=lambda k: entries[k].stakes(bench) or 0.0)
         step, entry = bench.sharpen[name], entries[name]
         try:
-            with gitbench.required(bench.required), gitbench.deadline(bench.budget.left()), \
-                    gitbench.after_each_run(lambda: bench.budget.tick(entry.family)):
+            with _bounded(bench, entry):
                 trial = step()
         except (gitbench.DeadlineReached, OutOfBudget):
             trial = None        # the trial as it stood is the key's
