@@ -84,6 +84,13 @@ def least_seconds(run: float) -> float:
     return 2 * (stats.CLEAR_RUNS + 1) * run
 
 
+def full_seconds(run: float, runs: int) -> float:
+    """What a comparison whose runs take `run` seconds needs where its warm-up shows no
+    gain beyond stats.APART (run() then asks for `runs` pairs to fit, not CLEAR_RUNS):
+    its warm-up pair and `runs` pairs."""
+    return 2 * (runs + 1) * run
+
+
 class _SideFailed(MeasurementFailed):
     """Git failed on one side of a comparison after its warm-up had worked."""
 
