@@ -433,3 +433,34 @@ def test_pack_threads_is_timed_on_a_sample_pack_that_keeps_deltas_and_does_not_g
         assert 60 < sampled[files] <= 300 + 60
         assert _deltas_in(path) > 0
     assert abs(sampled[400] - sampled[1600]) <= 60
+
+
+def test_where_the_whole_trees_runs_turn_out_too_long_the_untracked_cache_is_timed_on_a_part(
+        tmp_path, monkeypatch):
+    """#30: the probe's walk said a whole status fits, and the whole tree's A/B found its
+    runs longer than what is left (on the hdd bed at 100,000 files, 5.1 s short): a part
+    is timed with what is left instead of leaving the key undecided. The whole tree's
+    shortfall is made here (its A/B says OutOfBudget); the part's runs are real git's."""
+    from git_tune.advisor.keys import untracked
+    from git_tune.advisor.measure.ab import OutOfBudget
+    key = catalogue.lookup(untracked.KEY)
+    bench = bench_on(tmp_path, 600, Budget(60))
+    bench.untracked_walk = 0.001
+    real = untracked._compare
+
+    def compare(bench_, where, copies, warm):
+        if where is bench_.repo:
+            raise OutOfBudget(5.1)
+        return real(bench_, where, copies, warm)
+    monkeypatch.setattr(untracked, "_compare", compare)
+    t = untracked.trial(key, bench)
+    facts = t.facts_as(untracked.TrialFacts)
+    assert facts.part and facts.entries == 600 and t.comparisons[0].times_default
+    assert any(f"part of {facts.part} of the 600 entries" in n for n in bench.notes)
+    # Where not even a part fits, the whole tree's shortfall is what the record says.
+    bench.budget = Budget(0.5)
+    try:
+        untracked.trial(key, bench)
+        raise AssertionError("no part fits 0.5 s")
+    except OutOfBudget as e:
+        assert e.seconds_short == 5.1
