@@ -347,13 +347,13 @@ class Ladder:
         def sharpen() -> Optional[Trial]:
             return make(self.comparisons()) if self.step() else None
         trial = make(self.comparisons())
-        if self.untimed or self._within_noise() is not None:
+        if self.untimed or self._to_resume() is not None:
             self.bench.sharpen[trial.key] = sharpen
         return trial
 
     def step(self) -> bool:
         """One more thing timed: the next count not timed, else more runs for the count
-        _within_noise names; False where nothing is left."""
+        _to_resume names; False where nothing is left."""
         if self.untimed:
             w = self.untimed.pop(0)
             these = self.compare(max(1, len(self.timed)), _candidate(w))
@@ -362,7 +362,7 @@ class Ladder:
             if these[0].fails or these[0].stopped == STOPPED_SLOWER:
                 self.untimed = []
             return True
-        w = self._within_noise()
+        w = self._to_resume()
         if w is None:
             return False
         self.resumed.add(w)
@@ -371,7 +371,7 @@ class Ladder:
                                 "more runs with what the other keys left")
         return True
 
-    def _within_noise(self) -> Optional[int]:
+    def _to_resume(self) -> Optional[int]:
         """The count faster by its median than Git's default but within noise, the
         fastest such not resumed yet; None where a count already shown faster was faster
         still by its median (more runs could not make this one the choice)."""
@@ -891,9 +891,7 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
     where it ranks counts as git does), the user's switches on the whole tree ask again."""
     facts, c = t.facts_as(WorkersFacts), t.main
     w = c.candidate.get(WORKERS)
-    if (not facts.part or s is None or w is None or c.estimate is None
-            or c.stopped == STOPPED_SLOWER or c.estimate.verdict != stats.NO_CHANGE
-            or c.estimate.speedup <= 1 + stats.MIN_EFFECT):
+    if not facts.part or s is None or w is None or not _within_noise(c):
         return None
     # One thread's time over the pick's: _saved is 0 where either is unmeasured.
     hidden, cores = 1 / (1 - _saved(s)), _facts(s).cores

@@ -81,7 +81,7 @@ def least_seconds(run: float) -> float:
     warm-up pair and the CLEAR_RUNS pairs of the quickest verdict. run() says the same
     from its warm-up (a pair past 1 / (CLEAR_RUNS + 1) of what is left does not fit);
     this says it before anything is spent (registry.Tuner.price)."""
-    return 2 * (stats.CLEAR_RUNS + 1) * run
+    return full_seconds(run, stats.CLEAR_RUNS)
 
 
 def full_seconds(run: float, runs: int) -> float:
