@@ -169,16 +169,21 @@ def remove(repo: str, paths: Sequence[str]) -> None:
 
 # A sync of the bed that returns within this many seconds found it written back.
 SETTLED_SYNC = 0.5
+# ... and syncs for at most this long (untimed: a day-old checkout has had longer).
+SETTLED_LIMIT = 1800.0
 
 
-def settler(mnt: str, settled: bool, tries: int = 10) -> Optional[Callable[[], None]]:
+def settler(mnt: str, settled: bool, limit: float = SETTLED_LIMIT
+            ) -> Optional[Callable[[], None]]:
     """Where --settled: what writes the bed back (syncs of its file system, untimed), so
     that no timed run pays for the write-back of what ran before it; else None. One sync
-    is not always enough: on the hdd bed at 100,000 files, right after the benchmark's
-    sync, the calibration's own wait for the write-back took 12.3 s of its 20 s budget.
-    So it syncs again until a sync returns within SETTLED_SYNC (at most `tries`)."""
+    is not always enough: on the hdd bed, right after a 100,000-file repository was
+    generated, it took four (156.5, 5.2, 6.8 and 0.0 s). So it syncs again until a sync
+    returns within SETTLED_SYNC, for `limit` seconds at most (a bed that never settles is
+    then timed as it is)."""
     def settle() -> None:
-        for _ in range(tries):
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
             t0 = time.monotonic()
             subprocess.run(["sync", "--file-system", mnt], check=False)
             if time.monotonic() - t0 < SETTLED_SYNC:

@@ -177,15 +177,11 @@ def test_a_gain_a_part_showed_within_its_noise_is_the_agents_question():
         _part_calibration(storage, 2, level), weights)
 
 
-def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, monkeypatch):
-    """#30: where the engine's ranking chose a count above the part's cap (8 where the
-    part timed 6), the threshold's batches are timed at that count; the workers trial has
-    no comparison at it to lend them (a budget of 30 s on an NFS-like bed crashed here)."""
-    from git_tune.advisor.keys import checkout, registry
+def _threshold_bench(tmp_path, monkeypatch, storage_class: str):
+    """A 600-file repository's bench (60 s), for the threshold's trials by real git."""
     from git_tune.advisor.measure import calibrate, gitbench
     from git_tune.advisor.measure.bench import Bench, Budget
-    from git_tune.advisor.measure.record import Options, Trial, comparison
-    from git_tune.models import catalogue, workloads
+    from git_tune.advisor.measure.record import Options
     from git_tune.probes import repo as repo_probe
     monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "r"
@@ -195,9 +191,20 @@ def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, m
     scratch = tmp_path / "s"
     scratch.mkdir()
     opts = Options(budget=60)
-    bench = Bench(gitbench.Workspace(layout, str(scratch)),
-                  repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", report.git,
-                  opts, Budget(opts.budget))
+    return Bench(gitbench.Workspace(layout, str(scratch)),
+                 repo_probe.tracked_sample(layout, n=10 ** 9), 2, storage_class, report.git,
+                 opts, Budget(opts.budget))
+
+
+def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, monkeypatch):
+    """#30: where the engine's ranking chose a count above the part's cap (8 where the
+    part timed 6), the threshold's batches are timed at that count; the workers trial has
+    no comparison at it to lend them (a budget of 30 s on an NFS-like bed crashed here)."""
+    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.measure.record import Trial, comparison
+    from git_tune.models import catalogue, workloads
+    bench = _threshold_bench(tmp_path, monkeypatch, "network")
+    opts = bench.options
     bench.sweeps["checkout"] = engine_sweep({1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25,
                                              32: 0.26}, 2)
     bench.trials[checkout.WORKERS] = Trial(checkout.WORKERS, (comparison(
@@ -239,3 +246,38 @@ def test_a_sparse_partial_clone_is_timed_on_what_it_checks_out(tmp_path):
     part = ws.part(len(names))
     assert set(part.paths) <= set(names)
     gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch)).run({})
+
+
+def test_the_threshold_is_timed_again_where_the_budgets_end_moved_the_worker_count(
+        tmp_path, monkeypatch):
+    """#30: the threshold's batches are timed at the count chosen when they run; where
+    the workers' further runs at the budget's end (calibrate._sharpen) move that count,
+    the threshold's own step times them again at the new one (batches timed at another
+    count say nothing of it, and the threshold was left at Git's default). Where the
+    count stands, the step times nothing."""
+    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.measure.record import Trial, comparison
+    from git_tune.models import catalogue, workloads
+    bench = _threshold_bench(tmp_path, monkeypatch, "local-ssd")
+    opts = bench.options
+
+    def workers(*timed):
+        facts = {"next_status": True, "part": 300, "entries": 600}
+        bench.trials[checkout.WORKERS] = Trial(checkout.WORKERS, tuple(comparison(
+            "clone", {}, {checkout.WORKERS: str(w)}, [0.70, 0.72, 0.71, 0.69, 0.70],
+            [s, s + 0.01, s - 0.01, s, s], files=300) for w, s in timed), facts)
+        return checkout.chosen(catalogue.lookup(checkout.WORKERS), bench,
+                               workloads.weights(opts.workload))[0]
+
+    assert workers((2, 0.50), (4, 0.60)) == 2
+    first = registry.entry(checkout.THRESHOLD).trial(bench)
+    assert first.facts_as(checkout.ThresholdFacts).workers == 2
+    step = bench.sharpen[checkout.THRESHOLD]
+    assert step() is None                  # the count stands: nothing timed again
+    assert workers((2, 0.50), (4, 0.40)) == 4
+    again = bench.sharpen[checkout.THRESHOLD]()
+    assert again.facts_as(checkout.ThresholdFacts).workers == 4
+    assert again.comparisons and all(c.candidate[checkout.WORKERS] == "4"
+                                     for c in again.comparisons)
+    assert any("timed again at 4 workers" in n for n in bench.notes)
+    assert bench.sharpen[checkout.THRESHOLD]() is None

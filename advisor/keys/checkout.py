@@ -17,7 +17,8 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, Run, least_seconds
+from git_tune.advisor.measure.ab import (STOPPED_SLOWER, OutOfBudget, Run, full_seconds,
+                                         least_seconds)
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
@@ -227,7 +228,7 @@ def _batch_files(bench: Bench) -> BatchSize:
     per_file, fixed = _price(len(small.paths), small.last_wall, k_large, large.last_wall)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
-    per_side = bench.budget.left() * plan.CHECKOUT_BATCH / (2 * (bench.runs + 1))
+    per_side = _run_within(bench, bench.budget.left() * plan.CHECKOUT_BATCH)
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
@@ -559,7 +560,13 @@ def _per_run(bench: Bench, counts: int) -> float:
     beyond stats.APART needs, even where the engine predicts one: a part shows less of it
     (at 20,000 files on the NFS-like bed, a part sized for 3 pairs showed 1.2x in its
     warm-up, then needed 5 and did not fit)."""
-    return bench.budget.left() * plan.LADDER / counts / (2 * (bench.runs + 1))
+    return _run_within(bench, bench.budget.left() * plan.LADDER / counts)
+
+
+def _run_within(bench: Bench, seconds: float) -> float:
+    """What one run may take for a comparison of bench.runs pairs (and its warm-up pair)
+    to fit in `seconds`: ab.full_seconds the other way round."""
+    return seconds / full_seconds(1.0, bench.runs)
 
 
 def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
@@ -700,7 +707,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
 
     def per_run() -> float:
-        return bench.budget.left() / 2 / (2 * (bench.runs + 1))
+        return _run_within(bench, bench.budget.left() / 2)
 
     def fits(seconds: float) -> int:
         # Unmeasured, the status is priced as the files again (the old, safe rule).
@@ -953,7 +960,24 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
             break
         points.append(point)
     points.sort(key=lambda c: c.files)
+    bench.sharpen[THRESHOLD] = lambda: _retimed_threshold(bench, w)
     return Trial(THRESHOLD, tuple(points), asdict(ThresholdFacts(w, per_worker)))
+
+
+def _retimed_threshold(bench: Bench, timed_at: int) -> Optional[Trial]:
+    """At the budget's end (bench.sharpen, after the worker counts': their stakes are a
+    whole tree's, the threshold's a batch's): the batches again where the worker count
+    chosen and set has moved since they were timed. Batches timed at another count say
+    nothing of this one, and the threshold would be left at Git's default for want of
+    them; None where the count stands (or parallel checkout is not set)."""
+    w, workers = chosen(catalogue.lookup(WORKERS), bench,
+                        workloads.weights(bench.options.workload))
+    if w == timed_at or workers.status != advice.SET:
+        return None
+    bench.notes.append(f"{THRESHOLD}: timed again at {w} workers (its batches were timed "
+                       f"at {timed_at}, before the worker counts were timed with what the "
+                       "other keys left)")
+    return _trial_threshold(bench)
 
 
 def _batch(bench: Bench, n: int, on_part: bool) -> gitbench.CheckoutWorkload:
