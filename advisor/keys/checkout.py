@@ -17,8 +17,8 @@ from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure import budget as plan, gitbench, search
-from git_tune.advisor.measure.ab import (STOPPED_SLOWER, OutOfBudget, Run, full_seconds,
-                                         least_seconds)
+from git_tune.advisor.measure.ab import (STOPPED_SLOWER, OutOfBudget, Run, least_seconds,
+                                         longest_run)
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial, comparison
 from git_tune.advisor.measure.search import Dim
@@ -228,7 +228,7 @@ def _batch_files(bench: Bench) -> BatchSize:
     per_file, fixed = _price(len(small.paths), small.last_wall, k_large, large.last_wall)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
-    per_side = _run_within(bench, bench.budget.left() * plan.CHECKOUT_BATCH)
+    per_side = longest_run(bench.budget.left() * plan.CHECKOUT_BATCH, bench.runs)
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
@@ -560,13 +560,7 @@ def _per_run(bench: Bench, counts: int) -> float:
     beyond stats.APART needs, even where the engine predicts one: a part shows less of it
     (at 20,000 files on the NFS-like bed, a part sized for 3 pairs showed 1.2x in its
     warm-up, then needed 5 and did not fit)."""
-    return _run_within(bench, bench.budget.left() * plan.LADDER / counts)
-
-
-def _run_within(bench: Bench, seconds: float) -> float:
-    """What one run may take for a comparison of bench.runs pairs (and its warm-up pair)
-    to fit in `seconds`: ab.full_seconds the other way round."""
-    return seconds / full_seconds(1.0, bench.runs)
+    return longest_run(bench.budget.left() * plan.LADDER / counts, bench.runs)
 
 
 def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
@@ -707,7 +701,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
 
     def per_run() -> float:
-        return _run_within(bench, bench.budget.left() / 2)
+        return longest_run(bench.budget.left() / 2, bench.runs)
 
     def fits(seconds: float) -> int:
         # Unmeasured, the status is priced as the files again (the old, safe rule).

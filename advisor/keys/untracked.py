@@ -19,7 +19,7 @@ from typing import List, Optional, Tuple
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload
 from git_tune.advisor.measure import budget as plan, gitbench
-from git_tune.advisor.measure.ab import OutOfBudget, full_seconds, least_seconds
+from git_tune.advisor.measure.ab import OutOfBudget, full_seconds, least_seconds, longest_run
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Comparison, Trial
@@ -127,7 +127,7 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
     walk, left = bench.untracked_walk, bench.budget.left()
     if walk is None or full_seconds(walk, bench.runs) <= left:
         return None
-    most = left / full_seconds(1.0, bench.runs)
+    most = longest_run(left, bench.runs)
     run = gitbench.status(bench.repo, index, untracked=True)
     try:
         with gitbench.deadline(most):

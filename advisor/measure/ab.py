@@ -91,6 +91,12 @@ def full_seconds(run: float, runs: int) -> float:
     return 2 * (runs + 1) * run
 
 
+def longest_run(seconds: float, runs: int) -> float:
+    """The longest a run may take for a comparison of `runs` pairs and its warm-up pair
+    to fit in `seconds`: full_seconds the other way round."""
+    return seconds / full_seconds(1.0, runs)
+
+
 class _SideFailed(MeasurementFailed):
     """Git failed on one side of a comparison after its warm-up had worked."""
 
