@@ -4,7 +4,8 @@ On each bed and repository size, a generated repository; for every worker count 
 grid, the sequence a clone leaves the user with (every file written, then the next `git
 status -uno`) timed on the whole tree and on part repositories (gitbench.Workspace.part:
 runs of consecutive entries spread over the index, the user's objects, HEAD unborn) of a
-few sizes. A part is timed with the counts calibration times on it (at most one worker
+few sizes, a part's runs with the write-back they leave (gitbench.PartWrite), as
+calibration times them. A part is timed with the counts calibration times on it (at most one worker
 per keys/checkout.py's PART_FILES_PER_WORKER files), in rounds, each a decision of its
 own: the count that round found fastest. Each row says how often that decision, taken on
 the whole tree, is within 1.15x of the whole tree's best count (the issue's bar) and how
@@ -100,7 +101,7 @@ def size_rows(kind: str, mnt: str, files: int, parts, rounds: int, whole_rounds:
         part = ws.part(min(n, files - 1))
         made = time.monotonic() - t0
         counts = part_counts(len(part.paths))
-        runs = grid_runs(gitbench.WholeTreeWrite(part.worktree, part.paths, scratch), counts,
+        runs = grid_runs(gitbench.PartWrite(part.worktree, part.paths, scratch), counts,
                          rounds, settle)
         picks = [min(counts, key=lambda w: runs[w][r]) for r in range(rounds)]
         within = [w_med[p] <= w_med[best] * WITHIN for p in picks if p in w_med]

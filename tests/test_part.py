@@ -24,11 +24,13 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         assert part.entries == files and len(part.paths) == 120
         # Runs of consecutive entries from all over the index, not its first 120.
         assert part.paths[0] != part.paths[-1] and part.paths[-1] > part.paths[60]
-        work = gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch))
+        work = gitbench.PartWrite(part.worktree, part.paths, str(scratch))
         timed = work.run({})
         # What a run costs the budget (the removal before it included) is what the
-        # trials are priced by: never less than what it timed.
-        assert work.last_wall >= timed > 0
+        # trials are priced by: never less than what it timed. Its seconds hold the
+        # write-back the run left (a sync of its file system, waited for).
+        assert work.last_wall >= timed > work.last_status + work.last_write_back
+        assert work.last_write_back > 0
         written = sum(len(fs) for d, _, fs in os.walk(part.worktree) if "/.git" not in d + "/")
         # What the next status does there, as git counts it (trace2): entries read, lstat.
         trace = tmp_path / f"trace{files}.json"
@@ -42,6 +44,17 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         status = git(part.worktree, "status", "--porcelain", "-uno").stdout.splitlines()
         assert len(status) == 120 and all(line.startswith("A  ") for line in status), status
     assert seen[300] == seen[3000] == (120, 120, 120), seen
+
+
+def test_no_write_back_is_waited_for_past_the_deadline(tmp_path):
+    """A part's write-back is timed within the run's deadline: one already passed starts
+    no sync and stops the run as the deadline stops git (DeadlineReached, not a
+    failure of git)."""
+    import pytest
+    from git_tune.advisor.measure import gitbench
+    assert gitbench.written_back(str(tmp_path)) >= 0
+    with gitbench.deadline(0), pytest.raises(gitbench.DeadlineReached):
+        gitbench.written_back(str(tmp_path))
 
 
 def engine_sweep(engine_seconds, cores):
@@ -279,5 +292,34 @@ def test_the_threshold_is_timed_again_where_the_budgets_end_moved_the_worker_cou
     assert again.facts_as(checkout.ThresholdFacts).workers == 4
     assert again.comparisons and all(c.candidate[checkout.WORKERS] == "4"
                                      for c in again.comparisons)
-    assert any("timed again at 4 workers" in n for n in bench.notes)
+    assert any("timed at 4 workers (its batches were timed at 2" in n for n in bench.notes)
     assert bench.sharpen[checkout.THRESHOLD]() is None
+
+
+def test_the_threshold_waits_for_a_worker_count_to_be_set(tmp_path, monkeypatch):
+    """#30: where the workers' trial set no count (a gain within noise), the threshold's
+    batches are not timed (the threshold does nothing without parallel checkout) and wait
+    for the budget's end; where the workers' further runs then set a count, they are
+    timed at it."""
+    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.measure.record import Trial, comparison
+    from git_tune.models import catalogue, workloads
+    bench = _threshold_bench(tmp_path, monkeypatch, "local-ssd")
+
+    def workers(candidate):
+        bench.trials[checkout.WORKERS] = Trial(checkout.WORKERS, (comparison(
+            "clone", {}, {checkout.WORKERS: "2"}, [0.70, 0.72, 0.71, 0.69, 0.70],
+            candidate, files=300),), {"next_status": True, "part": 300, "entries": 600})
+        return checkout.chosen(catalogue.lookup(checkout.WORKERS), bench,
+                               workloads.weights(bench.options.workload))[1].status
+
+    assert workers([0.71, 0.69, 0.72, 0.70, 0.70]) != "set"
+    waiting = registry.entry(checkout.THRESHOLD).trial(bench)
+    assert not waiting.comparisons and "no worker count was set" in waiting.why_not_run
+    assert bench.sharpen[checkout.THRESHOLD]() is None      # still none set
+    assert workers([0.50, 0.51, 0.49, 0.50, 0.50]) == "set"
+    timed = bench.sharpen[checkout.THRESHOLD]()
+    assert timed.facts_as(checkout.ThresholdFacts).workers == 2
+    assert timed.comparisons and all(c.candidate[checkout.WORKERS] == "2"
+                                     for c in timed.comparisons)
+    assert any("were not timed: no count was set" in n for n in bench.notes)

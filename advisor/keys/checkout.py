@@ -416,11 +416,11 @@ class WholeTree:
     seconds: Optional[float]
 
 
-def _on_part(part: gitbench.Part) -> gitbench.WholeTreeWrite:
-    """Every file of the part written, then the part's whole status: the sequence a clone
-    or a branch switch lives with, with the part's work only (its pathspec list, unused,
-    is kept in the part's own git directory)."""
-    return gitbench.WholeTreeWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"))
+def _on_part(part: gitbench.Part) -> gitbench.PartWrite:
+    """Every file of the part written, then the part's whole status, then its write-back:
+    the sequence a clone or a branch switch lives with, with the part's work only (its
+    pathspec list, unused, is kept in the part's own git directory)."""
+    return gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"))
 
 
 def _stakes(bench: Bench, files: int) -> Optional[float]:
@@ -456,7 +456,8 @@ def _engine_medians(s: Sweep) -> Dict[int, float]:
 
 def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     """Where the worker counts are timed, priced by pilots of Git's default: a part of
-    PART_PILOT entries written sequentially, then its status, and one of PART_PILOT // 8
+    PART_PILOT entries written sequentially, then its status and its write-back
+    (gitbench.PartWrite: as the counts' runs on a part are timed), and one of PART_PILOT // 8
     (git's cost beside the files, and a file's). Where the whole tree at that price (a
     part's files cost git more than the tree's: its runs change directory more often)
     fits a run of the counts' share within PILOT_SLACK, one run of the tree, stopped at
@@ -491,7 +492,13 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
                              on_pilot.last_wall)
     per_file = max(per_file, floor)
     per_run = _per_run(bench, len(counts))
-    if fixed + entries * per_file <= per_run * PILOT_SLACK:
+    # The whole tree's runs are not followed by a sync (what they leave is the tree's own
+    # to pay, in the run or after it): its price leaves the pilots' write-back out. With
+    # it, on the hdd bed at 20,000 files a file was priced at 0.26 ms, 5.2 s for a tree
+    # whose settled runs take 0.55-0.69 s, which then would not even have been tried.
+    tree_file, tree_fixed = _price(len(small.paths), small.last_wall - small.last_write_back,
+                                   len(pilot.paths), on_pilot.last_wall - on_pilot.last_write_back)
+    if tree_fixed + entries * max(tree_file, floor) <= per_run * PILOT_SLACK:
         whole = _whole_tree_pilot(bench, per_run)
         if whole.seconds is not None:
             return whole
@@ -542,7 +549,21 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
         with gitbench.deadline(min(per_run, bench.budget.left())):
             return WholeTree(whole, whole.run({}))
     except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
+        _written_back(bench, whole.clone)
         return WholeTree(whole, None)
+
+
+def _written_back(bench: Bench, path: str) -> None:
+    """What a stopped run of the whole tree wrote, written back before a part is timed:
+    a part's runs time their own write-back (gitbench.PartWrite), and the first would
+    time this too (on the hdd bed at 20,000 files, after a whole-tree pilot stopped at
+    0.44 s, the part's warm-up pair did not fit a quarter of the 16 s left, where its
+    runs take 0.24 s). Counted in the budget, not in any run."""
+    try:
+        with gitbench.deadline(bench.budget.left()):
+            gitbench.written_back(path)
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
 
 
 def _engine_per_file(bench: Bench) -> float:
@@ -925,7 +946,16 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     workers = bench.trials.get(WORKERS)
     if workers is None or not workers.comparisons or workers.main.fails:
         return None     # no worker count to trial it at (the workers' record says why)
-    w = chosen(catalogue.lookup(WORKERS), bench, workloads.weights(bench.options.workload))[0]
+    w, parallel = chosen(catalogue.lookup(WORKERS), bench,
+                         workloads.weights(bench.options.workload))
+    if parallel.status != advice.SET:
+        # The threshold does nothing where parallel checkout is off (_decide_threshold):
+        # its batches wait for the budget's end, where the workers' further runs may set
+        # a count (on the hdd bed at 100,000 files, 1 worker kept, they were 2 s short of
+        # a 20 s budget that the other keys could have had).
+        bench.sharpen[THRESHOLD] = lambda: _retimed_threshold(bench, None)
+        return Trial.not_run(THRESHOLD, "not timed while no worker count was set (its "
+                             "batches are timed at the count chosen)")
     cand = _candidate(w)
     on_part = bool(workers.facts_as(WorkersFacts).part)
     tiny = _batch(bench, TINY_FILES, on_part)
@@ -958,19 +988,21 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     return Trial(THRESHOLD, tuple(points), asdict(ThresholdFacts(w, per_worker)))
 
 
-def _retimed_threshold(bench: Bench, timed_at: int) -> Optional[Trial]:
+def _retimed_threshold(bench: Bench, timed_at: Optional[int]) -> Optional[Trial]:
     """At the budget's end (bench.sharpen, after the worker counts': their stakes are a
     whole tree's, the threshold's a batch's): the batches again where the worker count
-    chosen and set has moved since they were timed. Batches timed at another count say
-    nothing of this one, and the threshold would be left at Git's default for want of
-    them; None where the count stands (or parallel checkout is not set)."""
+    chosen and set has moved since they were timed (timed_at; None: not timed, no count
+    was set then). Batches timed at another count say nothing of this one, and the
+    threshold would be left at Git's default for want of them; None where the count
+    stands (or parallel checkout is not set)."""
     w, workers = chosen(catalogue.lookup(WORKERS), bench,
                         workloads.weights(bench.options.workload))
     if w == timed_at or workers.status != advice.SET:
         return None
-    bench.notes.append(f"{THRESHOLD}: timed again at {w} workers (its batches were timed "
-                       f"at {timed_at}, before the worker counts were timed with what the "
-                       "other keys left)")
+    before = ("were not timed: no count was set" if timed_at is None
+              else f"were timed at {timed_at}")
+    bench.notes.append(f"{THRESHOLD}: timed at {w} workers (its batches {before} before "
+                       "the worker counts were timed with what the other keys left)")
     return _trial_threshold(bench)
 
 

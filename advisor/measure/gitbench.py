@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from git_tune import git
 from git_tune.errors import GitError
-from git_tune.advisor.measure import budget as plan
+from git_tune.advisor.measure import budget as plan, settle as write_back
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.probes import repo as repo_probe
 from git_tune.probes.repo import RepoLayout
@@ -557,6 +557,42 @@ class WholeTreeWrite(TreeWrite):
 
     def _write(self) -> List[str]:
         return ["checkout-index", "--all", "--quiet", "-u"]
+
+
+class PartWrite(WholeTreeWrite):
+    """Every file of a part written, its status, then the write-back the two left behind,
+    timed together. A part stands for a burst many times its size, whose write-back
+    grows with it while the cache that absorbs it does not: the whole tree pays its
+    write-back during the run and the next command, a part left to the cache pays none.
+    On the hdd bed at 100,000 files a 1,051-entry part was written and its status run in
+    43 ms at 1, 2 and 4 workers alike (41 µs a file) and its write-back then took 0.46,
+    0.53 and 0.47 s; the whole tree costs 210-320 µs a file, and 2 workers made it
+    0.69x as fast as 1. Timed with its write-back the part shows that verdict (2 workers
+    0.90x). Where storage writes back quickly (tmpfs, latfs, the disk: 13-44 ms after
+    1,000-4,000 files) the write-back adds little; and no run pays for the one before."""
+
+    last_write_back: Optional[float] = None    # the last run's write-back, seconds
+
+    def run(self, settings: Settings, trace_file: Optional[str] = None,
+            settle: Optional[Callable[[], object]] = None) -> float:
+        seconds = super().run(settings, trace_file, settle)
+        self.last_write_back = written_back(self.clone)
+        self.last_wall += self.last_write_back
+        return seconds + self.last_write_back
+
+
+def written_back(path: str) -> float:
+    """The seconds path's file system takes to write back what waits to be written
+    (settle.wait), DeadlineReached where it has not by the deadline (the flush itself
+    goes on, never interrupted)."""
+    end = _deadline.get()
+    left = RUN_TIMEOUT if end is None else end - plan.now()
+    if left <= 0:
+        raise DeadlineReached(f"{path}: the deadline came before the write-back")
+    settled = write_back.wait(path, left)
+    if settled.flushing:
+        raise DeadlineReached(f"{path}: still writing back at the deadline")
+    return settled.seconds
 
 
 def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
