@@ -492,13 +492,7 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
                              on_pilot.last_wall)
     per_file = max(per_file, floor)
     per_run = _per_run(bench, len(counts))
-    # The whole tree's runs are not followed by a sync (what they leave is the tree's own
-    # to pay, in the run or after it): its price leaves the pilots' write-back out. With
-    # it, on the hdd bed at 20,000 files a file was priced at 0.26 ms, 5.2 s for a tree
-    # whose settled runs take 0.55-0.69 s, which then would not even have been tried.
-    tree_file, tree_fixed = _price(len(small.paths), small.last_wall - small.last_write_back,
-                                   len(pilot.paths), on_pilot.last_wall - on_pilot.last_write_back)
-    if tree_fixed + entries * max(tree_file, floor) <= per_run * PILOT_SLACK:
+    if _tree_may_fit(entries, small, on_pilot, floor, per_run):
         whole = _whole_tree_pilot(bench, per_run)
         if whole.seconds is not None:
             return whole
@@ -520,6 +514,18 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     # 7,081 entries ran at 2.5 times its share).
     overran = (per_run * PART_OVERRUN - fixed) / len(route.part.paths)
     return _sized_part(bench, counts, dataclasses.replace(piloted, per_file=max(per_file, overran)))
+
+
+def _tree_may_fit(entries: int, small: gitbench.PartWrite, pilot: gitbench.PartWrite,
+                  floor: float, per_run: float) -> bool:
+    """Whether the whole tree, at the pilots' price, fits a run within PILOT_SLACK. Its
+    runs are not followed by a sync (what they leave is the tree's own to pay, in the run
+    or after it), so its price leaves the pilots' write-back out: with it, on the hdd bed
+    at 20,000 files a file was priced at 0.26 ms, 5.2 s for a tree whose settled runs
+    take 0.55-0.69 s, which then would not even have been tried."""
+    per_file, fixed = _price(len(small.paths), small.last_wall - small.last_write_back,
+                             len(pilot.paths), pilot.last_wall - pilot.last_write_back)
+    return fixed + entries * max(per_file, floor) <= per_run * PILOT_SLACK
 
 
 def _sized_part(bench: Bench, counts: List[int], pilot: Route) -> Route:
