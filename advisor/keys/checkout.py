@@ -555,21 +555,14 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
         with gitbench.deadline(min(per_run, bench.budget.left())):
             return WholeTree(whole, whole.run({}))
     except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
-        _written_back(bench, whole.clone)
+        # What the stopped run wrote is written back before a part is timed: a part's runs
+        # time their own write-back (gitbench.PartWrite), and the first would time this
+        # too (on the hdd bed at 20,000 files, after a whole-tree pilot stopped at 0.44 s,
+        # the part's warm-up pair did not fit a quarter of the 16 s left, where its runs
+        # take 0.24 s). Counted in the budget, not in any run; where the budget ends first,
+        # the trial's deadline (calibrate._bounded) stops it as it stops git.
+        gitbench.written_back(whole.clone)
         return WholeTree(whole, None)
-
-
-def _written_back(bench: Bench, path: str) -> None:
-    """What a stopped run of the whole tree wrote, written back before a part is timed:
-    a part's runs time their own write-back (gitbench.PartWrite), and the first would
-    time this too (on the hdd bed at 20,000 files, after a whole-tree pilot stopped at
-    0.44 s, the part's warm-up pair did not fit a quarter of the 16 s left, where its
-    runs take 0.24 s). Counted in the budget, not in any run."""
-    try:
-        with gitbench.deadline(bench.budget.left()):
-            gitbench.written_back(path)
-    except gitbench.DeadlineReached:
-        raise OutOfBudget(None) from None
 
 
 def _engine_per_file(bench: Bench) -> float:
