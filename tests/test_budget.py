@@ -268,7 +268,7 @@ def test_preload_off_is_not_tried_where_the_engine_shows_it_hopeless():
     # One thread 4x slower than Git's six on a part: no real git is spent on "off".
     why = preload._hopeless(_bench_with_preload(part_files=300, part_git_default=0.1,
                                                 part_single_thread=0.4))
-    assert why and "4.0x" in why and "real git was not run" in why
+    assert why and "4.0x" in why and "off cannot be faster" in why
     # The whole-tree figures win over the part's when both exist.
     assert preload._hopeless(_bench_with_preload(git_default=0.1, single_thread=0.12,
                                                  part_files=300, part_git_default=0.1,
@@ -283,6 +283,25 @@ def test_preload_off_is_not_tried_where_the_engine_shows_it_hopeless():
     assert preload._hopeless(_bench_with_preload(pid_limit=6, part_files=300,
                                                  part_git_default=0.1,
                                                  part_single_thread=0.4)) is None
+
+
+def test_off_real_git_times_faster_is_not_set_where_the_engine_ruled_it_out(clock):
+    """Real git's runs of a comparison meet the same entries again, from the caches; the
+    engine's part met them the first time. Where the engine showed one thread clearly
+    slower, off timed faster by real git is not written (only where both agree); where
+    the engine did not, real git's verdict stands."""
+    key = catalogue.lookup("core.preloadIndex")
+    c = bench(60).ab("status", {}, {"core.preloadIndex": "false"}, sleeper(0.02),
+                     sleeper(0.01))
+    cal = SimpleNamespace(trials={key.name: Trial(key.name, (c,))})
+    ruled_out = _bench_with_preload(part_files=300, part_git_default=0.1,
+                                    part_single_thread=0.4)
+    close = _bench_with_preload(part_files=300, part_git_default=0.1, part_single_thread=0.11)
+    cal.sweeps = ruled_out.sweeps
+    kept = preload.decide(key, cal, {"status": 1.0})
+    assert kept.status == advice.NOT_SET and "met the first time" in kept.reason
+    cal.sweeps = close.sweeps
+    assert preload.decide(key, cal, {"status": 1.0}).status == advice.SET
 
 
 def test_a_trial_not_run_keeps_the_default_and_says_why():

@@ -274,10 +274,10 @@ def test_ctrl_c_mid_sweep_leaves_no_scratch(small_repo, tmp_path):
 
 
 def test_pack_threads_knows_index_packs_own_choice():
-    """Where the fastest count is the one index-pack starts itself, pack.threads is not
-    A/B-ed against Git's default (the same work twice; a chance "faster" would write a
-    value that changes nothing). Git's rule, builtin/index-pack.c: every CPU below 4,
-    then 3, then half, at most 20."""
+    """Where the fastest count is the one index-pack starts itself, pack.threads is A/B-ed
+    against the next fastest, not against Git's default (the same work twice; a chance
+    "faster" would write a value that changes nothing). Git's rule, builtin/index-pack.c:
+    every CPU below 4, then 3, then half, at most 20."""
     from git_tune.advisor.keys import pack
     assert [pack.git_threads(n) for n in (1, 2, 3, 4, 5, 6, 8, 39, 40, 128)] == \
         [1, 2, 3, 3, 3, 3, 4, 19, 20, 20]

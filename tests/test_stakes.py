@@ -308,15 +308,18 @@ def test_one_thread_clearly_slower_than_gits_count_is_stopped_once_that_is_certa
     bench = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
                   repo_probe.tracked_sample(layout, n=10 ** 9), 2, "network", None,
                   Options(budget=20), budget)
-    files, at_git, one = preload._part(bench, bench.names, Share(10, budget.end))
+    files, at_git, one, done = preload._part(bench, bench.names, Share(10, budget.end))
     assert files == preload.PART_FILES and preload.git_threads(3000) == 6
     assert one >= at_git * stats.CLEARLY
     stopped = [n for n in bench.notes if "one thread stopped after" in n]
     assert stopped, bench.notes
-    done = int(stopped[0].split("stopped after ")[1].split()[0])
+    assert done == int(stopped[0].split("stopped after ")[1].split()[0])
     assert done < files      # it did not look up the rest
-    facts = preload.Facts(3000, 6, None, None, files, at_git, one)
+    facts = preload.Facts(3000, 6, None, None, files, at_git, one, done)
     assert preload._off_cannot_win(facts)
+    # What one thread's lstat of an entry costs is what it took for those it did.
+    bench.sweeps["preload"] = types.SimpleNamespace(facts_as=lambda kind: facts)
+    assert preload._serial_lstat(bench) == one / done
 
 
 def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
@@ -462,3 +465,100 @@ def test_where_the_whole_trees_runs_turn_out_too_long_the_untracked_cache_is_tim
     with pytest.raises(OutOfBudget) as e:
         untracked.trial(key, bench)
     assert e.value.seconds_short == 5.1
+
+
+def _diff_files_work(trace: str):
+    """For each `git diff-files` in the trace: the entries its index held and the most its
+    preload threads lstat-ed (trace2 index data; none where preload was off)."""
+    cmds, counts = {}, {}
+    with open(trace) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("event") == "cmd_name":
+                cmds[e["sid"]] = e["name"]
+            elif e.get("event") == "data" and e.get("category") == "index":
+                key = e["key"].rsplit("/", 1)[-1]
+                counts.setdefault(e["sid"], {})[key] = int(e["value"])
+    return [counts.get(sid, {}) for sid, name in cmds.items() if name == "diff-files"]
+
+
+def _hashed(*paths) -> list:
+    import hashlib
+    return [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in paths]
+
+
+def test_preload_is_decided_by_real_git_on_a_sample_whose_lstats_do_not_grow(
+        tmp_path, monkeypatch):
+    """#30: where one thread's lstat of every entry does not fit its share of the budget,
+    preload on against off is timed by `git diff-files` on a sample index: git reads the
+    whole index and starts the threads its size calls for, which lstat the sample alone
+    (the rest skip-worktree). The same sample's lstats for a repository four times larger;
+    the user's index and HEAD untouched. Real git, counted in trace2."""
+    from git_tune.advisor.keys import preload
+    key = catalogue.lookup(preload.KEY)
+    for files in (1500, 6000):
+        bench = bench_on(tmp_path / str(files), files, Budget(60))
+        bench.latency["lstat_hit"] = 0.0025   # 2.5 ms a serial lstat: a sample of 120
+        repo = bench.ws.layout.worktree
+        before = _hashed(os.path.join(repo, ".git", "index"), os.path.join(repo, ".git", "HEAD"))
+        trace = str(tmp_path / f"trace-{files}")
+        monkeypatch.setenv("GIT_TRACE2_EVENT", trace)
+        trial = preload.trial(key, bench)
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        facts = trial.facts_as(preload.TrialFacts)
+        assert trial.comparisons and facts.sample_entries == 120 and facts.entries == files
+        runs = _diff_files_work(trace)
+        assert runs and all(r["cache_nr"] == files for r in runs)
+        lstats = [r["sum_lstat"] for r in runs if "sum_lstat" in r]
+        assert lstats and max(lstats) <= 120
+        assert _hashed(os.path.join(repo, ".git", "index"),
+                       os.path.join(repo, ".git", "HEAD")) == before
+        assert git_out(repo, "status", "--porcelain") == ""
+        assert os.path.dirname(bench.ws.sample(120).index_file) == bench.ws.root
+    # Behind an attribute cache that expires by time, each run meets entries of its own
+    # (the sample's index made before the timer and removed after it).
+    bench.storage_class = "network"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(tmp_path / "trace-network"))
+    trial = preload.trial(key, bench)
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    runs = _diff_files_work(str(tmp_path / "trace-network"))
+    assert trial.comparisons and len(runs) == 2 * len(trial.main.times_default) + 2
+    assert max(r["sum_lstat"] for r in runs if "sum_lstat" in r) <= 120
+    assert not [f for f in os.listdir(bench.ws.root) if f.startswith("index.sample-120-")]
+
+
+def test_the_samples_of_a_sample_trial_are_disjoint_and_spread_over_the_whole_index():
+    """Each of Git's preload threads gets its slice of the index (cache_nr / threads
+    entries in a row): a sample is runs of entries in every part of it, and the next
+    sample (each run of a network trial) is other entries in the same places."""
+    from git_tune.advisor.measure.gitbench import SAMPLE_RUNS, sample_entries
+    listed = [f"100644 {i:040x} 0\td{i // 50:04d}/f{i:06d}" for i in range(20000)]
+    first, second = sample_entries(listed, 120), sample_entries(listed, 120, which=1)
+    assert len(first) == len(second) == 120 and not set(first) & set(second)
+    position = {r: i for i, r in enumerate(listed)}
+    for sample in (first, second):
+        slices = {position[r] * 20 // len(listed) for r in sample}
+        assert slices == set(range(20))        # every one of 20 threads has entries
+        assert len({position[r] // (len(listed) // SAMPLE_RUNS) for r in sample}) == SAMPLE_RUNS
+
+
+def test_preload_off_the_engine_rules_out_is_confirmed_by_real_git_where_the_budget_holds_it(
+        tmp_path):
+    """The engine's lstat shows one thread clearly slower than Git's count: real git still
+    times on against off where what the budget left holds it (the key is then decided by
+    git), and keeps the engine's verdict, saying so, where it does not."""
+    from git_tune.advisor.keys import preload
+    from git_tune.advisor.measure.record import Sweep
+    key = catalogue.lookup(preload.KEY)
+    bench = bench_on(tmp_path, 1500, Budget(60))
+    facts = preload.Facts(entries=1500, git_threads=3, git_default=None, single_thread=None,
+                          part_files=300, part_git_default=0.01, part_single_thread=0.04)
+    bench.sweeps["preload"] = Sweep("grid", (), (), {}, None, 0, 0.0, "deferred",
+                                    dataclasses.asdict(facts))
+    assert preload._hopeless(bench) and preload.stakes(key, bench) == 0.0
+    confirmed = preload.trial(key, bench)
+    assert confirmed.comparisons and confirmed.main.candidate == {preload.KEY: "false"}
+    spent = bench_on(tmp_path / "spent", 1500, Budget(0.05))
+    spent.sweeps["preload"] = bench.sweeps["preload"]
+    kept = preload.trial(key, spent)
+    assert not kept.comparisons and "could not hold real git's confirmation" in kept.why_not_run

@@ -14,7 +14,8 @@ from git_tune.output import counted
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import budget as plan, coldcache, gitbench, search
-from git_tune.advisor.measure.ab import least_seconds
+from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
+                                         full_seconds, least_seconds)
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResult,
                                             engine_measure, run as run_sweep)
@@ -38,6 +39,9 @@ def git_threads(entries: int) -> int:
 @dataclass(frozen=True)
 class TrialFacts:
     cold: Optional[str] = None    # how the status was made cold, where the profile's is
+    # Timed on a sample index (trial): its entries lstat-ed, of the index's (None: whole).
+    sample_entries: Optional[int] = None
+    entries: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class Facts:
     part_files: Optional[int] = None
     part_git_default: Optional[float] = None
     part_single_thread: Optional[float] = None
+    # Where one thread was stopped at stats.CLEARLY times Git's count: the part's files it
+    # had lstat-ed by then (part_single_thread is then a lower bound for the part).
+    part_single_done: Optional[int] = None
 
     def lstat_seconds(self) -> Optional[float]:
         """The engine's lstat of every entry at Git's thread count (what the next whole
@@ -95,8 +102,12 @@ def stakes(key, bench: Bench) -> Optional[float]:
 
 
 def price(key, bench: Bench) -> Optional[float]:
-    # Where the sweep already shows off cannot win, the trial costs no git at all.
-    return None if _hopeless(bench) else status_price(bench)
+    # Where the sweep already shows off cannot win, the trial confirms it only with what
+    # the budget has left (trial), or keeps the engine's measurement: it needs no price.
+    if _hopeless(bench):
+        return None
+    n = _sample_size(bench)
+    return status_price(bench) if n is None else least_seconds(_sample_run(bench, n))
 
 
 def sweep(bench: Bench) -> Optional[Sweep]:
@@ -117,7 +128,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = _dims(len(names))
     started = plan.now()
     share = Share(bench.options.budget * plan.SWEEP_PRELOAD, bench.budget.end)
-    part = _part(bench, listing, share) if not bench.options.cold else (None, None, None)
+    part = _part(bench, listing, share) if not bench.options.cold else (None,) * 4
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
     if _off_cannot_win(facts) is None:
         if bench.options.cold:
@@ -262,13 +273,14 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
     win, and the time is what it had taken (a lower bound; on the NFS-like bed at
     100,000 files the part took 1.1 s of a 20 s budget, most of it one thread's 300
     lookups, while the index keys were a second short).
-    Returns (files, Git's count, one thread) in seconds."""
+    Returns (files, Git's count, one thread) in seconds, and the files one thread had
+    done where it was stopped at CLEARLY times Git's count (else None)."""
     step = max(1, len(listing) // (2 * PART_FILES))
     git_n = git_threads(len(bench.names))
     parts = {git_n: listing[::step][0:2 * PART_FILES:2],
              1: listing[::step][1:2 * PART_FILES:2]}
     if git_n == 1 or not parts[1]:
-        return None, None, None
+        return None, None, None, None
 
     def lstat(threads: int, limits: engine.Limits, partial: bool):
         return _lstat_pass(bench, parts[threads], threads, limits, partial=partial)
@@ -280,22 +292,22 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
         one = lstat(1, engine.Limits(timeout=max(0.001, min(clearly, share.left()))), True)
     except EngineError as e:
         bench.notes.append(f"preload sweep: a part failed: {e.message}")
-        return None, None, None
+        return None, None, None, None
     files = len(parts[1])
     if one.done < files and one.wall >= clearly:
         bench.notes.append(f"preload sweep: one thread stopped after {one.done} of the part's "
                            f"{files} files, at {stats.CLEARLY:g} times the time Git's "
                            f"{git_n} threads took for all of theirs")
-        return files, at_git.wall, max(one.wall, clearly)
+        return files, at_git.wall, max(one.wall, clearly), one.done
     if one.done < files:
         if one.done < PART_DONE:
             bench.notes.append("preload sweep: a part failed: one thread lstat-ed "
                                f"{one.done} of {files} files in the share")
-            return None, None, None
+            return None, None, None, None
         bench.notes.append(f"preload sweep: one thread lstat-ed {one.done} of the part's "
                            f"{files} files before its share ended; its time is scaled to "
                            "the part")
-    return files, at_git.wall, one.wall * files / one.done
+    return files, at_git.wall, one.wall * files / one.done, None
 
 
 def _hopeless(bench: Bench) -> Optional[str]:
@@ -320,30 +332,134 @@ def _off_cannot_win(f: Facts) -> Optional[str]:
         return None
     files = f.entries if f.single_thread and f.git_default else f.part_files
     return (f"the engine's lstat of {files} files took {slower:.1f}x longer on one thread "
-            f"(preload off) than on Git's {f.git_threads}: off cannot be faster, so real git "
-            "was not run")
+            f"(preload off) than on Git's {f.git_threads}: off cannot be faster")
 
 
 def trial(key, bench: Bench) -> Optional[Trial]:
-    """status -uno, preload on against off; from a cold cache where the profile starts cold
-    (preload's threads overlap the lstat misses: 1.33x on a cold disk, nothing hot)."""
+    """Preload on against off, in real git: `git status -uno` on the whole tree where a
+    serial lstat of it fits SAMPLE_SHARE of the budget, else `git diff-files` on a sample
+    index (_sample_size). Where the engine has shown off cannot win (_hopeless), real git
+    confirms it as the last trials of its rank run (its stakes are none), unless what the
+    budget has left cannot hold the comparison: the engine's measurement then stands (on
+    the NFS-like bed at 20,000 files a 20 s budget goes to the workers and the untracked
+    cache, 1.3x and 1.8x; a confirmation there needs about 1 s)."""
+    if git_threads(len(bench.names)) < 2:
+        return Trial.not_run(KEY, _off_cannot_win(Facts(len(bench.names), 1, None, None)))
     hopeless = _hopeless(bench)
-    if hopeless:
-        return Trial.not_run(KEY, hopeless)
-    index = bench.ws.index_copy("plain")
-    st = gitbench.status(bench.repo, index, untracked=False)
+    n = _sample_size(bench)
+    if not hopeless:
+        return _compare(bench, n)
+    unconfirmed = Trial.not_run(KEY, hopeless + " (what the budget left could not hold "
+                                "real git's confirmation)")
+    if _confirmation_price(bench, n) > bench.budget.left():
+        return unconfirmed
+    try:
+        return _compare(bench, n)
+    except (OutOfBudget, gitbench.DeadlineReached):
+        return unconfirmed      # the engine's measurement stands, as where it was not tried
+
+
+def _compare(bench: Bench, n: Optional[int]) -> Trial:
+    """The A/B on the whole tree (n None) or on a sample of n entries; from a cold cache
+    where the profile starts cold (preload's threads overlap the lstat misses: 1.33x on a
+    cold disk, nothing hot)."""
+    fresh = n is not None and bench.storage_class == "network"
+    if n is None:
+        index = bench.ws.index_copy("plain")
+        st, target = gitbench.status(bench.repo, index, untracked=False), None
+    elif fresh:
+        index, st = None, gitbench.fresh_files_diff(bench.ws, n)
+        target = (len(gitbench.sample_entries(bench.ws.listed(), n)), len(bench.ws.listed()))
+    else:
+        sample = bench.ws.sample(n)
+        st, target = gitbench.files_diff(bench.repo, sample), (len(sample.paths), sample.entries)
+        index = sample.index_file
     on, off = {KEY: "true"}, {KEY: "false"}
     how = []   # what making the cache cold did (root drops it; otherwise file data only)
 
     def run(settings):
         if bench.cold:
-            how.append(coldcache.make_cold([index]))
+            how.append(coldcache.make_cold([index] if index else []))
         return st(settings)
     c = bench.ab("status", on, off, lambda: run(on), lambda: run(off))
-    if not how:
-        return Trial(KEY, (c,))
-    bench.notes.append(f"{KEY} timed cold: {how[-1]}")
-    return Trial(KEY, (c,), asdict(TrialFacts(how[-1])))
+    facts = TrialFacts(how[-1] if how else None, *(target or (None, None)))
+    if c.stopped == STOPPED_BUDGET:
+        # Cut short by the sweep's share or the budget: more runs at the budget's end,
+        # until a verdict or nothing more fits.
+        latest = [c]
+
+        def resumed() -> Optional[Trial]:
+            if latest[0].stopped != STOPPED_BUDGET:
+                return None
+            more = bench.resume(latest[0], lambda: run(on), lambda: run(off))
+            if more is latest[0]:
+                return None
+            latest[0] = more
+            return Trial(KEY, (more,), asdict(facts))
+        bench.sharpen[KEY] = resumed
+    if how:
+        bench.notes.append(f"{KEY} timed cold: {how[-1]}")
+    if target:
+        bench.notes.append(f"{KEY} timed on a sample: git diff-files reads the index with "
+                           f"preload as status does, lstat-ing {target[0]} of its "
+                           f"{target[1]} entries (the rest skip-worktree) with the threads "
+                           "Git starts for the whole index" + (
+                               "; each run on entries of its own (network storage: the "
+                               "attribute cache would serve a sample met again)"
+                               if fresh else ""))
+    return Trial(KEY, (c,), asdict(facts))
+
+
+# The sample's size: a serial lstat of it (preload off) takes about this share of the
+# budget; a comparison that drops off as clearly slower (3 pairs) then takes about 1.5%
+# of it (at 2%, 1.6 s on the NFS-like bed at 20,000 files)...
+SAMPLE_SHARE = 0.005
+# ... and each of Git's preload threads has at least this many of its entries.
+SAMPLE_PER_THREAD = 5
+
+
+def _serial_lstat(bench: Bench) -> Optional[float]:
+    """Seconds one thread's lstat of an entry takes here: the engine's, as git meets the
+    entries (the preload sweep's part, or its whole tree), else the probe's lstat."""
+    s = bench.sweeps.get("preload")
+    f = s.facts_as(Facts) if s else None
+    if f and f.part_single_thread and f.part_files:
+        done = f.part_files if f.part_single_done is None else max(1, f.part_single_done)
+        return f.part_single_thread / done
+    if f and f.single_thread:
+        return f.single_thread / f.entries
+    return bench.latency.get("lstat_hit")
+
+
+def _sample_size(bench: Bench) -> Optional[int]:
+    """How many entries the trial lstats: None for all of them (a whole status), where
+    one thread's lstat of them all fits SAMPLE_SHARE of the budget or nothing measured
+    says what an lstat costs; else a sample whose serial pass does, with
+    SAMPLE_PER_THREAD entries for each thread Git starts at least. The sample leaves out
+    the rest of status's work (the diff against HEAD, the index written), which is the
+    same with preload on and off."""
+    per_entry = _serial_lstat(bench)
+    entries = len(bench.ws.listed()) if bench.ws else len(bench.names)
+    if not per_entry:
+        return None
+    n = max(int(bench.options.budget * SAMPLE_SHARE / per_entry),
+            SAMPLE_PER_THREAD * git_threads(len(bench.names)))
+    return None if n >= entries else n
+
+
+def _confirmation_price(bench: Bench, n: Optional[int]) -> float:
+    """What real git's comparison needs at least where the engine has shown off clearly
+    slower: its warm-up pair and the pairs after which ab drops a clearly slower
+    candidate (ab.EARLY_RUNS)."""
+    return full_seconds(_sample_run(bench, n), EARLY_RUNS)
+
+
+def _sample_run(bench: Bench, n: Optional[int]) -> float:
+    """What a pair's run takes at least on average: half one thread's lstat of the
+    entries timed (a pair is one run of each side; the side with preload on is at least
+    as fast)."""
+    per_entry = _serial_lstat(bench) or 0.0
+    return per_entry * (n if n is not None else len(bench.names)) / 2
 
 
 def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
@@ -356,8 +472,20 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
         f = s.facts_as(Facts)
         ev.update(best=s.best, best_value=s.best_value, git_default=f.git_default,
                   single_thread=f.single_thread, git_threads=f.git_threads)
-    return advice.weighed(key, t, weights, "false",
-                          {"status": "git status -uno with preload off"}, ev)
+    tf = t.facts_as(TrialFacts)
+    what = ("git status -uno with preload off" if not tf.sample_entries else
+            f"git diff-files with preload off, lstat-ing a sample of {tf.sample_entries} of "
+            f"the index's {tf.entries} entries (what status does before its diff)")
+    chosen = advice.weighed(key, t, weights, "false", {"status": what}, ev)
+    ruled_out = s and not t.main.fails and _off_cannot_win(s.facts_as(Facts))
+    if chosen.status == advice.SET and ruled_out:
+        # Real git's runs meet the same entries again, from the attribute and inode
+        # caches; the engine's part met them the first time, as a status does once the
+        # caches have let them go (on the NFS-like bed, off looked no slower hot while one
+        # thread was 1.5-3x slower cold). Off is set only where both agree.
+        return advice.not_set(key, f"not set: {chosen.reason}; but {ruled_out} "
+                                   "on entries met the first time", ev)
+    return chosen
 
 
 def findings(cal: Calibration) -> List[str]:

@@ -7,6 +7,7 @@ workspace on the repository's file system: copies of the index
 """
 import contextlib
 import contextvars
+import itertools
 import json
 import os
 import shutil
@@ -197,6 +198,7 @@ class Workspace:
     _clone: Optional[str] = None
     _copies: Dict[tuple, str] = field(default_factory=dict)
     _parts: Dict[int, "Part"] = field(default_factory=dict)
+    _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
@@ -269,6 +271,46 @@ class Workspace:
         part = Part(dest, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
         self._parts[n] = part
         return part
+
+    def sample(self, n: int) -> "Sample":
+        """A copy of the user's index in which every entry but a sample of n regular files
+        (sample_entries) is marked skip-worktree, its stat data refreshed once, as the
+        status before a timed one would have written them (git diff-files writes no
+        index: a racily clean entry would be read again on every run). Made once per n."""
+        if n not in self._samples:
+            self._samples[n] = self._sample_index(sample_entries(self.listed(), n),
+                                                  f"index.sample-{n}", refresh=True)
+        return self._samples[n]
+
+    def fresh_sample(self, n: int, which: int) -> "Sample":
+        """The which-th of disjoint samples of n entries (sample_entries), its stat data as
+        the user's index has them: nothing meets its files before a timed run does. The
+        caller removes its index file."""
+        return self._sample_index(sample_entries(self.listed(), n, which=which),
+                                  f"index.sample-{n}-{which}", refresh=False)
+
+    def _sample_index(self, records: Sequence[str], name: str, refresh: bool) -> "Sample":
+        """The user's index copied to `name` in scratch, every entry but `records` marked
+        skip-worktree by `git update-index` (no file of the work tree is written; only
+        the records' are looked at, by the refresh)."""
+        path = os.path.join(self.root, name)
+        keep = {r.split("\t", 1)[1] for r in records}
+        # An unmerged path has no stage-0 entry to mark (update-index dies on it); no
+        # preload thread lstat-s it either way.
+        others = [r.split("\t", 1)[1] for r in self.listed()
+                  if r.split("\t", 1)[0].endswith(" 0") and r.split("\t", 1)[1] not in keep]
+        try:
+            shutil.copyfile(self.layout.index_file, path)
+        except OSError as e:
+            raise MeasurementFailed(f"cannot copy the index into scratch: "
+                                    f"{e.strerror or e}") from None
+        env = dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path)
+        run_git(["update-index", "-z", "--skip-worktree", "--stdin"], self.layout.worktree,
+                env, hooks=False, repo=self.layout, input="".join(p + "\0" for p in others))
+        if refresh:
+            run_git(["update-index", "-q", "--refresh"], self.layout.worktree, env,
+                    hooks=False, repo=self.layout, ok=(0, 1))
+        return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
 
     @property
     def parts(self) -> Tuple["Part", ...]:
@@ -359,6 +401,56 @@ class Part:
         self.settle_index(self.write_files())
 
 
+# What a sample index is written and read with: its own file, whole (a split index's
+# shared part is not written beside the user's), and its skip-worktree marks kept (with
+# sparse checkout on, git would clear them from every file present, lstat-ing them all).
+SAMPLE_CONFIG = {"core.splitIndex": "false", "core.sparseCheckout": "false"}
+# A sample is this many runs of consecutive entries: two in each of the 20 slices
+# preload-index.c gives its threads at most, and directories met as the whole tree's are.
+SAMPLE_RUNS = 40
+
+
+@dataclass(frozen=True)
+class Sample:
+    """An index copy in which only `paths` (of the user's `entries`) are not marked
+    skip-worktree. Git reads it whole and starts the preload threads the whole index's
+    size calls for (preload-index.c: cache_nr / 500, at most 20), but they lstat the
+    sample alone, and so does the compare after them: a command that reads the index
+    with preload (`git diff-files`) does the lstat work of a status on the sample's
+    entries, in the user's work tree, which it only reads."""
+
+    index_file: str
+    paths: Tuple[str, ...]
+    entries: int
+
+
+def files_diff(repo: RepoLayout, sample: Sample):
+    """A timed runner of `git diff-files` on the sample (its entries' stat data against
+    the work tree, after the index is read with preload as status reads it); what the
+    sample copy needs is in its settings (SAMPLE_CONFIG)."""
+    run = on_copy(["diff-files", "--name-only"], repo, sample.index_file)
+    return lambda settings, trace_file=None: run({**SAMPLE_CONFIG, **settings}, trace_file)
+
+
+def fresh_files_diff(ws: Workspace, n: int):
+    """files_diff, each run on a sample of n entries of its own (Workspace.fresh_sample,
+    made before the timer starts and removed after): every run meets its entries as a
+    whole status meets them, not from the cache the run before it filled. Behind an
+    attribute cache that expires by time (NFS acregmin, FUSE attr_timeout: 1 s on the
+    NFS-like bed) a sample of 100 entries timed over and over is served from the cache,
+    while a whole status of 20,000 outlasts it: the same sample each run showed preload
+    off no slower there, where on the whole tree it is 10x slower."""
+    made = itertools.count()
+
+    def run(settings: Settings, trace_file: Optional[str] = None) -> float:
+        sample = ws.fresh_sample(n, next(made))
+        try:
+            return files_diff(ws.layout, sample)(settings, trace_file)
+        finally:
+            os.unlink(sample.index_file)
+    return run
+
+
 # A part's files are this many seconds old before its index is refreshed (Part.written):
 # git's racy check is to the second, and file times come from a coarse clock.
 RACY_SECONDS = 1.05
@@ -370,10 +462,35 @@ RACY_SECONDS = 1.05
 PART_RUNS = 16
 
 
+def _plain(listed: Sequence[str]) -> List[str]:
+    """The regular files' records (stage 0) of a `git ls-files -s -z` listing."""
+    return [r for r in listed if r[:6] in ("100644", "100755")
+            and r.split("\t", 1)[0].endswith(" 0")]
+
+
+def sample_entries(listed: Sequence[str], n: int, runs: int = None,
+                   which: int = 0) -> List[str]:
+    """About n of the records `listed` (regular files, stage 0) as `runs` (SAMPLE_RUNS)
+    runs of consecutive entries at evenly spread points, each `which` run-lengths past
+    its point: the which-th of disjoint samples, until they wrap round."""
+    plain = _plain(listed)
+    if n >= len(plain):
+        return plain
+    runs = max(1, min(runs or SAMPLE_RUNS, n))
+    length, extra = divmod(n, runs)
+    stride = len(plain) / runs
+    shift = (which % max(1, int(stride) // (length + 1))) * (length + 1)
+    out: List[str] = []
+    for k in range(runs):
+        start = int(k * stride) + shift
+        out += plain[start:min(start + length + (k < extra), int((k + 1) * stride))]
+    return out
+
+
 def part_entries(listed: Sequence[str], n: int, runs: int = PART_RUNS) -> List[str]:
     """n of the `git ls-files -s -z` records `listed` (regular files, stage 0), as `runs`
     runs of consecutive entries starting at evenly spread points."""
-    plain = [r for r in listed if r[:6] in ("100644", "100755") and r.split("\t", 1)[0].endswith(" 0")]
+    plain = _plain(listed)
     if n >= len(plain):
         return plain
     runs = max(1, min(runs, n))
