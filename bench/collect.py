@@ -10,7 +10,7 @@ from common import RESULTS, ROOT
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
-         "fsmonitor_daemon", "calibrate_speed", "part_fidelity", "untracked_part", "agent_overhead", "stat_storm",
+         "fsmonitor_daemon", "calibrate_speed", "part_fidelity", "untracked_part", "preload_sample", "agent_overhead", "stat_storm",
          "user_day",
          "binary"]
 
