@@ -28,7 +28,6 @@ from git_tune.advisor.measure.ab import interleaved
 from git_tune.advisor.measure.bench import Bench, Budget
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
-from git_tune.probes import repo as repo_probe
 
 ON, OFF = {preload.KEY: "true"}, {preload.KEY: "false"}
 
@@ -47,13 +46,10 @@ def bench_on(repo: str, budget: float) -> Bench:
     """A calibration's Bench on the repository (as calibrate makes it), with preload's
     sweep run: its part, which sizes the sample."""
     report_ = cal.probe_repository(repo, budget)
-    layout, where = report_.repository.layout, report_.primary_storage()
     scratch = os.path.join(os.path.dirname(repo), "preload-scratch")
     os.makedirs(scratch, exist_ok=True)
-    b = Bench(gitbench.Workspace(layout, scratch),
-              repo_probe.tracked_sample(layout, n=10 ** 9), report_.host.effective_cores,
-              where.storage_class, report_.git, Options(budget=budget), Budget(budget),
-              latency={op: d["p50"] for op, d in where.latency.items() if d.get("p50")})
+    b = cal.bench_for(report_, Options(budget=budget), Budget(budget),
+                      gitbench.Workspace(report_.repository.layout, scratch))
     sweep = preload.sweep(b)
     if sweep:
         b.sweeps["preload"] = sweep

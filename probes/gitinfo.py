@@ -11,6 +11,7 @@ from git_tune import git
 from git_tune.errors import GitError
 from git_tune.models import catalogue
 from git_tune.probes import memo
+from git_tune.probes.scratch import scratch_dir
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,10 @@ def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
     repository goes in the system's temporary directory where it can: what git writes
     is git's, not the file system's, and on an NFS-like bed without attribute caching
     its `git init` in the repository's scratch took 0.9 s of a 20 s budget."""
-    try:
-        with tempfile.TemporaryDirectory(prefix="git-tune-skiphash-") as tmp:
+    with scratch_dir([tempfile.gettempdir()]) as tmp:    # removed even if killed: next run
+        if tmp:
             return _skip_hash_in(tmp)
-    except OSError:
-        pass        # no temporary directory to be had: the scratch, where there is one
+    # No temporary directory to be had: the scratch, where there is one.
     if not scratch:
         return None, "not tested: no writable scratch directory"
     return _skip_hash_in(scratch)

@@ -94,6 +94,19 @@ def test_a_large_gain_fits_a_budget_the_minimum_runs_would_not(clock):
         bench(1.5).ab("status", {}, {KEY.name: "true"}, sleeper(0.3), sleeper(0.25))
 
 
+def test_a_clearly_slower_candidate_fits_a_budget_the_minimum_runs_would_not(clock):
+    # Warm-up pair 0.4 s; the EARLY_RUNS pairs that drop a clearly slower candidate fit
+    # in what is left (0.9 s), MIN_RUNS pairs would not: the comparison runs, and keeps
+    # Git's default by real git's runs, not by the budget's end.
+    b = bench(1.3)
+    c = b.ab("status", {}, {KEY.name: "true"}, sleeper(0.1), sleeper(0.3))
+    assert c.stopped == STOPPED_SLOWER and len(c.times_candidate) == EARLY_RUNS
+    assert b.budget.used() <= 1.3
+    # A candidate no slower than that in its warm-up gets no such discount.
+    with pytest.raises(OutOfBudget):
+        bench(1.3).ab("status", {}, {KEY.name: "true"}, sleeper(0.2), sleeper(0.22))
+
+
 def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget(clock):
     b = bench(0.2)
     with pytest.raises(OutOfBudget) as e:

@@ -516,15 +516,45 @@ def test_preload_is_decided_by_real_git_on_a_sample_whose_lstats_do_not_grow(
         assert git_out(repo, "status", "--porcelain") == ""
         assert os.path.dirname(bench.ws.sample(120).index_file) == bench.ws.root
     # Behind an attribute cache that expires by time, each run meets entries of its own
-    # (the sample's index made before the timer and removed after it).
+    # (the sample's index made before the timer, in the host's temporary scratch where
+    # there is one, and removed after it).
     bench.storage_class = "network"
+    bench.ws.local = str(tmp_path / "local")
+    os.mkdir(bench.ws.local)
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(tmp_path / "trace-network"))
     trial = preload.trial(key, bench)
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     runs = _diff_files_work(str(tmp_path / "trace-network"))
     assert trial.comparisons and len(runs) == 2 * len(trial.main.times_default) + 2
     assert max(r["sum_lstat"] for r in runs if "sum_lstat" in r) <= 120
-    assert not [f for f in os.listdir(bench.ws.root) if f.startswith("index.sample-120-")]
+    for where in (bench.ws.root, bench.ws.local):
+        assert not [f for f in os.listdir(where) if f.startswith("index.sample-120-")]
+    assert os.listdir(bench.ws.local) == ["index.all-marked"]
+    assert _hashed(os.path.join(repo, ".git", "index"),
+                   os.path.join(repo, ".git", "HEAD")) == before
+
+
+def test_preload_off_the_engine_rules_out_is_confirmed_within_the_sweeps_share(tmp_path):
+    """Where the engine's part rules off out, real git confirms it in what preload's sweep
+    share has left, before the trials whose stakes come first can spend the budget; the
+    trial then stands on it. A share that cannot hold the confirmation runs nothing, and
+    the trial is left to confirm as the last of its rank."""
+    from git_tune.advisor.keys import preload
+    from git_tune.advisor.measure.record import Sweep
+    from git_tune.advisor.measure.sweep import Share
+    key = catalogue.lookup(preload.KEY)
+    facts = preload.Facts(entries=1500, git_threads=3, git_default=None, single_thread=None,
+                          part_files=300, part_git_default=0.01, part_single_thread=0.04)
+    record = Sweep("grid", (), (), {}, None, 0, 0.0, "deferred", dataclasses.asdict(facts))
+    bench = bench_on(tmp_path, 1500, Budget(60))
+    preload._confirm_in_share(bench, record, Share(30, bench.budget.end))
+    confirmed = bench.trials[preload.KEY]
+    assert confirmed.comparisons and confirmed.main.candidate == {preload.KEY: "false"}
+    assert preload.trial(key, bench) is confirmed
+    short = bench_on(tmp_path / "short", 1500, Budget(60))
+    preload._confirm_in_share(short, record, Share(0.0, short.budget.end))
+    assert preload.KEY not in short.trials and short.sweeps["preload"] is record
+    assert preload.trial(key, short).comparisons      # the whole budget left holds it
 
 
 def test_the_samples_of_a_sample_trial_are_disjoint_and_spread_over_the_whole_index():
@@ -540,6 +570,24 @@ def test_the_samples_of_a_sample_trial_are_disjoint_and_spread_over_the_whole_in
         slices = {position[r] * 20 // len(listed) for r in sample}
         assert slices == set(range(20))        # every one of 20 threads has entries
         assert len({position[r] // (len(listed) // SAMPLE_RUNS) for r in sample}) == SAMPLE_RUNS
+
+
+def test_parts_and_samples_hold_the_entries_asked_for_and_none_twice():
+    """A part (PART_RUNS runs) and a sample (SAMPLE_RUNS) are the same runs of entries:
+    whatever n, exactly n regular files (all of them where n is more), no record twice,
+    and the next samples are disjoint from the first as long as the gaps hold them."""
+    from git_tune.advisor.measure.gitbench import PART_RUNS, SAMPLE_RUNS, sample_entries
+    listed = [f"100644 {i:040x} 0\td{i // 7:03d}/f{i:04d}" for i in range(301)]
+    listed.insert(5, "120000 " + "0" * 40 + " 0\tlink")      # not a regular file
+    for runs in (PART_RUNS, SAMPLE_RUNS):
+        for n in range(1, 305):
+            got = sample_entries(listed, n, runs)
+            assert len(got) == len(set(got)) == min(n, 301) and "link" not in "".join(got)
+            length = n // min(runs, n)
+            if (301 - n) // runs >= 2 * (length + 1):       # room for three
+                taken = [set(sample_entries(listed, n, runs, which=w)) for w in range(3)]
+                assert all(len(t) == n for t in taken)
+                assert len(taken[0] | taken[1] | taken[2]) == 3 * n
 
 
 def test_preload_off_the_engine_rules_out_is_confirmed_by_real_git_where_the_budget_holds_it(

@@ -72,7 +72,7 @@ def _pack_for(bench: Bench) -> Tuple[str, str]:
     else:
         # Loose objects only: the index's blobs, evenly spread over the tree; pack-objects
         # finds deltas among them, as a first repack would.
-        records = gitbench.part_entries(bench.ws.listed(), SAMPLE_OBJECTS)
+        records = gitbench.sample_entries(bench.ws.listed(), SAMPLE_OBJECTS, gitbench.PART_RUNS)
         first = [r.split("\t", 1)[0].split()[1] for r in records]
         what = f"{len(first)} of the index's {len(bench.ws.listed())} blobs"
     if not first:

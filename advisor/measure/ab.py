@@ -77,10 +77,11 @@ def stopped(times_default, times_candidate, slower: bool = True) -> str:
 
 
 def least_seconds(run: float) -> float:
-    """What a comparison whose runs take at least `run` seconds needs at least: its
-    warm-up pair and the CLEAR_RUNS pairs of the quickest verdict. run() says the same
-    from its warm-up (a pair past 1 / (CLEAR_RUNS + 1) of what is left does not fit);
-    this says it before anything is spent (registry.Tuner.price)."""
+    """What a comparison whose runs take at least `run` seconds needs at least to set its
+    candidate: its warm-up pair and the CLEAR_RUNS pairs of the quickest gain (a
+    candidate dropped as clearly slower needs EARLY_RUNS: full_seconds). run() says
+    the same from its warm-up; this says it before anything is spent
+    (registry.Tuner.price)."""
     return full_seconds(run, stats.CLEAR_RUNS)
 
 
@@ -140,12 +141,7 @@ def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
         return _one_side_fails(workload, default, candidate, run_default, run_candidate,
                                w.error_default, w.error_candidate, files, how)
     pair = w.wall
-    # A warm-up that already shows a gain beyond stats.APART may be decided in
-    # CLEAR_RUNS pairs: those must fit. Whether they do decide is the runs' business,
-    # not the warm-up's (one pair is noisier than the median of three: on the NFS-like
-    # bed a 1.52x checkout gain showed 1.33-1.50x in its warm-ups).
-    minimum = (stats.CLEAR_RUNS if how.stop_early and w.default > w.candidate * stats.APART
-               else how.runs)
+    minimum = _fewest_pairs(w.default, w.candidate, how)
     if pair * minimum > how.left():
         raise OutOfBudget(pair * minimum - how.left())
     try:
@@ -158,6 +154,21 @@ def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
         return _one_side_fails(workload, default, candidate, run_default, run_candidate,
                                error if e.side == FAILS_DEFAULT else None,
                                error if e.side == FAILS_CANDIDATE else None, files, how)
+
+
+def _fewest_pairs(default: float, candidate: float, how: Runs) -> int:
+    """The pairs after the warm-up that must fit for the comparison to start. A warm-up
+    already apart by stats.APART may end in fewer than `how.runs`: a gain in CLEAR_RUNS
+    pairs, a candidate clearly slower in EARLY_RUNS (it is then dropped and Git's
+    default kept: real git's confirmation of what the engine ruled out, keys/preload.py,
+    is priced so). Whether they do end it is the runs' business, not
+    the warm-up's (one pair is noisier than the median of three: on the NFS-like bed a
+    1.52x checkout gain showed 1.33-1.50x in its warm-ups)."""
+    if how.stop_early and default > candidate * stats.APART:
+        return stats.CLEAR_RUNS
+    if how.stop_early and candidate > default * stats.APART:
+        return EARLY_RUNS
+    return how.runs
 
 
 @dataclass(frozen=True)
@@ -182,11 +193,11 @@ def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float]
         raise OutOfBudget(None)
     t0 = now()
     try:
-        # The fewest pairs any verdict needs come after the warm-up, each priced at
-        # it: a warm-up past a quarter of what is left already says "does not fit"
-        # (on the NFS-like bed, status with preload off ran 5 s of a 17 s remainder
-        # to say it).
-        with how.within(left / (stats.CLEAR_RUNS + 1)):
+        # The fewest pairs any verdict needs (EARLY_RUNS, where the candidate is
+        # clearly slower: _fewest_pairs) come after the warm-up, each priced at it: a
+        # warm-up past a third of what is left already says "does not fit" (on the
+        # NFS-like bed, status with preload off ran 5 s of a 17 s remainder to say it).
+        with how.within(left / (EARLY_RUNS + 1)):
             error_default, default = ((None, warm_default) if warm_default is not None
                                       else gitbench.attempt(run_default))
             t1 = now()
@@ -295,16 +306,19 @@ def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs,
 
 def _verdict_out_of_reach(ta: List[float], tb: List[float], how: Runs, pair: float) -> bool:
     """Whether the pairs a verdict still needs, at `pair` seconds each, pass what is left:
-    stats.CLEAR_RUNS in all where every run so far is stats.APART from the other side's,
-    else stats.MIN_RUNS. Under a budget, the pairs it cannot reach would only take what
-    the keys after it could decide with (on an NFS-like bed under load, a 48-entry part
-    1.4x faster in 3 pairs, short of the 1.5x a 3-pair verdict needs, ran on to the
-    budget's end, and no other key was decided)."""
+    stats.CLEAR_RUNS in all where every run so far is stats.APART from the other side's
+    (EARLY_RUNS where the candidate's are the slower), else stats.MIN_RUNS. Under a
+    budget, the pairs it cannot reach would only take what the keys after it could
+    decide with (on an NFS-like bed under load, a 48-entry part 1.4x faster in 3 pairs,
+    short of the 1.5x a 3-pair verdict needs, ran on to the budget's end, and no other
+    key was decided)."""
     if not how.stop_early or math.isinf(how.left()):
         return False
-    apart = (min(ta) > max(tb) * stats.APART) or (min(tb) > max(ta) * stats.APART)
+    slower = min(tb) > max(ta) * stats.APART      # the candidate, every run so far
+    apart = slower or min(ta) > max(tb) * stats.APART
     done = len(ta)
-    need = (stats.CLEAR_RUNS if apart and done < stats.CLEAR_RUNS else stats.MIN_RUNS) - done
+    fewest = EARLY_RUNS if slower else stats.CLEAR_RUNS
+    need = (fewest if apart and done < fewest else stats.MIN_RUNS) - done
     return need > 0 and need * pair > how.left()
 
 

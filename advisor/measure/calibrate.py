@@ -10,6 +10,7 @@ registry's business (advisor/keys/): nothing here names a Git key.
 import contextlib
 import dataclasses
 import os
+import tempfile
 import time
 from typing import Dict, Iterator, Optional, Sequence, Set
 
@@ -212,23 +213,27 @@ def next_trial(pending: Sequence[registry.Entry], order: Sequence[registry.Entry
     return max(group, key=lambda e: stakes[e.key.name] or 0.0)
 
 
+def bench_for(report: ProbeReport, opts: Options, budget: Budget,
+              ws: Optional[gitbench.Workspace]) -> Bench:
+    """What the sweeps and trials are given, from the probe's report: the repository's
+    tracked files, the host, the storage's class and latencies, `ws` (None: nothing is
+    timed)."""
+    layout = report.repository.layout
+    where = report.primary_storage()
+    return Bench(ws, repo_probe.tracked_sample(layout, n=10 ** 9), report.host.effective_cores,
+                 where.storage_class, report.git, opts, budget,
+                 pid_limit=report.host.cgroup.pids_max, stat_data=report.repository.stat_data,
+                 online_cpus=report.host.logical_cpus,
+                 latency={op: d["p50"] for op, d in where.latency.items() if d.get("p50")},
+                 untracked_walk=report.repository.untracked_walk)
+
+
 def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
                layout: repo_probe.RepoLayout) -> Bench:
     """The sweeps and trials, in a scratch directory on the repository's file system, once
     that file system has written back earlier writes (settle's share of the budget). Where
     it has not, nothing is timed, not even a scratch directory made: what would be is
     the flush (on the hdd bed, removing an empty scratch directory took 7.7 s then)."""
-    def bench_in(ws: Optional[gitbench.Workspace]) -> Bench:
-        return Bench(ws, repo_probe.tracked_sample(layout, n=10 ** 9),
-                     report.host.effective_cores, report.primary_storage().storage_class,
-                     report.git, opts, budget, pid_limit=report.host.cgroup.pids_max,
-                     stat_data=report.repository.stat_data if report.repository else None,
-                     online_cpus=report.host.logical_cpus,
-                     latency={op: d["p50"] for op, d in
-                              report.primary_storage().latency.items() if d.get("p50")},
-                     untracked_walk=(report.repository.untracked_walk
-                                     if report.repository else None))
-
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
     done = settle.wait(layout.worktree, budget.left() * plan.SETTLE) \
@@ -236,22 +241,40 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
     budget.tick("settle")
     before = report.timings.get("settle", 0.0)     # the probe's own wait
     if done is not None and done.flushing:
-        bench = bench_in(None)
+        bench = bench_for(report, opts, budget, None)
         _nothing_timed(bench, before + done.waited)
         return bench
     with one_measurement_at_a_time(layout.common_dir), \
             scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                        same_fs_as=layout.worktree) as scratch:
+                        same_fs_as=layout.worktree) as scratch, \
+            _local_scratch(report, layout) as local:
         if scratch is None:
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
-        bench = bench_in(gitbench.Workspace(layout, scratch))
+        bench = bench_for(report, opts, budget, gitbench.Workspace(layout, scratch, local))
         waited = before + (done.seconds if done is not None else 0.0)
         if waited > opts.budget * plan.PROBE:
             bench.notes.append(f"waited {waited:.1f} s for the file system to write back "
                                "earlier writes before timing anything")
         _measure(bench, report.git.keys_understood)
     return bench
+
+
+@contextlib.contextmanager
+def _local_scratch(report: ProbeReport, layout: repo_probe.RepoLayout) -> Iterator[Optional[str]]:
+    """Where the repository is on network storage and the host's temporary directory on
+    another file system: a scratch directory there, for index copies git only reads
+    (gitbench.Workspace.local), removed with the calibration; else None."""
+    tmp = tempfile.gettempdir()
+    try:
+        apart = os.stat(tmp).st_dev != os.stat(layout.worktree).st_dev
+    except OSError:
+        apart = False
+    if report.primary_storage().storage_class != "network" or not apart:
+        yield None
+        return
+    with scratch_dir([tmp]) as local:
+        yield local
 
 
 def _nothing_timed(bench: Bench, waited: float) -> None:

@@ -22,6 +22,7 @@ from git_tune.advisor.write import configtext, journal, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
 from git_tune.errors import ConfigWriteError, GitError
 from git_tune.models import catalogue
+from git_tune.probes import scratch
 
 # The scopes this process wrote (apply committed), for what an interrupted command says.
 written_this_run: List[str] = []
@@ -179,7 +180,12 @@ def canonical(settings: Dict[str, str]) -> Dict[str, str]:
 def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subprocess.CompletedProcess:
     """`git config --file COPY ARGS` on a copy of the config file's bytes `old`: git edits
     the text as it would edit the file, and the file itself is replaced under git's lock."""
-    with tempfile.TemporaryDirectory(prefix=safefile.TEMP_PREFIX) as tmp:
+    # A scratch directory, not a TemporaryDirectory: a run killed here (SIGKILL) leaves
+    # it behind, and the next run removes what dead runs left (probes/scratch.py).
+    with scratch.scratch_dir([tempfile.gettempdir()]) as tmp:
+        if tmp is None:
+            raise ConfigWriteError(f"no writable temporary directory ({tempfile.gettempdir()}) "
+                                   "for git config to edit a copy in; nothing was changed")
         copy = os.path.join(tmp, "config")
         with open(copy, "wb") as f:
             f.write(old or b"")
