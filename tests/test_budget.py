@@ -19,7 +19,7 @@ from git_tune.probes import report, storage
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.decide.recommend import decide_measured
-from git_tune.advisor.measure import budget as plan
+from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, STOPPED_FASTER,
                                          STOPPED_SLOWER, OutOfBudget)
 from git_tune.advisor.measure.bench import Bench, Budget
@@ -105,6 +105,17 @@ def test_a_clearly_slower_candidate_fits_a_budget_the_minimum_runs_would_not(clo
     # A candidate no slower than that in its warm-up gets no such discount.
     with pytest.raises(OutOfBudget):
         bench(1.3).ab("status", {}, {KEY.name: "true"}, sleeper(0.2), sleeper(0.22))
+    # The warm-up pair's git runs are killed at a quarter of what is left, or a third
+    # where the caller expects the candidate dropped in EARLY_RUNS pairs (the engine
+    # showed it clearly slower).
+    for expected, share in ((False, 1 / 4), (True, 1 / 3)):
+        b, deadlines = bench(1.2), []
+
+        def warm():
+            deadlines.append(gitbench._deadline.get() - plan.now())
+            return sleeper(0.1)()
+        b.ab("status", {}, {KEY.name: "true"}, warm, sleeper(0.25), slower_expected=expected)
+        assert deadlines[0] == pytest.approx(1.2 * share)
 
 
 def test_a_trial_that_cannot_fit_keeps_the_default_and_names_the_budget(clock):

@@ -11,7 +11,7 @@ import pytest
 
 from git_tune.advisor.keys import checkout, registry
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench
-from git_tune.advisor.measure.ab import EARLY_RUNS, STOPPED_SLOWER, OutOfBudget, least_seconds
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options, Trial
 from git_tune.models import catalogue, stats
@@ -130,7 +130,7 @@ def test_a_key_the_budget_cannot_fit_is_named_with_what_it_needs(monkeypatch):
 def test_a_trial_priced_above_the_budget_left_spends_nothing_and_the_next_key_runs(monkeypatch):
     """A whole status on slow storage at 100,000 files: its trial cannot fit, and says so
     before it starts; the low-stakes key after it gets every second. Unpriced, the same
-    trial spends a third of what is left on a warm-up that only finds the same."""
+    trial spends a quarter of what is left on a warm-up that only finds the same."""
     tree, index = Script("toy.tree", 4.0, 1.6, 14.0), Script("toy.index", 0.3, 0.3, 0.01)
     priced = tuple(dataclasses.replace(s, priced=True) for s in (tree, index))
     bench, used = _calibrate(priced, 6, monkeypatch)
@@ -142,7 +142,7 @@ def test_a_trial_priced_above_the_budget_left_spends_nothing_and_the_next_key_ru
     bench, _ = _calibrate(priced, 6 + short / 2, monkeypatch)
     assert "toy.tree" in bench.unfinished and "toy.tree" not in bench.trials
     _, used_unpriced = _calibrate((tree, index), 6, monkeypatch)
-    assert used_unpriced - used >= 6 / (EARLY_RUNS + 1) * 0.9, (used, used_unpriced)
+    assert used_unpriced - used >= 6 / (stats.CLEAR_RUNS + 1) * 0.9, (used, used_unpriced)
 
 
 def test_a_deadline_and_a_share_read_the_budgets_clock():

@@ -159,7 +159,7 @@ def _confirm_in_share(bench: Bench, record: Sweep, share: Share) -> None:
     inside = dataclasses.replace(bench, budget=Budget(share.left()), sharpen={})
     try:
         with gitbench.deadline(share.left()):
-            if _confirmation_price(bench, n) > share.left():
+            if _confirmation_price(bench, n, share.left()) > share.left():
                 return
             confirmed = _compare(inside, n)
     except (OutOfBudget, gitbench.DeadlineReached, MeasurementFailed):
@@ -381,7 +381,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     unconfirmed = Trial.not_run(KEY, hopeless + " (what the budget left could not hold "
                                 "real git's confirmation)")
     try:
-        if _confirmation_price(bench, n) > bench.budget.left():
+        if _confirmation_price(bench, n, bench.budget.left()) > bench.budget.left():
             return unconfirmed
         return _compare(bench, n)
     except (OutOfBudget, gitbench.DeadlineReached):
@@ -410,7 +410,8 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
         if bench.cold:
             how.append(coldcache.make_cold([index] if index else []))
         return st(settings)
-    c = bench.ab("status", on, off, lambda: run(on), lambda: run(off))
+    c = bench.ab("status", on, off, lambda: run(on), lambda: run(off),
+                 slower_expected=_hopeless(bench) is not None)
     facts = TrialFacts(how[-1] if how else None, *(target or (None, None)))
     if c.stopped == STOPPED_BUDGET:
         # Cut short by the sweep's share or the budget: more runs at the budget's end,
@@ -476,24 +477,27 @@ def _sample_size(bench: Bench) -> Optional[int]:
     return None if n >= entries else n
 
 
-def _confirmation_price(bench: Bench, n: Optional[int]) -> float:
+def _confirmation_price(bench: Bench, n: Optional[int], left: float) -> float:
     """What real git's comparison needs at least where the engine has shown off clearly
     slower: its warm-up pair and the pairs after which ab drops a clearly slower
     candidate (ab.EARLY_RUNS), each run with the making of its own sample where it has
-    one (_fresh_sample_seconds)."""
+    one (_fresh_sample_seconds); past `left` without it, that much."""
+    runs = full_seconds(_sample_run(bench, n), EARLY_RUNS)
+    if runs > left:
+        return runs     # too dear already: no sample is made to price the rest
     return full_seconds(_sample_run(bench, n) + _fresh_sample_seconds(bench, n), EARLY_RUNS)
 
 
 def _fresh_sample_seconds(bench: Bench, n: Optional[int]) -> float:
-    """Seconds the making of a run's own sample index takes, timed on one (on network
-    storage each run has one: gitbench.fresh_files_diff; 30 ms a run on the NFS-like bed
-    at 20,000 entries, more than half the sample's run with preload on); 0 elsewhere."""
+    """Seconds the making of a run's own sample index takes, as the last one made took
+    (one is made where none has been: on network storage each run has one,
+    gitbench.fresh_files_diff; 30 ms a run on the NFS-like bed at 20,000 entries, more
+    than half the sample's run with preload on); 0 elsewhere."""
     if n is None or bench.storage_class != "network":
         return 0.0
-    os.unlink(bench.ws.fresh_sample(n, 0).index_file)    # the first makes what all start from
-    started = plan.now()
-    os.unlink(bench.ws.fresh_sample(n, 1).index_file)
-    return plan.now() - started
+    if bench.ws.fresh_seconds is None:
+        os.unlink(bench.ws.fresh_sample(n, 0).index_file)
+    return bench.ws.fresh_seconds
 
 
 def _sample_run(bench: Bench, n: Optional[int]) -> float:

@@ -57,6 +57,10 @@ class Runs:
     stop_early: bool = True
     extensions: int = 2
     extend_share: float = 1.0
+    # The fewest pairs after the warm-up the caller expects a verdict in: CLEAR_RUNS (a
+    # clear gain), or EARLY_RUNS where what it measured before predicts the candidate
+    # clearly slower (real git confirming the engine: keys/preload.py).
+    fewest: int = stats.CLEAR_RUNS
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget.left()
@@ -80,8 +84,8 @@ def least_seconds(run: float) -> float:
     """What a comparison whose runs take at least `run` seconds needs at least to set its
     candidate: its warm-up pair and the CLEAR_RUNS pairs of the quickest gain (a
     candidate dropped as clearly slower needs EARLY_RUNS: full_seconds). run() says
-    the same from its warm-up; this says it before anything is spent
-    (registry.Tuner.price)."""
+    the same from its warm-up (a pair past 1 / (Runs.fewest + 1) of what is left does
+    not fit); this says it before anything is spent (registry.Tuner.price)."""
     return full_seconds(run, stats.CLEAR_RUNS)
 
 
@@ -193,11 +197,12 @@ def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float]
         raise OutOfBudget(None)
     t0 = now()
     try:
-        # The fewest pairs any verdict needs (EARLY_RUNS, where the candidate is
-        # clearly slower: _fewest_pairs) come after the warm-up, each priced at it: a
-        # warm-up past a third of what is left already says "does not fit" (on the
-        # NFS-like bed, status with preload off ran 5 s of a 17 s remainder to say it).
-        with how.within(left / (EARLY_RUNS + 1)):
+        # The fewest pairs a verdict needs come after the warm-up, each priced at it:
+        # a warm-up past a quarter of what is left (CLEAR_RUNS pairs; a third where
+        # the caller expects the candidate dropped in EARLY_RUNS: how.fewest) already
+        # says "does not fit" (on the NFS-like bed, status with preload off ran 5 s of
+        # a 17 s remainder to say it).
+        with how.within(left / (how.fewest + 1)):
             error_default, default = ((None, warm_default) if warm_default is not None
                                       else gitbench.attempt(run_default))
             t1 = now()

@@ -2,6 +2,7 @@
 files, the budget, and the results measured so far; its A/B comparisons run through
 ab.run under the calibration's budget.
 """
+import dataclasses
 import os
 import stat
 from dataclasses import dataclass, field
@@ -113,11 +114,16 @@ class Bench:
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],
            files: Optional[int] = None, extensions: int = 2,
-           warm_default: Optional[float] = None) -> Comparison:
+           warm_default: Optional[float] = None, slower_expected: bool = False) -> Comparison:
         """Real git, Git's default against the candidate, under this calibration's budget,
-        runs and seed (ab.run)."""
-        return ab.run(workload, default, candidate, run_default, run_candidate,
-                      self._runs(extensions), files=files, warm_default=warm_default)
+        runs and seed (ab.run); `slower_expected`: the engine has shown the candidate
+        clearly slower, and the warm-up may take what leaves room for the pairs that drop
+        it (ab.Runs.fewest)."""
+        how = self._runs(extensions)
+        if slower_expected:
+            how = dataclasses.replace(how, fewest=ab.EARLY_RUNS)
+        return ab.run(workload, default, candidate, run_default, run_candidate, how,
+                      files=files, warm_default=warm_default)
 
     def resume(self, c: Comparison, run_default: Callable[[], float],
                run_candidate: Callable[[], float]) -> Comparison:

@@ -205,6 +205,7 @@ class Workspace:
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
     _staged: Optional[List[str]] = None      # their stage-0 paths (what a sample may mark)
     _all_marked: Optional[str] = None        # an index copy whose stage-0 entries all are
+    fresh_seconds: Optional[float] = None    # what the last fresh sample took to make
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
     def index_copy(self, name: str, shape: "IndexShape" = None,
@@ -295,10 +296,12 @@ class Workspace:
             self._all_marked = self._sample_index((), "index.all-marked", refresh=False,
                                                   where=self.local).index_file
         path = os.path.join(self.local or self.root, f"index.sample-{n}-{which}")
+        started = plan.now()
         _copy_index(self._all_marked, path)
         run_git(["update-index", "-z", "--no-skip-worktree", "--stdin"], self.layout.worktree,
                 dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path), hooks=False,
                 repo=self.layout, input="".join(r.split("\t", 1)[1] + "\0" for r in records))
+        self.fresh_seconds = plan.now() - started
         return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
 
     def _sample_index(self, records: Sequence[str], name: str, refresh: bool,
