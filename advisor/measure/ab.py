@@ -165,9 +165,9 @@ def _fewest_pairs(default: float, candidate: float, how: Runs) -> int:
     already apart by stats.APART may end in fewer than `how.runs`: a gain in CLEAR_RUNS
     pairs, a candidate clearly slower in EARLY_RUNS (it is then dropped and Git's
     default kept: real git's confirmation of what the engine ruled out, keys/preload.py,
-    is priced so). Whether they do end it is the runs' business, not
-    the warm-up's (one pair is noisier than the median of three: on the NFS-like bed a
-    1.52x checkout gain showed 1.33-1.50x in its warm-ups)."""
+    is priced so). Whether they do end it is the runs' business, not the warm-up's (one
+    pair is noisier than the median of three: on the NFS-like bed a 1.52x checkout gain
+    showed 1.33-1.50x in its warm-ups)."""
     if how.stop_early and default > candidate * stats.APART:
         return stats.CLEAR_RUNS
     if how.stop_early and candidate > default * stats.APART:

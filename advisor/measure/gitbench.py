@@ -203,7 +203,6 @@ class Workspace:
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
-    _staged: Optional[List[str]] = None      # their stage-0 paths (what a sample may mark)
     _all_marked: Optional[str] = None        # an index copy whose stage-0 entries all are
     fresh_seconds: Optional[float] = None    # what the last fresh sample took to make
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
@@ -311,13 +310,11 @@ class Workspace:
         is written; only the records' are looked at, by the refresh)."""
         path = os.path.join(where or self.root, name)
         keep = {r.split("\t", 1)[1] for r in records}
-        if self._staged is None:
-            # An unmerged path has no stage-0 entry to mark (update-index dies on it); no
-            # preload thread lstat-s it either way. Listed once: on network storage a
-            # sample is made for every timed run.
-            self._staged = [r.split("\t", 1)[1] for r in self.listed()
-                            if r.split("\t", 1)[0].endswith(" 0")]
-        others = [p for p in self._staged if p not in keep]
+        # An unmerged path has no stage-0 entry to mark (update-index dies on it); no
+        # preload thread lstat-s it either way. (Made once per sample size, and once for
+        # fresh samples' all-marked copy: fresh_sample only clears its own marks.)
+        others = [r.split("\t", 1)[1] for r in self.listed()
+                  if r.split("\t", 1)[0].endswith(" 0") and r.split("\t", 1)[1] not in keep]
         _copy_index(self.layout.index_file, path)
         env = dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path)
         run_git(["update-index", "-z", "--skip-worktree", "--stdin"], self.layout.worktree,
