@@ -477,9 +477,10 @@ def test_the_untracked_cache_is_weighed_with_what_every_index_read_pays():
                       [0.010, 0.0101, 0.0099, 0.010, 0.0102])
     steady = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102]
 
-    def advice_with(status_on):
-        costs = comparison("status", off, on, steady, status_on)
-        trials = {**cal.trials, KEY.name: Trial(KEY.name, (gain, costs), {"fs_test": True})}
+    def advice_with(status_on, untimed=None):
+        costs = (comparison("status", off, on, steady, status_on),) if status_on else ()
+        facts = {"fs_test": True, "costs_not_timed": untimed}
+        trials = {**cal.trials, KEY.name: Trial(KEY.name, (gain, *costs), facts)}
         cut = Calibration(**{**cal.__dict__, "trials": trials})
         return {k.key: k for k in recommend(cut).keys}[KEY.name]
 
@@ -488,6 +489,12 @@ def test_the_untracked_cache_is_weighed_with_what_every_index_read_pays():
     within = advice_with(steady)
     assert within.status == advice.SET, within.reason
     assert "git status with untracked files" in within.reason and "weighted" in within.reason
+    assert "not timed" not in within.reason
+    # Costs the budget left untimed: the gain decides, and the advice names them.
+    gain_only = advice_with(None, ["status", "index", "write"])
+    assert gain_only.status == advice.SET, gain_only.reason
+    assert ("its cost on git status -uno, reading the index (git ls-files), writing the "
+            "index (git update-index --force-write-index) not timed") in gain_only.reason
 
 
 def test_the_untracked_trial_times_the_caches_costs_only_after_its_gain(tmp_path):
@@ -510,12 +517,23 @@ def test_the_untracked_trial_times_the_caches_costs_only_after_its_gain(tmp_path
               Options(budget=60), Budget(60))
     os.makedirs(b.ws.root, exist_ok=True)
     t = untracked.trial(KEY, b)
-    workloads = [c.workload for c in t.comparisons]
-    assert workloads[0] == "untracked"
+    # The gain first; its costs wait until every key has had its trial (bench.sharpen),
+    # one workload a step, in order, each step's trial holding those timed so far.
+    assert [c.workload for c in t.comparisons] == ["untracked"]
     if t.comparisons[0].estimate.verdict == stats.FASTER:
-        assert workloads == ["untracked", *untracked.COSTS]
+        assert t.facts_as(untracked.TrialFacts).costs_not_timed == untracked.COSTS
+        step = b.sharpen[untracked.KEY]
+        while True:
+            more = step()
+            if more is None:
+                break
+            t = more
+        workloads = [c.workload for c in t.comparisons]
+        assert workloads == ["untracked", *untracked.COSTS[:len(workloads) - 1]]
+        assert t.facts_as(untracked.TrialFacts).costs_not_timed is None
     else:
-        assert workloads == ["untracked"]
+        assert untracked.KEY not in b.sharpen
+        assert t.facts_as(untracked.TrialFacts).costs_not_timed is None
     # Each cost's command runs with real git on both copies, whatever the gain was here.
     copies = (b.ws.index_copy("uc-off", untracked.index_shape(KEY, "false")),
               b.ws.index_copy("uc-on", untracked.index_shape(KEY, "true")))

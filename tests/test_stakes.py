@@ -6,12 +6,14 @@ import dataclasses
 import json
 import os
 import subprocess
+import time
 import types
 
 import pytest
 
 from git_tune import repogen
 from git_tune.advisor.keys import registry
+from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Budget
 from git_tune.models import catalogue
 from tests.conftest import bench_on, git_out
@@ -289,6 +291,45 @@ def test_a_parts_files_are_written_old_enough_that_its_status_reads_none_of_them
     assert phases.get("data/index/refresh/sum_scan") == 0, phases
 
 
+def test_a_parts_files_the_workers_runs_left_are_not_written_or_waited_for_again(tmp_path):
+    """#30: the untracked cache's part, where it is the one the workers' runs wrote, is
+    priced and settled on the files they left (no second write; their wait to age runs
+    from their write), and its status then reads none of them again. A run that removes
+    them (stopped half way) leaves them to be written again by whoever needs them; a
+    parallel run's write is not the price of writing them. Real git."""
+    from git_tune.advisor.keys import untracked
+    key = catalogue.lookup(untracked.KEY)
+    bench = bench_on(tmp_path, 600, Budget(60))
+    part = bench.ws.part(48)
+    work = gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"),
+                              part)
+    assert part.files is None
+    work.run({})
+    files = part.files
+    assert files is not None and files.seconds > 0 and not files.settled
+    mtimes = _mtimes(part)
+    time.sleep(gitbench.RACY_SECONDS)
+    priced, written_at, wrote, runs = untracked._priced_part(key, bench, 48)
+    assert priced is part and written_at == files.at and wrote == files.seconds and runs > 0
+    assert part.files.settled and _mtimes(part) == mtimes
+    trace = str(tmp_path / "trace")
+    gitbench.status(part, part.index_file, untracked=True)({}, trace_file=trace)
+    phases = gitbench.trace_phases(trace)
+    assert phases.get("data/index/refresh/sum_scan") == 0, phases
+    work.run({"checkout.workers": "2", "checkout.thresholdForParallelism": "0"})
+    assert part.files.seconds == files.seconds and not part.files.settled
+    with gitbench.deadline(0), pytest.raises(gitbench.DeadlineReached):
+        work.run({})
+    assert part.files is None
+    again = part.present_files()
+    assert again is part.files and again.at > files.at
+    assert all(os.path.isfile(os.path.join(part.worktree, p)) for p in part.paths)
+
+
+def _mtimes(part):
+    return {p: os.stat(os.path.join(part.worktree, p)).st_mtime_ns for p in part.paths}
+
+
 def test_one_thread_clearly_slower_than_gits_count_is_stopped_once_that_is_certain(
         tmp_path, latfs_bed):
     """#30: on the NFS-like bed (1 ms a lookup), preload's part sweep stops one thread at
@@ -451,10 +492,10 @@ def test_where_the_whole_trees_runs_turn_out_too_long_the_untracked_cache_is_tim
     bench.untracked_walk = 0.001
     real = untracked._compare
 
-    def compare(bench_, where, copies, warm):
+    def compare(bench_, where, copies, warm, facts):
         if where is bench_.repo:
             raise OutOfBudget(5.1)
-        return real(bench_, where, copies, warm)
+        return real(bench_, where, copies, warm, facts)
     monkeypatch.setattr(untracked, "_compare", compare)
     t = untracked.trial(key, bench)
     facts = t.facts_as(untracked.TrialFacts)
@@ -518,15 +559,24 @@ def test_preload_is_decided_by_real_git_on_a_sample_whose_lstats_do_not_grow(
     # Behind an attribute cache that expires by time, each run meets entries of its own
     # (the sample's index made before the timer, in the host's temporary scratch where
     # there is one, and removed after it).
+    # Their index holds a frame of the entries where the repository has more than git's
+    # preload needs to start its most threads (gitbench.PRELOAD_FULL_ENTRIES, made
+    # smaller here): what git reads and writes around the lstats does not grow either.
     bench.storage_class = "network"
     bench.ws.local = str(tmp_path / "local")
     os.mkdir(bench.ws.local)
+    monkeypatch.setattr(gitbench, "PRELOAD_FULL_ENTRIES", 2000)
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(tmp_path / "trace-network"))
     trial = preload.trial(key, bench)
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     runs = _diff_files_work(str(tmp_path / "trace-network"))
     assert trial.comparisons and len(runs) == 2 * len(trial.main.times_default) + 2
     assert max(r["sum_lstat"] for r in runs if "sum_lstat" in r) <= 120
+    assert all(r["cache_nr"] == 2000 for r in runs)
+    facts = trial.facts_as(preload.TrialFacts)
+    assert facts.sample_entries == 120 and facts.entries == 2000
+    assert any("120 of the 2000 entries of a copy that holds that many of its 6000" in n
+               for n in bench.notes), bench.notes
     for where in (bench.ws.root, bench.ws.local):
         assert not [f for f in os.listdir(where) if f.startswith("index.sample-120-")]
     assert os.listdir(bench.ws.local) == ["index.all-marked"]

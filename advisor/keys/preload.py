@@ -398,7 +398,8 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
         st, target = gitbench.status(bench.repo, index, untracked=False), None
     elif fresh:
         index, st = None, gitbench.fresh_files_diff(bench.ws, n)
-        target = (len(gitbench.sample_entries(bench.ws.listed(), n)), len(bench.ws.listed()))
+        held = bench.ws.fresh_frame() or bench.ws.listed()
+        target = (len(gitbench.sample_entries(held, n)), len(held))
     else:
         sample = bench.ws.sample(n)
         st, target = gitbench.files_diff(bench.repo, sample), (len(sample.paths), sample.entries)
@@ -430,10 +431,14 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
     if how:
         bench.notes.append(f"{KEY} timed cold: {how[-1]}")
     if target:
+        whole = len(bench.ws.listed())
+        of = (f"its {target[1]} entries" if target[1] >= whole else
+              f"the {target[1]} entries of a copy that holds that many of its {whole}: "
+              "Git starts as many threads for that many as for more")
         bench.notes.append(f"{KEY} timed on a sample: git diff-files reads the index with "
-                           f"preload as status does, lstat-ing {target[0]} of its "
-                           f"{target[1]} entries (the rest skip-worktree) with the threads "
-                           "Git starts for the whole index" + (
+                           f"preload as status does, lstat-ing {target[0]} of {of} (the "
+                           "rest skip-worktree) with the threads Git starts for the whole "
+                           "index" + (
                                "; each run on entries of its own (network storage: the "
                                "attribute cache would serve a sample met again)"
                                if fresh else ""))

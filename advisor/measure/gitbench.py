@@ -7,6 +7,7 @@ workspace on the repository's file system: copies of the index
 """
 import contextlib
 import contextvars
+import dataclasses
 import itertools
 import json
 import os
@@ -203,7 +204,8 @@ class Workspace:
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
-    _all_marked: Optional[str] = None        # an index copy whose stage-0 entries all are
+    _all_marked: Optional["Sample"] = None   # fresh samples' index, every entry marked
+    _frame: Optional[List[str]] = None       # fresh_frame, once chosen
     fresh_seconds: Optional[float] = None    # what the last fresh sample took to make
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
@@ -283,46 +285,78 @@ class Workspace:
                                                   f"index.sample-{n}", refresh=True)
         return self._samples[n]
 
+    def fresh_frame(self) -> Optional[List[str]]:
+        """The records fresh samples are drawn from and their index holds, where the
+        regular files are more than PRELOAD_FULL_ENTRIES: that many of them
+        (sample_entries); None where the whole index is their frame (chosen once).
+        Git's preload starts as many threads for an index of that size as for any
+        larger one, and each thread's slice holds the sample's entries as the whole
+        index's would; what grows with the repository is the index read and written
+        around the lstats, on both sides alike: on the NFS-like bed at 100,000 entries
+        0.056 s to make a sample and 0.17 s a run, where the confirmation's share had
+        1.27 s for 6 runs."""
+        if self._frame is None:
+            plain = _plain(self.listed())
+            # [] where there is no frame: the whole index is the samples' own.
+            self._frame = sample_entries(plain, PRELOAD_FULL_ENTRIES) \
+                if len(plain) > PRELOAD_FULL_ENTRIES else []
+        return self._frame or None
+
     def fresh_sample(self, n: int, which: int) -> "Sample":
-        """The which-th of disjoint samples of n entries (sample_entries), its stat data as
-        the user's index has them: nothing meets its files before a timed run does. Made
-        from a copy in which every entry is marked (made once), its sample's marks
-        cleared: on the NFS-like bed at 20,000 entries 0.03 s a sample in the host's
-        temporary directory, where marking all but the sample on the bed took 0.08 s.
-        The caller removes its index file."""
-        records = sample_entries(self.listed(), n, which=which)
+        """The which-th of disjoint samples of n entries of fresh_frame (sample_entries),
+        its stat data as the user's index has them: nothing meets its files before a
+        timed run does. Made from a copy of the frame in which every entry is marked
+        (made once), its sample's marks cleared: on the NFS-like bed at 20,000 entries
+        0.03 s a sample in the host's temporary directory, where marking all but the
+        sample on the bed took 0.08 s. The caller removes its index file."""
+        frame = self.fresh_frame()
+        records = sample_entries(frame or self.listed(), n, which=which)
         if self._all_marked is None:
             self._all_marked = self._sample_index((), "index.all-marked", refresh=False,
-                                                  where=self.local).index_file
+                                                  where=self.local, frame=frame)
         path = os.path.join(self.local or self.root, f"index.sample-{n}-{which}")
         started = plan.now()
-        _copy_index(self._all_marked, path)
+        _copy_index(self._all_marked.index_file, path)
         run_git(["update-index", "-z", "--no-skip-worktree", "--stdin"], self.layout.worktree,
                 dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path), hooks=False,
                 repo=self.layout, input="".join(r.split("\t", 1)[1] + "\0" for r in records))
         self.fresh_seconds = plan.now() - started
-        return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
+        return Sample(path, tuple(r.split("\t", 1)[1] for r in records),
+                      self._all_marked.entries)
 
     def _sample_index(self, records: Sequence[str], name: str, refresh: bool,
-                      where: Optional[str] = None) -> "Sample":
+                      where: Optional[str] = None,
+                      frame: Optional[Sequence[str]] = None) -> "Sample":
         """The user's index copied to `name` in scratch (`where`, else root), every entry
         but `records` marked skip-worktree by `git update-index` (no file of the work tree
-        is written; only the records' are looked at, by the refresh)."""
+        is written; only the records' are looked at, by the refresh). With `frame`, the
+        copy holds the frame's records only (the rest removed from it, not from the
+        work tree)."""
         path = os.path.join(where or self.root, name)
         keep = {r.split("\t", 1)[1] for r in records}
         # An unmerged path has no stage-0 entry to mark (update-index dies on it); no
         # preload thread lstat-s it either way. (Made once per sample size, and once for
         # fresh samples' all-marked copy: fresh_sample only clears its own marks.)
-        others = [r.split("\t", 1)[1] for r in self.listed()
+        held = self.listed() if frame is None else frame
+        others = [r.split("\t", 1)[1] for r in held
                   if r.split("\t", 1)[0].endswith(" 0") and r.split("\t", 1)[1] not in keep]
         _copy_index(self.layout.index_file, path)
         env = dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path)
+        if frame is not None:
+            framed = {r.split("\t", 1)[1] for r in frame}
+            gone = dict.fromkeys(r.split("\t", 1)[1] for r in self.listed()
+                                 if r.split("\t", 1)[1] not in framed)
+            # Last first: git moves every entry after a removed one down (read-cache.c,
+            # remove_index_entry_at); at 100,000 entries 0.35 s in index order, 0.085 s so.
+            run_git(["update-index", "-z", "--force-remove", "--stdin"], self.layout.worktree,
+                    env, hooks=False, repo=self.layout,
+                    input="".join(p + "\0" for p in reversed(list(gone))))
         run_git(["update-index", "-z", "--skip-worktree", "--stdin"], self.layout.worktree,
                 env, hooks=False, repo=self.layout, input="".join(p + "\0" for p in others))
         if refresh:
             run_git(["update-index", "-q", "--refresh"], self.layout.worktree, env,
                     hooks=False, repo=self.layout, ok=(0, 1))
-        return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
+        return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(held))
 
     @property
     def parts(self) -> Tuple["Part", ...]:
@@ -375,6 +409,16 @@ NO_FILTERS = "* -filter\n"
 
 
 @dataclass(frozen=True)
+class FilesWritten:
+    """Every file of a part present, the part's index's stat data with them, since `at`
+    (time.time() once the write had ended: the racy wait counts from it); writing them
+    with Git's defaults takes `seconds`."""
+    at: float
+    seconds: float
+    settled: bool = False   # the index's stat data refreshed since (Part.settle_index)
+
+
+@dataclass(eq=False)
 class Part:
     """A scratch repository holding a part of the user's tree: its index holds
     `paths` (runs of consecutive entries of the user's index, spread over all of it),
@@ -385,25 +429,48 @@ class Part:
     worktree: str
     paths: Tuple[str, ...]
     entries: int            # the user's index's entries, of which these are a part
+    # The last write that left every file there (write_files, or a workload's run that
+    # wrote them all: PartWrite); None while some may be missing.
+    files: Optional[FilesWritten] = field(default=None, repr=False)
 
     @property
     def index_file(self) -> str:
         return os.path.join(self.worktree, ".git", "index")
 
-    def write_files(self) -> float:
+    def write_files(self) -> FilesWritten:
         """Every file of the part written (again, whatever a checkout trial left), the
-        index's stat data with them: when they were written (time.time())."""
+        index's stat data with them."""
+        # A run of a workload there stopped at its deadline was killed holding the
+        # part's index lock (the part is git-tune's own scratch; only its runs write it).
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.index_file + ".lock")
+        started = plan.now()
         run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree,
                 config_env({}), hooks=False)
-        return time.time()
+        self.files = FilesWritten(time.time(), plan.now() - started)
+        return self.files
 
-    def settle_index(self, written_at: float) -> None:
-        """The index's stat data refreshed once the files written at `written_at` are
+    def present_files(self) -> FilesWritten:
+        """The part's files as the last workload there left them, where it wrote them all
+        and its write with Git's defaults is known (a checkout trial's runs on this very
+        part), else written now. Files already written have been ageing since: on the
+        NFS-like bed at 20,000 files, the untracked cache's part was the workers'
+        48-entry part, written again (0.23 s) and then waited for (1.05 s) while the
+        workers' last write was already older than that."""
+        if self.files is None:
+            return self.write_files()
+        return self.files
+
+    def settle_index(self) -> None:
+        """The index's stat data refreshed once the part's files (present_files) are
         RACY_SECONDS old: no entry is then racily clean, and a status there does what
         one does in a work tree checked out a while ago (lstat every entry, read its
         directories), not a re-read of every file. git's racy check is to the second
-        (is_racy_stat without USE_NSEC)."""
-        wait = written_at + RACY_SECONDS - time.time()
+        (is_racy_stat without USE_NSEC). Once per write."""
+        files = self.present_files()
+        if files.settled:
+            return
+        wait = files.at + RACY_SECONDS - time.time()
         end = _deadline.get()
         if end is not None and plan.now() + max(0.0, wait) > end:
             raise DeadlineReached("the deadline comes before the part's files are a second old")
@@ -411,11 +478,17 @@ class Part:
             time.sleep(wait)
         run_git(["update-index", "-q", "--refresh"], self.worktree, config_env({}),
                 hooks=False)
+        self.files = dataclasses.replace(files, settled=True)
 
     def written(self) -> None:
-        """write_files, then settle_index."""
-        self.settle_index(self.write_files())
+        """Every file of the part written now, then settle_index."""
+        self.write_files()
+        self.settle_index()
 
+
+# Git's preload starts its most threads (MAX_PARALLEL, 20) for an index of this many
+# entries (THREAD_COST, 500 a thread: preload-index.c), and the same for any larger one.
+PRELOAD_FULL_ENTRIES = 20 * 500
 
 # What a sample index is written and read with: its own file, whole (a split index's
 # shared part is not written beside the user's), and its skip-worktree marks kept (with
@@ -697,11 +770,24 @@ class PartWrite(WholeTreeWrite):
 
     last_write_back: Optional[float] = None    # the last run's write-back, seconds
 
+    def __init__(self, clone: str, paths: Sequence[str], scratch: str,
+                 part: Optional[Part] = None):
+        super().__init__(clone, paths, scratch)
+        self.part = part    # told of each run's write (Part.files), where given
+
     def run(self, settings: Settings, trace_file: Optional[str] = None,
             settle: Optional[Callable[[], object]] = None) -> float:
+        before = self.part.files if self.part else None
+        if self.part:
+            self.part.files = None      # removed first: missing until the run has ended
         seconds = super().run(settings, trace_file, settle)
         self.last_write_back = written_back(self.clone)
         self.last_wall += self.last_write_back
+        if self.part:
+            # A write with Git's defaults prices writing them again; a parallel one does
+            # not, and the last such price stands (None: the part has none yet).
+            wrote = seconds - self.last_status if not settings else (before and before.seconds)
+            self.part.files = None if wrote is None else FilesWritten(time.time(), wrote)
         return seconds + self.last_write_back
 
 
