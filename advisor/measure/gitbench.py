@@ -408,6 +408,13 @@ def _copy_index(source: str, path: str) -> None:
 NO_FILTERS = "* -filter\n"
 
 
+def _unlock_scratch(worktree: str) -> None:
+    """The index lock a run stopped at its deadline was killed holding, removed: in a
+    scratch clone or part, git-tune's own, which only its runs write."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(worktree, ".git", "index.lock"))
+
+
 @dataclass(frozen=True)
 class FilesWritten:
     """Every file of a part present, the part's index's stat data with them, since `at`
@@ -440,10 +447,7 @@ class Part:
     def write_files(self) -> FilesWritten:
         """Every file of the part written (again, whatever a checkout trial left), the
         index's stat data with them."""
-        # A run of a workload there stopped at its deadline was killed holding the
-        # part's index lock (the part is git-tune's own scratch; only its runs write it).
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.index_file + ".lock")
+        _unlock_scratch(self.worktree)
         started = plan.now()
         run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree,
                 config_env({}), hooks=False)
@@ -693,12 +697,7 @@ class CheckoutWorkload:
             f.write(b"\0".join(os.fsencode(p) for p in self.paths))
 
     def _remove(self) -> None:
-        # A run stopped at its deadline was killed holding the clone's index lock; the
-        # clone is git-tune's own scratch, and only these runs write it.
-        try:
-            os.unlink(os.path.join(self.clone, ".git", "index.lock"))
-        except FileNotFoundError:
-            pass
+        _unlock_scratch(self.clone)
         for p in self.paths:
             try:
                 os.unlink(os.path.join(self.clone, p))
