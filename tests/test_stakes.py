@@ -247,6 +247,29 @@ def test_an_untracked_trial_the_probes_walk_prices_out_is_stopped_at_its_first_s
     assert t.facts_as(untracked.TrialFacts).part is None
 
 
+def test_on_network_storage_a_whole_status_whose_lstats_alone_cannot_fit_is_not_tried(tmp_path):
+    """#30: on network storage, where the probe's lstat latency spread over Git's preload
+    threads puts a status's lstat pass far past the longest run the whole tree's trial
+    could fit, no whole-tree status is run and no copy of the whole index made: the
+    cache is timed on a part at once. On local storage the pilot still decides (an inode
+    cache may serve the status what the probe met cold). Real git."""
+    from git_tune.advisor.keys import untracked
+    key = catalogue.lookup(untracked.KEY)
+    bench = bench_on(tmp_path, 3000, Budget(60))
+    bench.untracked_walk = 100.0          # as if the probe's walk had taken 100 s
+    bench.latency = {"lstat_hit": 1.0}    # and each of its lstats 1 s
+    bench.storage_class = "network"
+    t = untracked.trial(key, bench)
+    assert t.facts_as(untracked.TrialFacts).part
+    assert not os.path.exists(os.path.join(bench.ws.root, "index.uc-off"))
+    # The same on local storage: the pilot's status is quick, and the whole tree is timed.
+    local = bench_on(tmp_path / "local", 3000, Budget(60))
+    local.untracked_walk, local.latency = 100.0, {"lstat_hit": 1.0}
+    t = untracked.trial(key, local)
+    assert t.facts_as(untracked.TrialFacts).part is None
+    assert os.path.exists(os.path.join(local.ws.root, "index.uc-off"))
+
+
 def test_on_slow_storage_the_untracked_cache_is_decided_on_a_part_whose_work_does_not_grow(
         tmp_path, monkeypatch, latfs_bed):
     """#30: on the NFS-like bed (1 ms a metadata operation), where a whole status with
@@ -291,6 +314,33 @@ def test_a_parts_files_are_written_old_enough_that_its_status_reads_none_of_them
     assert phases.get("data/index/refresh/sum_scan") == 0, phases
 
 
+def test_a_parts_wait_ends_with_the_file_systems_second_and_leaves_no_entry_racy(tmp_path):
+    """The wait before a part's index is refreshed lasts what is left of the second its
+    index was written in, on the file system's clock (FilesWritten.ready_at), not a
+    whole second after every write: written and settled again and again, wherever in a
+    second the write ends, the status after reads no file again (trace2 index/refresh
+    sum_scan), and the waits add up to less than a second each. Real git, the disk."""
+    from git_tune.advisor.measure import gitbench
+    bench = bench_on(tmp_path, 300, Budget(60))
+    part = bench.ws.part(40)
+    waited = 0.0
+    for i in range(6):
+        time.sleep(i / 6)      # writes ending all over a second
+        files = part.write_files()
+        assert files.index_mtime is not None
+        assert files.at < files.ready_at() <= files.at + 1 + gitbench.CLOCK_TICK
+        started = time.time()
+        part.settle_index()
+        waited += time.time() - started
+        assert part.files.settled
+        trace = str(tmp_path / f"trace{i}")
+        gitbench.status(part, part.index_file, untracked=True)({}, trace_file=trace)
+        phases = gitbench.trace_phases(trace)
+        assert phases.get("data/index/refresh/sum_scan") == 0, (i, phases)
+    assert waited < 6 * gitbench.RACY_SECONDS
+
+
+
 def test_a_parts_files_the_workers_runs_left_are_not_written_or_waited_for_again(tmp_path):
     """#30: the untracked cache's part, where it is the one the workers' runs wrote, is
     priced and settled on the files they left (no second write; their wait to age runs
@@ -308,9 +358,12 @@ def test_a_parts_files_the_workers_runs_left_are_not_written_or_waited_for_again
     files = part.files
     assert files is not None and files.seconds > 0 and not files.settled
     mtimes = _mtimes(part)
-    time.sleep(gitbench.RACY_SECONDS)
-    priced, written_at, wrote, runs = untracked._priced_part(key, bench, 48)
-    assert priced is part and written_at == files.at and wrote == files.seconds and runs > 0
+    priced = untracked._priced_part(key, bench, 48)
+    assert priced.part is part and priced.ready_at == files.ready_at()
+    assert priced.wrote == files.seconds and priced.runs > 0
+    # Settled before it was priced (what was left of the wait waited): its status is the
+    # A/B's first run of Git's default.
+    assert priced.warm is not None and priced.warm > 0
     assert part.files.settled and _mtimes(part) == mtimes
     trace = str(tmp_path / "trace")
     gitbench.status(part, part.index_file, untracked=True)({}, trace_file=trace)
@@ -364,9 +417,10 @@ def test_one_thread_clearly_slower_than_gits_count_is_stopped_once_that_is_certa
 
 
 def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
-    """#30: a tiny batch costs at least its files' share of the part's fastest sequential
-    run (git's start-up does not shrink with the files); with the pilots' price of a file
-    it is priced by that; before the workers' trial, not at all."""
+    """#30: a tiny batch costs at least the part's fastest sequential run (git's start-up
+    does not shrink with the files, and the batch's part has as many runs of entries,
+    each in directories of their own); with the pilots' price of a file it is priced by
+    that; before the workers' trial, not at all."""
     from dataclasses import asdict
     from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure.ab import least_seconds
@@ -382,7 +436,8 @@ def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
 
     assert entry.price(types.SimpleNamespace(trials={})) is None
     pilot_part = checkout.WorkersFacts(True, 48, 100000)
-    assert entry.price(bench_with(pilot_part)) == least_seconds(0.75 * checkout.TINY_FILES / 48)
+    assert checkout.TINY_FILES >= gitbench.PART_RUNS    # as many runs of entries as the part
+    assert entry.price(bench_with(pilot_part)) == least_seconds(0.75)
     priced = dataclasses.replace(pilot_part, part_fixed=0.3, part_per_file=0.01)
     assert entry.price(bench_with(priced)) == least_seconds(0.3 + checkout.TINY_FILES * 0.01)
     assert checkout.TUNERS[checkout.THRESHOLD].price(key, bench_with(priced)) == \
@@ -434,6 +489,30 @@ def test_preloads_sweep_times_only_what_its_trial_needs_before_the_trials(tmp_pa
     [(family, later)] = bench.later
     full = later(bench)
     assert family == "preload" and full.evaluations and full.best_value is not None
+
+
+def test_the_index_sweep_loads_only_what_the_trials_need_before_them(tmp_path):
+    """#30: before the trials, the index sweep loads each thread count the offset table
+    allows once with Git's allocator, the quickest again (what index.threads' trial takes
+    its candidate from); the search over both allocators, a finding, waits for what the
+    trials leave (bench.later). Every load is a real engine load of a copy git wrote."""
+    from git_tune import engine
+    from git_tune.advisor.keys import index
+    bench = bench_on(tmp_path, 3000, Budget(20))
+    sweep = index.sweep(bench)
+    counts = {e.point[index.THREADS] for e in sweep.evaluations}
+    blocks = max(4, 2 * bench.cores)
+    assert counts == set(index._quick_counts(blocks)) and blocks in counts
+    assert {e.point[index.ALLOC] for e in sweep.evaluations} == {engine.ALLOC_POOL}
+    assert len(sweep.evaluations) <= len(counts) + 1 + len(counts) // 3
+    facts = sweep.facts_as(index.Facts)
+    assert facts.entries == 3000 and facts.parse_v2 > 0 and facts.ieot_blocks > 1
+    bench.sweeps["index"] = sweep
+    assert index._stakes(bench) == facts.parse_v2
+    [(family, later)] = bench.later
+    full = later(bench)
+    assert family == "index" and full.facts == sweep.facts
+    assert engine.ALLOC_MALLOC in {e.point[index.ALLOC] for e in full.evaluations}
 
 
 def _deltas_in(pack_path: str) -> int:

@@ -1183,10 +1183,13 @@ class Threshold(registry.Tuner):
     def price(self, key, bench: Bench) -> Optional[float]:
         """Where the workers were timed on a part: its first batch, TINY_FILES on a part
         of its own, at the pilots' price; where the part was the pilot's (no price of a
-        file), at that share of the part's fastest sequential run: git's start-up is no
-        less on fewer files, so a run costs no less than its files' share (on the
-        NFS-like bed at 100,000 files, the trial made its part and ran a warm-up pair,
-        0.5-1.0 s of a 20 s budget, to stop 1-2 s short)."""
+        file), at the part's fastest sequential run: a part is gitbench.PART_RUNS runs
+        of consecutive entries, each in directories of their own, so the tiny batch's
+        part has as many directories as the pilot's, and git's start-up is no less on
+        fewer files. On the NFS-like bed at 20,000 files the 20-file batch took 0.79 s
+        a run where the 48-file part's took 0.59-0.73: priced at its files' share of
+        that (0.42), the trial started with 3.7 s left and stopped 1.9 s short after
+        0.9 s (at 100,000 files, before any price, 1-2 s short after 0.5-1.0 s)."""
         workers = bench.trials.get(WORKERS)
         f = workers.facts_as(WorkersFacts) if workers else None
         if f is None:
@@ -1195,7 +1198,7 @@ class Threshold(registry.Tuner):
             return least_seconds(f.part_fixed + TINY_FILES * f.part_per_file)
         sequential = workers.main.times_default if workers.comparisons else ()
         if f.part and sequential:
-            return least_seconds(min(sequential) * min(1.0, TINY_FILES / f.part))
+            return least_seconds(min(sequential))
         return None
 
     def stakes(self, key, bench: Bench) -> Optional[float]:

@@ -91,15 +91,24 @@ def status_price(bench: Bench) -> Optional[float]:
     return least_seconds(lstat) if lstat else None
 
 
+def lstat_pass(bench: Bench) -> Optional[float]:
+    """A status's lstat of every entry at Git's thread count: the engine's (whole_lstat),
+    else, before this family's sweep, the probe's lstat latency spread over Git's
+    threads (the probe met its files for the first time). None: neither is known."""
+    if "preload" in bench.sweeps:
+        return whole_lstat(bench)
+    lstat = bench.latency.get("lstat_hit")
+    return len(bench.names) * lstat / git_threads(len(bench.names)) if lstat else None
+
+
 def stakes(key, bench: Bench) -> Optional[float]:
     """What turning preload off could save a status at most: its lstat pass at Git's
     thread count (nothing where the sweep shows off cannot win). Before the sweep, that
     pass by the probe's lstat latency: on the NFS-like bed without attribute caching a
     few percent of a tree written, whose trial then goes first (issue #30)."""
-    if "preload" in bench.sweeps:
-        return 0.0 if _hopeless(bench) else whole_lstat(bench)
-    lstat = bench.latency.get("lstat_hit")
-    return len(bench.names) * lstat / git_threads(len(bench.names)) if lstat else None
+    if "preload" in bench.sweeps and _hopeless(bench):
+        return 0.0
+    return lstat_pass(bench)
 
 
 def price(key, bench: Bench) -> Optional[float]:

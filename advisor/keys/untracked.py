@@ -31,6 +31,10 @@ from git_tune.models import stats
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
 PART_STEP = 8        # each larger part tried holds this many times the entries of the last
+# The whole tree's pilot is not run on network storage where the lstat pass of every
+# entry (preload.lstat_pass) is this many times a run's limit or more: a margin for what
+# an attribute cache still held.
+PILOT_SKIP = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     if works is False:
         return Trial.not_run(KEY, "the untracked cache fails git's mtime test on this file "
                              "system (git update-index --test-untracked-cache)")
+    if _lstats_past_reach(bench):
+        return _trial_on_part(key, bench, works)
     try:
         off = bench.ws.index_copy("uc-off", index_shape(key, "false"))
         warm = _pilot(bench, off)
@@ -146,6 +152,21 @@ def _ab(bench: Bench, workload: str, copies, warm: Optional[float] = None,
                     warm_default=warm)
 
 
+def _lstats_past_reach(bench: Bench) -> bool:
+    """Whether, on network storage, a status's lstat of every entry (preload.lstat_pass)
+    alone is PILOT_SKIP times the longest run the whole tree's trial could fit: its
+    pilot (_pilot) could only be stopped (on the NFS-like bed at 20,000 and 100,000
+    files, 0.45 s every time, and the whole index's copy made for it 0.1-0.17 s; the
+    lstat pass 1.1 and 5.5 s). On network storage only: there the probe's lstats went to
+    the server, as a status's do once the attribute cache has let them go; a local inode
+    cache keeps what the probe met cold, and a status there may be many times quicker."""
+    walk, left = bench.untracked_walk, bench.budget.left()
+    if bench.storage_class != "network" or walk is None or full_seconds(walk, bench.runs) <= left:
+        return False
+    lstats = preload.lstat_pass(bench)
+    return lstats is not None and lstats > PILOT_SKIP * longest_run(left, bench.runs)
+
+
 class _WholeTooSlow(Exception):
     """A status of the whole work tree is too slow for the trial to fit the budget left."""
 
@@ -184,16 +205,30 @@ def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
     hdd bed at 100,000 files, a whole status with untracked files did not fit a 20 s
     budget's rest (7 s short) and the key was left undecided."""
     entries = len(bench.ws.listed())
-    part = _sized_part(key, bench, entries, plan.now() + bench.budget.left() * plan.UNTRACKED_PART)
+    sized = _sized_part(key, bench, entries,
+                        plan.now() + bench.budget.left() * plan.UNTRACKED_PART)
+    part = sized.part
     copies = tuple(bench.ws.index_copy(f"uc-{v}", index_shape(key, v), part)
                    for v in ("false", "true"))
     bench.notes.append(f"{KEY}: timed on a part of {len(part.paths)} of the "
                        f"{entries} entries (a whole status with untracked files does not "
                        "fit the budget left)")
-    return _compare(bench, part, copies, None, TrialFacts(works, len(part.paths), entries))
+    return _compare(bench, part, copies, sized.warm,
+                    TrialFacts(works, len(part.paths), entries))
 
 
-def _sized_part(key, bench: Bench, entries: int, share_end: float) -> gitbench.Part:
+@dataclass(frozen=True)
+class _PricedPart:
+    part: gitbench.Part
+    ready_at: float         # when its index may be settled (FilesWritten.ready_at)
+    wrote: float            # the write's seconds
+    runs: float             # the least runs of the A/B of one status there (ab.least_seconds)
+    # The status that priced it, where its index was settled first (files a checkout
+    # trial left there): a run of Git's default as the A/B's are (None: racily clean).
+    warm: Optional[float]
+
+
+def _sized_part(key, bench: Bench, entries: int, share_end: float) -> _PricedPart:
     """The largest part that fits by share_end, its files settled (Part.settle_index):
     from PART_PILOT entries, PART_STEP times larger at each step while the next step's
     price (_step_price) and the one wait for the files to age fit. A part is priced by
@@ -206,51 +241,54 @@ def _sized_part(key, bench: Bench, entries: int, share_end: float) -> gitbench.P
         # Not even the wait for a part's files to age fits: nothing is made.
         raise OutOfBudget(gitbench.RACY_SECONDS / plan.UNTRACKED_PART - bench.budget.left())
     steps: List[Tuple[int, float]] = []
-    made = None     # (the part, when its files were written, the A/B's least runs there)
+    made: Optional[_PricedPart] = None
     n = min(PART_PILOT, entries)
     while True:
         try:
             with gitbench.deadline(share_end - plan.now()):
-                part, written_at, wrote, runs = _priced_part(key, bench, n)
+                priced = _priced_part(key, bench, n)
         except gitbench.DeadlineReached:
             if made is None:
                 raise OutOfBudget(None) from None
             break
-        made = (part, written_at, runs)
-        steps.append((len(part.paths), wrote + runs))
-        if len(part.paths) >= entries or len(part.paths) < n:
+        made, size = priced, len(priced.part.paths)
+        steps.append((size, priced.wrote + priced.runs))
+        if size >= entries or size < n:
             break           # every entry, or every regular file, is in the part
-        n = min(entries, len(part.paths) * PART_STEP)
+        n = min(entries, size * PART_STEP)
         if plan.now() + _step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
             break
-    part, written_at, runs = made
     # The wait and the A/B's least runs must fit what is left, or neither is spent: on
     # the NFS-like bed at 100,000 files a 48-entry part waited, then its A/B's warm-up
     # found its runs 0.6 s short, and the index keys after it were 0.1-0.2 s short.
-    needed = max(0.0, written_at + gitbench.RACY_SECONDS - time.time()) + runs
+    needed = max(0.0, made.ready_at - time.time()) + made.runs
     if needed > bench.budget.left():
         raise OutOfBudget(needed - bench.budget.left())
     try:
         with gitbench.deadline(bench.budget.left()):
-            part.settle_index()
+            made.part.settle_index()
     except gitbench.DeadlineReached:
         raise OutOfBudget(None) from None
-    return part
+    return made
 
 
-def _priced_part(key, bench: Bench, n: int) -> Tuple[gitbench.Part, float, float, float]:
+def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
     """A part of n entries with its files written (or as a checkout trial's runs there
-    left them: Part.present_files), and its price: (the part, when its files were
-    written, the write's seconds, the least runs of the A/B of one status there:
-    ab.least_seconds)."""
+    left them: Part.present_files), priced by one status with untracked files there."""
     part = bench.ws.part(n)
+    settled = part.files is not None
     files = part.present_files()
-    if files.at + gitbench.RACY_SECONDS <= time.time():
-        # Old enough already: settled first, its status is priced as its runs will run,
-        # not racily clean (on the NFS-like bed, 48 entries: 0.42 s, its runs 0.13-0.29).
+    if settled:
+        # Files a checkout trial's runs left have been ageing since: what is left of the
+        # wait is short, and is the one the A/B needs anyway. Settled first, its status
+        # is priced as its runs will run, not racily clean (on the NFS-like bed, 48
+        # entries: 0.43 s, its runs 0.13-0.29), and is the A/B's first run of Git's
+        # default. There, at 20,000 files, the racy price, the refresh and the warm-up
+        # took 0.75 s; the rest of the wait, the refresh and the settled price 0.5 s.
         part.settle_index()
     status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
-    return part, files.at, files.seconds, least_seconds(status)
+    return _PricedPart(part, files.ready_at(), files.seconds, least_seconds(status),
+                       status if settled else None)
 
 
 def _step_price(steps: List[Tuple[int, float]], n: int) -> float:
