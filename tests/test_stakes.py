@@ -341,7 +341,6 @@ def test_a_parts_wait_ends_with_the_file_systems_second_and_leaves_no_entry_racy
     assert min(waits) < gitbench.RACY_SECONDS - 0.05, waits
 
 
-
 def test_a_parts_files_the_workers_runs_left_are_not_written_or_waited_for_again(tmp_path):
     """#30: the untracked cache's part, where it is the one the workers' runs wrote, is
     priced and settled on the files they left (no second write; their wait to age runs

@@ -160,11 +160,21 @@ def _lstats_past_reach(bench: Bench) -> bool:
     lstat pass 1.1 and 5.5 s). On network storage only: there the probe's lstats went to
     the server, as a status's do once the attribute cache has let them go; a local inode
     cache keeps what the probe met cold, and a status there may be many times quicker."""
-    walk, left = bench.untracked_walk, bench.budget.left()
-    if bench.storage_class != "network" or walk is None or full_seconds(walk, bench.runs) <= left:
+    most = _run_limit(bench)
+    if bench.storage_class != "network" or most is None:
         return False
     lstats = preload.lstat_pass(bench)
-    return lstats is not None and lstats > PILOT_SKIP * longest_run(left, bench.runs)
+    return lstats is not None and lstats > PILOT_SKIP * most
+
+
+def _run_limit(bench: Bench) -> Optional[float]:
+    """Where the probe's untracked walk prices the whole tree's trial above the budget
+    left, the longest run that trial could fit (ab.longest_run); None where the walk
+    says it fits."""
+    walk, left = bench.untracked_walk, bench.budget.left()
+    if walk is None or full_seconds(walk, bench.runs) <= left:
+        return None
+    return longest_run(left, bench.runs)
 
 
 class _WholeTooSlow(Exception):
@@ -181,10 +191,9 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
     runs 6.1 s short of what was left: the key undecided, where a part would have fit.
     The probe's walk may have run colder than the trial's will, so it does not decide
     alone. None where the probe's walk says the trial fits."""
-    walk, left = bench.untracked_walk, bench.budget.left()
-    if walk is None or full_seconds(walk, bench.runs) <= left:
+    most = _run_limit(bench)
+    if most is None:
         return None
-    most = longest_run(left, bench.runs)
     run = gitbench.status(bench.repo, index, untracked=True)
     try:
         with gitbench.deadline(most):
@@ -276,9 +285,9 @@ def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
     """A part of n entries with its files written (or as a checkout trial's runs there
     left them: Part.present_files), priced by one status with untracked files there."""
     part = bench.ws.part(n)
-    settled = part.files is not None
+    left_there = part.files is not None
     files = part.present_files()
-    if settled:
+    if left_there:
         # Files a checkout trial's runs left have been ageing since: what is left of the
         # wait is short, and is the one the A/B needs anyway. Settled first, its status
         # is priced as its runs will run, not racily clean (on the NFS-like bed, 48
@@ -288,7 +297,7 @@ def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
         part.settle_index()
     status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
     return _PricedPart(part, files.ready_at(), files.seconds, least_seconds(status),
-                       status if settled else None)
+                       status if left_there else None)
 
 
 def _step_price(steps: List[Tuple[int, float]], n: int) -> float:
