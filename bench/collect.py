@@ -1,4 +1,7 @@
-"""Assemble bench/README.md from the latest full-size results in bench/results/.
+"""Assemble every benchmark's latest full-size table from bench/results/ into one page,
+bench/results/tables.md. bench/README.md holds the same tables with the notes written
+by hand around them (what each run changed, and why), which a page assembled from the
+results alone would drop: a table re-run is copied from its NAME.md into it by hand.
 
     python3 bench/collect.py
 """
@@ -6,7 +9,7 @@ import json
 import os
 import time
 
-from common import RESULTS, ROOT
+from common import RESULTS
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
@@ -28,7 +31,7 @@ tools/setup-system && tools/install --test && source .venv/bin/activate
 bench/run                      # everything, full size (about an hour on 2 cores)
 bench/run status_preload       # one benchmark
 bench/run --tiny               # CI size: each once, to keep them from rotting
-python3 bench/collect.py       # rebuild this page from bench/results/
+python3 bench/collect.py       # every table alone, from bench/results/, in bench/results/tables.md
 ```
 
 Beds (testbeds/): `tmpfs`; `disk` (a directory on the machine's own disk, here a virtio
@@ -60,7 +63,7 @@ def main():
             parts.append(f.read().rstrip() + f"\n\n_Run {when}: `python3 bench/{name}.py`._\n")
     if machine:
         parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
-    with open(os.path.join(ROOT, "bench", "README.md"), "w") as f:
+    with open(os.path.join(RESULTS, "tables.md"), "w") as f:
         f.write("\n".join(parts))
 
 
