@@ -31,7 +31,7 @@ from typing import Dict, Optional
 
 from common import (RESULTS, ALL_BEDS, BEDS, BedUnavailable, bed_latency, parser, repo_on,
                     report, settler, storage, tracked)
-from part_fidelity import COUNTS, grid
+from part_fidelity import COUNTS, first_run, grid
 
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
@@ -99,13 +99,12 @@ class Quality:
             if stored is None:
                 stored = grid(self.work, COUNTS, rounds, settle)
             else:
-                # Untimed, as the grid's own pilot: the clone has no directories yet, and
-                # the first run makes them (the removal between runs leaves them). Without
-                # it the calibration's count, timed first, paid for them: on the NFS-like
-                # bed at 20,000 files 8 workers took 51.6 s in their first run, 46.9 and
-                # 47.7 s in the next two rounds (16 workers 46.0, 43.2, 44.4 s), and a
-                # cell of one round had put them at 1.29 of 16.
-                self.work.run(self.settings({"checkout.workers": str(max(COUNTS))}))
+                # As the grid's own: the clone has no directories yet. Without it the
+                # calibration's count, timed first, paid for them: on the NFS-like bed at
+                # 20,000 files 8 workers took 51.6 s in their first run, 46.9 and 47.7 s
+                # in the next two rounds (16 workers 46.0, 43.2, 44.4 s), and a cell of
+                # one round had put them at 1.29 of 16.
+                first_run(self.work, COUNTS)
         self.grid = stored
         self.best = min(self.grid, key=self.grid.get)
 

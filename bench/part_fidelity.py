@@ -37,15 +37,21 @@ def settings(w: int):
     return {} if w == 1 else {"checkout.workers": str(w), "checkout.thresholdForParallelism": "0"}
 
 
-def grid_runs(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
-    """Seconds per worker count, one run a round: a pilot first (it makes the
-    directories, which later runs find made; with the most workers, the quickest), then
-    rounds in which every count runs once, in turn (the order reversed every other
-    round). settle(): called, untimed, in each run between the removal of the files and their
-    write (a sync, so that on a disk no run pays for the write-back of the one before, nor
-    of its own removal: on the hdd bed at 100,000 files, a sync before the removal left
-    the removal's write-back of 100,000 unlinks to the timed write)."""
+def first_run(work: gitbench.WholeTreeWrite, counts) -> None:
+    """Untimed, before any timed run of a clone: it makes the tree's directories, which
+    later runs find made (the removal between runs leaves them); with the most workers,
+    the quickest."""
     work.run(settings(max(counts)))
+
+
+def grid_runs(work: gitbench.WholeTreeWrite, counts, rounds: int, settle=None):
+    """Seconds per worker count, one run a round: first_run, then rounds in which every
+    count runs once, in turn (the order reversed every other round). settle(): called,
+    untimed, in each run between the removal of the files and their write (a sync, so
+    that on a disk no run pays for the write-back of the one before, nor of its own
+    removal: on the hdd bed at 100,000 files, a sync before the removal left the
+    removal's write-back of 100,000 unlinks to the timed write)."""
+    first_run(work, counts)
     times = {w: [] for w in counts}
     for r in range(rounds):
         for w in (counts if r % 2 == 0 else counts[::-1]):

@@ -74,24 +74,25 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         blocks_read.append(r.ieot_blocks)
         return r.parse + r.free
 
+    def parse(path) -> float:
+        # The best of two loads: the parses are stakes and a finding, not a verdict.
+        return min(read(path).parse for _ in range(2))
+
     quick = _quick(blocks, engine_measure(load), share)
-    # The best of two loads each: the parses are stakes and a finding, not a verdict.
     # The v4 parse is a finding only (the advice's evidence is the v4 copy's size), so it
     # waits with the search: two loads, 0.05 s on the NFS-like bed at 100,000 entries,
     # where index.version's trial was 0.0-0.2 s short.
     facts = Facts(blocks_read[-1] if blocks_read else read(ieot).ieot_blocks,
                   len(bench.names), os.path.getsize(v2), os.path.getsize(v4),
-                  min(read(v2).parse for _ in range(2)), None)
+                  parse(v2), None)
     dims = [Dim(THREADS, 1, blocks, default=1), _alloc_dim(engine.ALLOC_MALLOC)]
 
     def search_later(b: Bench) -> Sweep:
         r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
                       min(opts.budget * plan.SWEEP_INDEX, b.budget.left()), max_evals=40)
-        if b.budget.left():     # the search may have taken what was left
-            facts_now = replace(facts, parse_v4=min(read(v4).parse for _ in range(2)))
-        else:
-            facts_now = facts
-        return Sweep.of(r, dims, asdict(facts_now))
+        # Not where the search took what was left.
+        found = replace(facts, parse_v4=parse(v4)) if b.budget.left() else facts
+        return Sweep.of(r, dims, asdict(found))
     bench.later.append(("index", search_later))
     return Sweep.of(*quick, asdict(facts))
 

@@ -160,8 +160,10 @@ def _lstats_past_reach(bench: Bench) -> bool:
     lstat pass 1.1 and 5.5 s). On network storage only: there the probe's lstats went to
     the server, as a status's do once the attribute cache has let them go; a local inode
     cache keeps what the probe met cold, and a status there may be many times quicker."""
+    if bench.storage_class != "network":
+        return False
     most = _run_limit(bench)
-    if bench.storage_class != "network" or most is None:
+    if most is None:
         return False
     lstats = preload.lstat_pass(bench)
     return lstats is not None and lstats > PILOT_SKIP * most
