@@ -156,18 +156,22 @@ def test_pairs_no_verdict_can_come_from_in_the_budget_left_are_not_run(clock):
 def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
     """#30: a comparison still within noise gets more pairs from its share of what is
     left beside the trials still to run: alone it is extended, with seven trials after
-    it (the keys not reached yet) it stops at its runs and leaves them the budget."""
-    def compare(trials_after):
+    it (the keys not reached yet) it stops at its runs and leaves them the budget. The
+    comparisons its own trial runs after it (`then`: the whole tree's after the
+    workers' batch) count as such trials."""
+    def compare(trials_after, then=0):
         b = bench(30)
         b.trials_after = trials_after
         return b.ab("clone", {}, {KEY.name: "true"}, sleeper(0.30, 0.50, 0.35, cycle=True),
-                    sleeper(0.45, 0.28, 0.40, cycle=True)), b
+                    sleeper(0.45, 0.28, 0.40, cycle=True), then=then), b
     alone, _ = compare(0)
     assert alone.estimate.verdict == stats.NO_CHANGE
     assert len(alone.times_default) > bench(30).runs          # extended
     waiting, b = compare(7)
     assert waiting.estimate.verdict == stats.NO_CHANGE
     assert len(waiting.times_default) == b.runs               # its runs, no more
+    waiting, b = compare(0, then=7)
+    assert len(waiting.times_default) == b.runs
 
 
 def test_with_time_enough_a_faster_candidate_is_set(clock):

@@ -254,11 +254,41 @@ def test_a_sparse_partial_clone_is_timed_on_what_it_checks_out(tmp_path):
     scratch = tmp_path / "s"
     scratch.mkdir()
     ws = gitbench.Workspace(layout, str(scratch))
-    gitbench.WholeTreeWrite(ws.clone(), names, str(scratch)).run({})
+    whole = gitbench.WholeTreeWrite(ws.clone(), names, str(scratch))
+    whole.make_directories()
+    whole.run({})
     gitbench.CheckoutWorkload(ws.clone(), names[:20], str(scratch)).run({})
     part = ws.part(len(names))
     assert set(part.paths) <= set(names)
     gitbench.WholeTreeWrite(part.worktree, part.paths, str(scratch)).run({})
+
+
+def test_a_whole_tree_pilot_finds_every_directory_made(tmp_path):
+    """#30: a fresh clone's first write makes every directory, the runs after it do not
+    (on the hdd bed at 3,000 files 0.45 s against 0.17 s), so the whole tree's pilot runs
+    on a clone whose directories git made first, writing one file of each: every
+    directory is there, no more than one file a directory was written, nothing outside
+    the clone. Real git, a generated repository."""
+    from git_tune.advisor.measure import gitbench
+    from git_tune.probes import repo as repo_probe
+    src = tmp_path / "src"
+    repogen.generate(str(src), repogen.RepoShape(depth=3, width=3, files=5))
+    layout = repo_probe.locate(str(src))
+    names = repo_probe.tracked_sample(layout, n=10 ** 9)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    clone = gitbench.Workspace(layout, str(scratch)).clone()
+    before = set(os.listdir(tmp_path))
+    whole = gitbench.WholeTreeWrite(clone, names, str(scratch))
+    whole.make_directories()
+    directories = {os.path.dirname(n) for n in names} - {""}
+    assert len(directories) > 3
+    assert all(os.path.isdir(os.path.join(clone, d)) for d in directories)
+    written = [n for n in names if os.path.exists(os.path.join(clone, n))]
+    assert len(written) == len({os.path.dirname(n) for n in written}) == len(directories)
+    assert set(os.listdir(tmp_path)) == before
+    whole.run({})
+    assert all(os.path.exists(os.path.join(clone, n)) for n in names)
 
 
 def test_the_threshold_is_timed_again_where_the_budgets_end_moved_the_worker_count(

@@ -114,12 +114,14 @@ class Bench:
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],
            files: Optional[int] = None, extensions: int = 2,
-           warm_default: Optional[float] = None, slower_expected: bool = False) -> Comparison:
+           warm_default: Optional[float] = None, slower_expected: bool = False,
+           then: int = 0) -> Comparison:
         """Real git, Git's default against the candidate, under this calibration's budget,
         runs and seed (ab.run); `slower_expected`: the engine has shown the candidate
         clearly slower, and the warm-up may take what leaves room for the pairs that drop
-        it (ab.Runs.fewest)."""
-        how = self._runs(extensions)
+        it (ab.Runs.fewest); `then`: comparisons of the same trial still to run after this
+        one, which its extensions share the budget left with as with the trials after it."""
+        how = self._runs(extensions, then)
         if slower_expected:
             how = dataclasses.replace(how, fewest=ab.EARLY_RUNS)
         return ab.run(workload, default, candidate, run_default, run_candidate, how,
@@ -130,6 +132,6 @@ class Bench:
         """More runs for comparison c, in what the budget has left (ab.resume)."""
         return ab.resume(c, run_default, run_candidate, self._runs(2))
 
-    def _runs(self, extensions: int) -> "ab.Runs":
+    def _runs(self, extensions: int, then: int = 0) -> "ab.Runs":
         return ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions,
-                       extend_share=1 / (1 + self.trials_after))
+                       extend_share=1 / (1 + self.trials_after + then))

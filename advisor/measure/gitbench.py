@@ -782,6 +782,20 @@ class WholeTreeWrite(TreeWrite):
     def _write(self) -> List[str]:
         return ["checkout-index", "--all", "--quiet", "-u"]
 
+    def make_directories(self) -> None:
+        """Every directory of the tree made, untimed, by git writing one file of each
+        (`checkout-index --stdin`: no pathspec, and git's own checks of the paths). A
+        fresh clone's first write makes every directory; the runs after it find them
+        (the removal between runs leaves them), so a first run taken as a pilot prices
+        the runs too high: on the hdd bed at 3,000 files 0.45 s against runs of 0.17 s,
+        on the NFS-like bed at 20,000 files 51.6 s against 46.9-47.7 s."""
+        one_per_directory = {os.path.dirname(p): p for p in self.paths}
+        one_per_directory.pop("", None)
+        if one_per_directory:
+            run_git(["checkout-index", "--force", "--quiet", "-z", "--stdin"], self.clone,
+                    config_env({}), hooks=False,
+                    input="".join(p + "\0" for p in one_per_directory.values()))
+
 
 class PartWrite(WholeTreeWrite):
     """Every file of a part written, its status, then the write-back the two left behind,
