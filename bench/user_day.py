@@ -311,6 +311,7 @@ def main():
 
 
 def one_key(key: str, beds, sizes, args) -> None:
+    from git_tune.advisor.agent import experiment
     rows, data, notes = [], {}, []
     for kind in beds:
         data[kind] = {}
@@ -328,8 +329,9 @@ def one_key(key: str, beds, sizes, args) -> None:
                ("bed", "files", "in force vs candidate", "decision", "commands", "minutes",
                 "kept", "kept: status / the better value's", "pairs"),
                rows, data, args.tiny,
-               notes + [f"slots of {5} commands (every command: the extension is read with "
-                        "the index); a pair is a slot of each value, adjacent",
+               notes + [f"slots of {experiment.SLOT_COMMANDS} commands (every command: the "
+                        "extension is read with the index); a pair is a slot of each value, "
+                        "adjacent",
                         "status: `git status --porcelain` at the prompt, each value's "
                         "second in a row (the first adds or removes the extension)"],
                beds=beds)
@@ -339,7 +341,8 @@ def one_key(key: str, beds, sizes, args) -> None:
             "minutes", "kept", "kept: whole tree + status / grid best",
             "deliberately slower candidate (1 worker)"),
            rows, data, args.tiny,
-           notes + [f"slots of {5} switches; a pair is a slot of each value, adjacent",
+           notes + [f"slots of {experiment.SLOT_COMMANDS} switches; a pair is a slot of each "
+                    "value, adjacent",
                     "commands: every git command of the scripted day (statuses, switches, "
                     "commits, pulls); switches: the ones the key affects"],
            beds=beds)

@@ -526,7 +526,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
     """Try a value on your own commands against the one in force.
 
     \b
-    The two alternate in slots of 5 commands the key affects; the
+    The two alternate in slots of 6 commands the key affects; the
     candidate stays only when faster beyond noise, and is dropped at
     once when a command fails under it. A key that changes more than
     speed only with --yes. Examples:

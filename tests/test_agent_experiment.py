@@ -8,6 +8,7 @@ import pytest
 
 from git_tune import repogen
 from git_tune.advisor.agent import collector, experiment, store, switch
+from git_tune.advisor.agent.events import Command
 from git_tune.advisor.write import journal
 from git_tune.errors import UsageError
 
@@ -350,3 +351,16 @@ def test_a_key_that_changes_the_index_is_tried_only_with_the_users_yes_against_i
     # Keys whose values reach an index only through update-index: refused, yes or not.
     with pytest.raises(UsageError, match="update-index"):
         experiment.start("global", "index.version", "4", yes=True)
+
+
+def test_a_slot_holds_both_directions_of_a_back_and_forth_alike():
+    """A user switching back and forth between two branches: one direction writes more
+    than the other (here twice the time). Every slot's cost is the same, so neither arm
+    gets the dearer direction's time: with an odd count a side, alternate slots held a
+    majority of one direction, and the arms compared the directions."""
+    day = [Command("s%d" % i, "checkout", (), "/r", "2.55.0", 2.0 if i % 2 else 1.0, 0, None,
+                   counts={"entries": 1}, ended=float(i))
+           for i in range(8 * experiment.SLOT_COMMANDS)]
+    costs = {experiment._cost(day[i:i + experiment.SLOT_COMMANDS])
+             for i in range(0, len(day), experiment.SLOT_COMMANDS)}
+    assert len(costs) == 1, costs

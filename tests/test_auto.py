@@ -253,7 +253,8 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
     names = [w["name"] for w in data["workloads"]]
     assert names == ["status", "untracked", "diff", "index", "write", "switch"]
     switch = data["workloads"][-1]
-    assert switch["phases_after"].get("children/git checkout--worker") == 4
+    # One run is the switch there and back: two checkouts, each starting 4 workers.
+    assert switch["phases_after"].get("children/git checkout--worker") == 8
     assert "children/git checkout--worker" not in switch["phases_before"]
     # 999 entries: preload-index.c starts no threads below 1,000, so refresh does the lstat.
     phases = data["workloads"][0]["phases_before"]
@@ -263,6 +264,31 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
             "faster", "no change", "slower")
     res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4", "--runs", "3")
     assert res.exit_code == 2
+
+
+def test_verify_switches_there_and_back_in_every_run(home, repo, monkeypatch, tmp_path):
+    """Every run of either side does the same work: the switch to the other commit and
+    back, each then the status that pays for its files. One switch a run gave the sides
+    alternating directions, and an odd count of runs made the verdict compare the
+    directions (on the demo repository 32 ms one way, 43 ms the other)."""
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    res = invoke("verify", "--repo", str(repo), "--workload", "switch",
+                 "--set", "checkout.workers=2", "--json")
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    assert res.exit_code == 0, res.output
+    switch = json.loads(res.stdout)["workloads"][0]
+    runs = len(switch["times_before"]) + len(switch["times_after"])
+    starts = [e["argv"][1:] for e in map(json.loads, trace.read_text().splitlines())
+              if e.get("event") == "start" and e["argv"][1:2] in (["checkout"], ["status"])]
+    # The scratch clone's own first checkout, then the warm-up pair and the timed runs
+    # (the traced runs write to files of their own), each the same four commands.
+    first, rest = starts[0], starts[1:]
+    there, back = rest[0][-1], first[-1]
+    assert there != back and len(rest) == 4 * (runs + 2)
+    for i in range(0, len(rest), 4):
+        assert [a[0] for a in rest[i:i + 4]] == ["checkout", "status", "checkout", "status"]
+        assert (rest[i][-1], rest[i + 2][-1]) == (there, back)
 
 
 def test_every_write_ends_with_how_to_see_and_undo_it(home):
