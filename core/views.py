@@ -202,7 +202,7 @@ def verify_view(r: dict) -> str:
                          f"git fails {w['fails']}: {w['error'][:80]}"))
             continue
         rows.append((w["command"], seconds(e["median_old"]), seconds(e["median_new"]),
-                     f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})", e["verdict"]))
+                     _speedup(e), e["verdict"]))
     settings = ", ".join(f"{k}={v}" for k, v in sorted(r["after"].items()))
     out = [f"Real git in {r['repo']}, {r['runs']} interleaved runs a side"
            f"{' (cold)' if r['cold'] else ''}: Git's defaults vs {settings}", ""]
@@ -221,6 +221,24 @@ def verify_view(r: dict) -> str:
                 table(("workload", "region", "before", "after"), phase_rows, "llrr")]
     out += [f"note: {n}" for n in r["notes"] if not n.startswith("unreliable:")]
     return "\n".join(out)
+
+
+def slower_after_write(v: dict) -> list:
+    """auto's verification, where a workload was slower beyond noise under the values just
+    written: said after its table, before the undo line that takes them back (the values
+    stay: 5 runs a side can read slower by chance now and then)."""
+    slower = [w for w in v["workloads"]
+              if (w["estimate"] and w["estimate"]["verdict"] == "slower") or w["fails"] == "after"]
+    if not slower:
+        return []
+    said = "; ".join(f"{w['command']} {_speedup(w['estimate'])}" if w["estimate"] else
+                     f"{w['command']} fails" for w in slower)
+    return [f"warning: slower with the values written: {said}. Time it again with "
+            "`git-tune verify`; if it holds, undo them (below)."]
+
+
+def _speedup(e: dict) -> str:
+    return f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})"
 
 
 def _warnings(notes) -> list:
@@ -288,7 +306,7 @@ def auto_view(r: dict, preview_shown: bool = False) -> str:
     if r.get("index"):
         out.append(r["index"])
     if r.get("verify"):
-        out += ["", verify_view(r["verify"])]
+        out += ["", verify_view(r["verify"])] + slower_after_write(r["verify"])
     out.append(r["message"])
     if r["written"]:        # the last lines of a write: how to see it, how to undo it
         out += after_write(r["written"]["scope"])

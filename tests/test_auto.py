@@ -291,6 +291,31 @@ def test_verify_switches_there_and_back_in_every_run(home, repo, monkeypatch, tm
         assert (rest[i][-1], rest[i + 2][-1]) == (there, back)
 
 
+def test_auto_says_a_workload_verified_slower_before_the_undo_line(home, repo):
+    """Where auto's verification shows a workload slower beyond noise under the values
+    it has just written, the output says so, with the undo line after it."""
+    from git_tune.views import auto_view, slower_after_write
+    res = invoke("verify", "--repo", str(repo), "--workload", "switch", "--workload", "status",
+                 "--set", "checkout.workers=2", "--json")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    slower = [w["command"] for w in report["workloads"] if w["estimate"]["verdict"] == "slower"]
+    said = slower_after_write(report)
+    assert bool(said) == bool(slower) and all(c in said[0] for c in slower)
+    switch = report["workloads"][0]
+    switch["estimate"].update(verdict="slower", ratio=1.25, low=1.1, high=1.4)
+    (line,) = slower_after_write(report)
+    assert line.startswith("warning: slower with the values written: git checkout")
+    assert "0.80x (0.71-0.91)" in line
+    written = {"scope": {"name": "local"}, "message": "wrote 1 value", "backup": None,
+               "overridden": {}}
+    shown = auto_view({"recommendation": None, "calibration_reused": False,
+                       "plan": {"changes": ["checkout.workers"], "left_alone": []},
+                       "written": written, "verify": report, "message": "wrote 1 value"},
+                      preview_shown=True).splitlines()
+    assert shown.index(line) < shown.index("undo: git-tune revert --scope local")
+
+
 def test_every_write_ends_with_how_to_see_and_undo_it(home):
     res = invoke("set", "checkout.workers=4")
     assert res.exit_code == 0, res.output
