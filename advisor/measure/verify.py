@@ -151,7 +151,7 @@ class _Switch:
         took = 0.0
         for target in self.targets:
             for args in (["checkout", "-q", "-f", "--detach", target],
-                         ["status", "--porcelain", "-uno"]):
+                         list(gitbench.WHOLE_STATUS)):
                 took += gitbench.timed_git(args, self.clone, settings, trace_file=trace_file)
         return took
 
