@@ -14,9 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
-import platformdirs
-
-from git_tune import repogen
+from git_tune import ownpaths, repogen
 from git_tune.advisor.decide.recommend import Recommendation, recommend
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import calibrate as cal, search, verify as verify_mod
@@ -33,7 +31,7 @@ DEMO_CHANGED = 200
 def demo_repo(say: Callable[[str], None] = lambda m: None) -> str:
     """A generated repository for trying git-tune out (made once, then reused; `say`
     hears about it only when it is made)."""
-    root = os.path.join(platformdirs.user_cache_dir("git-tune"), "demo-repo")
+    root = os.path.join(ownpaths.cache_dir(), "demo-repo")
     if not os.path.exists(os.path.join(root, ".git", "index")):
         say(f"making the demo repository ({DEMO_SHAPE.file_count:,} files, once) in {root}")
         shutil.rmtree(root, ignore_errors=True)
@@ -157,10 +155,12 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}
+    note = configwrite.merge_note(plan)
     if not plan.changes:
         out["message"] = ("nothing to change: the recommended values are already applied"
                           if rec.settings() else
-                          "nothing to change: no setting beat Git's defaults here")
+                          "nothing to change: no setting beat Git's defaults here") \
+            + (f"; {note}" if note else "")
         return out
     if opts.dry_run:
         out["message"] = "dry run: nothing was written"

@@ -533,12 +533,15 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
       git-tune agent experiment checkout.workers=8 --repo ~/src/big
       git-tune agent experiment core.untrackedCache=true --yes --repo ~/src/big
       git-tune agent status              how far it is
-      git-tune agent experiment --stop   the values as before it, byte for byte
+      git-tune agent experiment --stop   the value from before it back
+    \b
+    Your own writes win: a value you set meanwhile (git-tune set, auto,
+    revert, git config) ends the experiment and stays as you wrote it.
     """
     from git_tune.advisor.agent import experiment
     if stop:
         emit({"stopped": experiment.stop()}, as_json,
-             lambda r: "experiment stopped; the values are as before it" if r["stopped"]
+             lambda r: "experiment stopped; the value from before it is back" if r["stopped"]
              else "no experiment was running", "agent")
         return
     if not assignment:

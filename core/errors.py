@@ -11,6 +11,7 @@ Commands never call sys.exit themselves: the CLI maps these in one place.
     6    WouldChange: apply --check found the host not in the profile's state
     7    Locked: another git-tune held the lock; nothing was changed
     8    ProfileMismatch: the host is not of the profile's class; nothing was changed
+    9    UnsafeState: a directory or file of git-tune's own is not yours alone; refused
     130  Interrupted: Ctrl-C or SIGTERM; scratch removed, nothing changed
 """
 
@@ -82,3 +83,10 @@ class ProfileMismatch(GitTuneError):
     """This host is not of the profile's class."""
 
     exit_code = 8
+
+
+class UnsafeState(GitTuneError):
+    """One of git-tune's own directories or files is not the user's alone (a link,
+    another user's, writable by others); nothing was read from it or written to it."""
+
+    exit_code = 9

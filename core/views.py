@@ -175,6 +175,12 @@ def write_view(r: dict, footer: bool = True) -> str:
         kept = c["key"] in p["left_alone"]
         out.append(f"conflict: {c['key']}={c['value']} set in {c['scope']} config ({c['origin']})"
                    + ("; left alone (use --override)" if kept else "; written anyway (--override)"))
+    from git_tune.advisor.write.configwrite import ORIGIN_WORDS
+    for k in p.get("kept", ()):
+        out.append(f"kept: {k['key']}={k['value']} ({ORIGIN_WORDS.get(k['origin'], k['origin'])}"
+                   "); --override replaces it")
+    if p.get("removed"):
+        out.append("removes: " + ", ".join(f"{k}={v}" for k, v in sorted(p["removed"].items())))
     if not p["changes"]:
         out.append("nothing to change")
         return "\n".join(out)

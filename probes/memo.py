@@ -7,46 +7,56 @@ or unwritable cache is treated as empty and never fails a command.
 import hashlib
 import json
 import os
-import tempfile
 import time
 from typing import Any, List, Optional
 
-import platformdirs
+from git_tune import ownpaths, strictjson
+from git_tune.errors import UnsafeState
 
 
 def cache_dir() -> str:
-    return os.environ.get("GIT_TUNE_CACHE_DIR") or platformdirs.user_cache_dir("git-tune")
+    """git-tune's cache directory, made private and checked (ownpaths.UnsafeState)."""
+    return ownpaths.cache_dir()
 
 
-def _path(kind: str, key: str) -> str:
-    digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:24]   # a path may not be UTF-8
-    return os.path.join(cache_dir(), kind, digest + ".json")
+def _kind_dir(kind: str, create: bool = True) -> str:
+    return ownpaths.private_dir(os.path.join(ownpaths.cache_dir(create), kind), create)
+
+
+def _record(path: str) -> Optional[dict]:
+    """A stored record as git-tune wrote it, or None: absent, damaged, or not the user's
+    own regular file (a cache another user could write is no cache)."""
+    try:
+        data = ownpaths.read_file(path)
+        record = strictjson.loads(data) if data is not None else None
+    except (UnsafeState, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def load(kind: str, key: str, max_age: float) -> Optional[Any]:
     try:
-        with open(_path(kind, key)) as f:
-            record = json.load(f)
-    except (OSError, ValueError):
+        path = os.path.join(_kind_dir(kind, create=False),      # a path may not be UTF-8
+                            hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json")
+    except UnsafeState:
         return None
+    record = _record(path)
     # A damaged or foreign file is an empty cache, never a traceback.
-    if (not isinstance(record, dict) or record.get("key") != key
-            or not isinstance(record.get("time"), (int, float))
+    if (record is None or record.get("key") != key
+            or not strictjson.finite(record.get("time"))
             or time.time() - record["time"] > max_age):
         return None
     return record.get("value")
 
 
 def save(kind: str, key: str, value: Any) -> Optional[str]:
-    path = _path(kind, key)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"key": key, "time": time.time(), "value": value}, f)
-        os.replace(tmp, path)
+        path = os.path.join(_kind_dir(kind), hashlib.sha256(os.fsencode(key)).hexdigest()[:24]
+                            + ".json")
+        ownpaths.write_file(path, json.dumps({"key": key, "time": time.time(),
+                                              "value": value}).encode())
         return path
-    except OSError:
+    except (OSError, UnsafeState):
         return None
 
 
@@ -55,18 +65,13 @@ def keys(kind: str) -> List[str]:
     one, without probing them. Unreadable files are skipped, as load() skips them."""
     out = []
     try:
-        with os.scandir(os.path.join(cache_dir(), kind)) as it:
-            # Regular files only: a FIFO named like a record would block the open.
+        with os.scandir(_kind_dir(kind, create=False)) as it:
             files = sorted(e.path for e in it if e.name.endswith(".json")
-                           and not e.name.startswith(".") and e.is_file(follow_symlinks=False))
-    except OSError:
+                           and not e.name.startswith("."))
+    except (OSError, UnsafeState):
         return out
     for path in files:
-        try:
-            with open(path) as f:
-                record = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("key"), str):
+        record = _record(path)
+        if record is not None and isinstance(record.get("key"), str):
             out.append(record["key"])
     return out

@@ -35,6 +35,11 @@ def make_repo(root, files=60):
     return root
 
 
+def event_name(i: int) -> str:
+    """A name of git's event-file form (trace2/tr2_sid.c), unique by `i`."""
+    return f"20261128T101010.{i:06d}Z-H0123abcd-P{i:08x}"
+
+
 def settle_spool():
     """Read what git left in the spool (as the collector does every second)."""
     return switch.collect()
@@ -135,19 +140,23 @@ def test_git_works_without_a_collector_and_a_full_spool_stops_tracing(tmp_path, 
     cli("agent", "enable", "--repo", str(repo))
     collector.stop()
     d = switch.load().spool
-    os.mkfifo(os.path.join(d, "a-fifo"))             # nothing of git's: must not hang ingest
+    fifo = event_name(99999)
+    os.mkfifo(os.path.join(d, fifo))               # under git's name: must not hang ingest
+    with open(os.path.join(d, "notes.txt"), "w") as f:   # not git's: never removed
+        f.write("mine")
     for i in range(spool.MAX_FILES):                  # a spool nobody emptied for long
-        with open(os.path.join(d, f"old-{i}"), "w") as f:
+        with open(os.path.join(d, event_name(i)), "w") as f:
             f.write('{"event":"atexit","sid":"old-%d","t_abs":0.1,"code":0}\n' % i)
     for _ in range(3):
         proc = subprocess.run(["git", "-C", str(repo), "status", "-uno"], capture_output=True,
                               timeout=30)
         assert proc.returncode == 0 and proc.stderr == b""
     assert os.path.exists(os.path.join(d, spool.SENTINEL))
-    assert len(os.listdir(d)) <= spool.MAX_FILES + 2
+    assert len(os.listdir(d)) <= spool.MAX_FILES + 3     # and the fifo, notes.txt, sentinel
     got = switch.collect()
     assert got.discarded and not os.path.exists(os.path.join(d, spool.SENTINEL))
-    assert not os.path.exists(os.path.join(d, "a-fifo"))
+    assert not os.path.exists(os.path.join(d, fifo)) and got.foreign == 1
+    assert open(os.path.join(d, "notes.txt")).read() == "mine"
     git_out(repo, "status", "-uno")                   # tracing again
     assert spool.pending(switch.load().spool) == 1
 
@@ -191,10 +200,12 @@ def test_hostile_events_and_spool_entries(tmp_path, agent_off):
     os.mkdir(os.path.join(d, "a-dir"))
     secret = tmp_path / "secret"
     secret.write_text('{"event":"atexit"}')
-    os.symlink(secret, os.path.join(d, "a-link"))
+    os.symlink(secret, os.path.join(d, "a-link"))          # not git's name: left
+    os.symlink(secret, os.path.join(d, event_name(7)))     # git's name: the link removed
     git_out(repo, "status")
     got = switch.collect()
-    assert got.kept == 1 and secret.exists() and not os.path.lexists(os.path.join(d, "a-link"))
+    assert got.kept == 1 and secret.exists() and os.path.lexists(os.path.join(d, "a-link"))
+    assert not os.path.lexists(os.path.join(d, event_name(7))) and got.foreign == 2
 
 
 def _storm_records(n, rehashed, entries=1000, written=True):

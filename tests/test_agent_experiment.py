@@ -95,7 +95,7 @@ def test_a_user_edit_stops_the_experiment_and_is_left_alone(watched):
     subprocess.run(["git", "config", "--file", include_file(), "checkout.workers", "3"],
                    check=True)
     edited = open(include_file(), "rb").read()
-    assert step() == {"stopped": "edited by hand"}
+    assert step() == {"stopped": "written by someone else"}
     assert open(include_file(), "rb").read() == edited and experiment.load() is None
 
 

@@ -18,7 +18,7 @@ from git_tune.advisor.write import configwrite, scopes
 from git_tune.advisor.fleet import profiles
 from git_tune import repogen
 from git_tune.cli import cli
-from git_tune.errors import EngineError
+from git_tune.errors import EngineError, Locked
 from git_tune.models import catalogue
 from git_tune.probes.scratch import PREFIX
 from git_tune.probes.report import probe
@@ -475,14 +475,20 @@ def test_a_failed_write_rolls_back_only_what_it_changed_and_keeps_the_cause(home
     assert (home / ".gitconfig").read_text() == USER_CONFIG
 
 
+def set_plan(scope, settings, prov):
+    """A plan as `git-tune set` makes it: these keys only."""
+    return configwrite.plan(scope, settings, prov, writer=configwrite.SET,
+                            touches=tuple(settings))
+
+
 def test_a_write_between_plan_and_apply_is_kept(home):
-    """Another writer (the user, or a second git-tune) changes the config after the plan
-    was shown: apply makes the plan again from the file as it is now, so neither their
-    change is undone nor include.path added twice."""
+    """Another writer (the user, or a second git-tune set) changes the config after the
+    plan was shown: apply makes the plan again from the file as it is now, so neither
+    their change is undone nor include.path added twice."""
     scope = scopes.resolve("global")
     prov = configwrite.Provenance("2.39.5", "manual", "manual")
-    first = configwrite.plan(scope, {"checkout.workers": "4"}, prov)
-    second = configwrite.plan(scope, {"checkout.workers": "6"}, prov)
+    first = set_plan(scope, {"checkout.workers": "4"}, prov)
+    second = set_plan(scope, {"checkout.workers": "6"}, prov)
     assert first.files.keys() == second.files.keys() >= {str(home / ".gitconfig")}
     configwrite.apply(first, prov)
     with open(home / ".gitconfig", "a") as f:
@@ -503,7 +509,7 @@ def test_a_write_during_the_plan_is_kept(home, monkeypatch):
     added it twice under four concurrent `set` runs)."""
     scope = scopes.resolve("global")
     prov = configwrite.Provenance("2.39.5", "manual", "manual")
-    other = configwrite.plan(scope, {"index.threads": "2"}, prov)
+    other = set_plan(scope, {"index.threads": "2"}, prov)
     with_include = configwrite._with_include
 
     def another_writer_meanwhile(config_file, include_file):
@@ -511,12 +517,28 @@ def test_a_write_during_the_plan_is_kept(home, monkeypatch):
         configwrite.apply(other, prov)
         return with_include(config_file, include_file)
     monkeypatch.setattr(configwrite, "_with_include", another_writer_meanwhile)
-    mine = configwrite.plan(scope, {"checkout.workers": "6"}, prov)
+    mine = set_plan(scope, {"checkout.workers": "6"}, prov)
     configwrite.apply(mine, prov)
     paths = subprocess.run(["git", "config", "--get-all", "include.path"], stdout=subprocess.PIPE,
                            text=True).stdout.split()
     assert paths == [str(scope.include_file)]
-    assert git_get("checkout.workers") == "6"
+    assert git_get("checkout.workers") == "6" and git_get("index.threads") == "2"
+
+
+def test_a_whole_scope_write_that_lost_the_race_says_so(home):
+    """Two `auto --yes` on one scope: the one that applies second was planned from the
+    values before the first wrote. It writes nothing and says it lost the race, so the
+    values it would report are never silently not in force."""
+    scope = scopes.resolve("global")
+    prov = configwrite.Provenance("2.39.5", "fp", "ssd")
+    first = configwrite.plan(scope, {"checkout.workers": "4", "index.threads": "2"}, prov)
+    second = configwrite.plan(scope, {"checkout.workers": "8"}, prov)
+    configwrite.apply(first, prov)
+    written = (home / ".config" / "git-tune" / "global.gitconfig").read_bytes()
+    with pytest.raises(Locked, match="another git-tune wrote"):
+        configwrite.apply(second, prov)
+    assert (home / ".config" / "git-tune" / "global.gitconfig").read_bytes() == written
+    assert git_get("checkout.workers") == "4" and git_get("index.threads") == "2"
 
 
 # 7. includeIf conditions and paths with quotes, backslashes and glob characters.

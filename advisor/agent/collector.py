@@ -7,18 +7,22 @@ of its own, by `agent enable` and `agent start`, and stops by itself when the ag
 disabled. Its pid file holds the pid and the process's start time, so a reused pid is
 never taken for it.
 """
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 import psutil
 
+from git_tune import ownpaths
 from git_tune.advisor.agent import store
 from git_tune.advisor.write import scopes
+from git_tune.errors import UnsafeState
 
 POLL = 1.0
 TEND_EVERY = 60.0
@@ -42,13 +46,13 @@ def _pid_path() -> str:
 
 def _process() -> Optional[psutil.Process]:
     try:
-        with open(_pid_path()) as f:
-            pid, started = f.read().split()
+        data = ownpaths.read_file(_pid_path(), limit=256)
+        pid, started = (data or b"").decode().split()
         proc = psutil.Process(int(pid))
         if abs(proc.create_time() - float(started)) > 0.01:
             return None
         return proc
-    except (OSError, ValueError, psutil.Error):
+    except (OSError, ValueError, UnicodeDecodeError, UnsafeState, psutil.Error):
         return None
 
 
@@ -67,7 +71,7 @@ def start() -> CollectorState:
     if running().running:
         return running()
     log = os.open(os.path.join(store.agent_dir(), "collector.log"),
-                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "git_tune", "agent", "run"],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
@@ -108,28 +112,68 @@ def stop() -> bool:
     return True
 
 
+LOCK_FILE = "collector.lock"
+# A step that raised is retried after this long, doubling up to BACKOFF_MAX: a fault
+# that persists costs a line in collector.log a few times an hour, never the collector.
+BACKOFF, BACKOFF_MAX = 5.0, 600.0
+
+
+def _hold_singleton() -> Optional[int]:
+    """The collector's lock, held for its life (the kernel drops it however it ends);
+    None where another collector holds it."""
+    fd = os.open(os.path.join(store.agent_dir(), LOCK_FILE),
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
         tend: Callable[[], object] = lambda: None, poll: float = POLL) -> None:
     """The collector's loop (`git-tune agent run`, which passes switch.load, switch.collect
     and switch.tend), until the agent is disabled, its routing reverted, or a SIGTERM;
     what git wrote until then is read first. Every TEND_EVERY seconds, `tend` (re-tune
-    what has drifted, when the host is idle)."""
+    what has drifted, when the host is idle). One collector at a time: a second exits
+    at once. A step that raises is logged and retried later; the loop goes on."""
+    lock = _hold_singleton()
+    if lock is None:
+        return
     me = psutil.Process()
-    tmp = _pid_path() + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{me.pid} {me.create_time()}\n")
-    os.replace(tmp, _pid_path())
+    ownpaths.write_file(_pid_path(), f"{me.pid} {me.create_time()}\n".encode())
     include = scopes.resolve("agent").include_file     # a stat a second, no git run
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     tended = time.monotonic()
+    failing = {"until": 0.0, "wait": BACKOFF}
+
+    def guarded(step: Callable[..., object], *args) -> None:
+        if time.monotonic() < failing["until"]:
+            return
+        try:
+            step(*args)
+            failing["wait"] = BACKOFF
+        except Exception:   # noqa: BLE001 - the collector outlives any one bad input
+            sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} step failed, retried in "
+                             f"{failing['wait']:.0f} s:\n{traceback.format_exc(limit=8)}")
+            sys.stderr.flush()
+            failing["until"] = time.monotonic() + failing["wait"]
+            failing["wait"] = min(BACKOFF_MAX, failing["wait"] * 2)
+
     while not stopping:
-        state = load()
-        if not state.enabled or not os.path.exists(include):
+        try:
+            state = load()
+        except Exception:   # noqa: BLE001
+            state = None
+        if state is not None and (not state.enabled or not os.path.exists(include)):
             break           # disabled, or `git-tune revert --scope agent` took the routing
-        collect(state)
+        if state is not None:
+            guarded(collect, state)
         if time.monotonic() - tended >= TEND_EVERY:
-            tend()
+            guarded(tend)
             tended = time.monotonic()
         time.sleep(poll)
-    collect()
+    guarded(collect)
+    os.close(lock)

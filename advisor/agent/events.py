@@ -12,11 +12,11 @@ regions below, a few counts, the values in force of the keys git-tune tunes. Arg
 values (messages, URLs and their tokens, paths, `-c` values), error texts and region
 messages (which hold paths) never reach a record.
 """
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence, Tuple
+
+from git_tune import strictjson
 
 # Regions whose time the report shows: (category, label) -> name in the record.
 REGIONS = {
@@ -80,18 +80,25 @@ def option_names(argv: Sequence[str], command: str) -> Tuple[str, ...]:
     return tuple(sorted(out))
 
 
+# No git command git-tune times runs for a week: a longer duration is damage.
+MAX_SECONDS = 7 * 86400.0
+# Counts (index entries, lstat calls) past this are damage too.
+MAX_COUNT = 1 << 40
+
+
 def _seconds(value) -> Optional[float]:
-    """A duration git wrote, or None for anything else (NaN, a string, a negative)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+    """A duration git wrote, or None for anything else (NaN, a string, a negative, one
+    longer than MAX_SECONDS)."""
+    return float(value) if strictjson.finite(value, 0.0, MAX_SECONDS) else None
 
 
 def _number(value) -> Optional[int]:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    """A count git wrote (an integer, or its decimal text), or None."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_COUNT:
         return None
+    return value
 
 
 def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Optional[Command]:
@@ -106,7 +113,7 @@ def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Op
     values: Dict[str, str] = {}
     for line in lines:
         try:
-            ev = json.loads(line)
+            ev = strictjson.loads(line, max_depth=8)
         except ValueError:
             continue
         if not isinstance(ev, dict):
@@ -146,3 +153,42 @@ def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Op
         return None
     return Command(sid, name, option_names(argv if isinstance(argv, list) else [], name), repo, version or "",
                    elapsed, code, caller, regions, counts, values, ended)
+
+
+def _text(value, limit: int = 4096) -> bool:
+    return isinstance(value, str) and len(value) <= limit
+
+
+def from_stored(raw) -> Optional[Command]:
+    """A record as the store holds it (one JSON object), or None where any field is not
+    of the type and range a record of reduce()'s has: a line from another version, one
+    cut by a crash, or anyone's damage."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        regions, counts, values = raw.get("regions", {}), raw.get("counts", {}), raw.get("values", {})
+        options = raw["options"]
+        ok = (_text(raw["sid"], 200) and _text(raw["command"], 40)
+              and isinstance(options, list) and all(_text(o, 64) for o in options)
+              and (raw["repo"] is None or _text(raw["repo"]))
+              and _text(raw["git_version"], 40)
+              and (raw["elapsed"] is None or _seconds(raw["elapsed"]) is not None)
+              and (raw["code"] is None or _number(raw["code"]) is not None)
+              and (raw["caller"] is None or _text(raw["caller"], 40))
+              and isinstance(regions, dict) and all(
+                  _text(k, 40) and _seconds(v) is not None for k, v in regions.items())
+              and isinstance(counts, dict) and all(
+                  _text(k, 40) and _number(v) is not None for k, v in counts.items())
+              and isinstance(values, dict) and all(
+                  _text(k, 80) and _text(v, 40) for k, v in values.items())
+              and strictjson.finite(raw.get("ended", 0.0)))
+    except (KeyError, TypeError):
+        return None
+    if not ok:
+        return None
+    return Command(raw["sid"], raw["command"], tuple(options), raw["repo"], raw["git_version"],
+                   None if raw["elapsed"] is None else float(raw["elapsed"]),
+                   None if raw["code"] is None else int(raw["code"]), raw["caller"],
+                   {k: float(v) for k, v in regions.items()},
+                   {k: int(v) for k, v in counts.items()}, dict(values),
+                   float(raw.get("ended", 0.0)))

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
-from git_tune import git
+from git_tune import git, ownpaths, strictjson
 from git_tune.advisor.agent import retune, store
 from git_tune.advisor.agent.events import Command
 from git_tune.advisor.keys import registry
@@ -36,7 +36,7 @@ from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure import ab
 from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
-from git_tune.errors import GitError, GitTuneError, UsageError
+from git_tune.errors import GitError, GitTuneError, UnsafeState, UsageError
 from git_tune.models import catalogue, stats, workloads
 from git_tune.probes import gitinfo, repo as repo_probe
 
@@ -78,6 +78,9 @@ class Experiment:
     # Where the approved value is Git's default and Git's default keeps what the
     # candidate leaves: the value its slots run with instead (catalogue reverts_with).
     reverts_with: Optional[str] = None
+    # The include file's SHA-256 as the experiment last left it (None: absent): any
+    # other digest means another writer (the user, a git-tune command) wrote the scope.
+    wrote: Optional[str] = None
 
     def value(self, arm: Optional[str] = None) -> Optional[str]:
         if (arm or self.arm) == CANDIDATE:
@@ -90,14 +93,51 @@ def _path() -> str:
 
 
 def load() -> Optional[Experiment]:
+    """The running experiment, None where there is none or its state is damaged (step
+    and stop end a damaged one: _damaged)."""
+    return _read()[0]
+
+
+def _read() -> Tuple[Optional[Experiment], bool]:
+    """(the experiment, whether its state file is there but is no valid record)."""
     try:
-        with open(_path()) as f:
-            data = json.load(f)
-        data["slots"] = tuple(Slot(**s) for s in data.get("slots", ()))
-        data["classes"] = tuple(data["classes"])
-        return Experiment(**data)
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+        data = ownpaths.read_file(_path(), limit=1 << 20)
+    except UnsafeState:
+        return None, True
+    if data is None:
+        return None, False
+    try:
+        return _parse(strictjson.loads(data)), False
+    except (ValueError, TypeError, KeyError):
+        return None, True
+
+
+def _text(v, none: bool = False) -> bool:
+    return isinstance(v, str) or (none and v is None)
+
+
+def _parse(raw) -> Experiment:
+    """experiment.json's record; ValueError where any field is not of its type."""
+    if not isinstance(raw, dict):
+        raise ValueError("not an object")
+    slots = raw.get("slots", [])
+    if not (all(_text(raw.get(k)) for k in ("scope", "repo", "key", "candidate", "arm"))
+            and raw["arm"] in (APPROVED, CANDIDATE)
+            and all(_text(raw.get(k), none=True) for k in ("approved", "reverts_with",
+                                                             "include_bytes", "wrote"))
+            and isinstance(raw.get("classes"), list) and all(_text(c) for c in raw["classes"])
+            and strictjson.finite(raw.get("since"))
+            and (raw.get("entry") is None or isinstance(raw["entry"], dict))
+            and isinstance(slots, list)
+            and all(isinstance(x, dict) and x.get("arm") in (APPROVED, CANDIDATE)
+                    and strictjson.finite(x.get("cost")) and strictjson.finite(x.get("commands"))
+                    for x in slots)):
+        raise ValueError("not an experiment record")
+    return Experiment(raw["scope"], raw["repo"], raw["key"], raw["approved"], raw["candidate"],
+                      tuple(raw["classes"]), raw["arm"], float(raw["since"]),
+                      tuple(Slot(x["arm"], float(x["cost"]), int(x["commands"])) for x in slots),
+                      raw.get("include_bytes"), raw.get("entry"), raw.get("reverts_with"),
+                      raw.get("wrote"))
 
 
 def _save(exp: Optional[Experiment]) -> None:
@@ -107,7 +147,23 @@ def _save(exp: Optional[Experiment]) -> None:
         except FileNotFoundError:
             pass
         return
-    safefile.write_atomic(_path(), json.dumps(asdict(exp)).encode(), mode=0o600)
+    ownpaths.write_file(_path(), json.dumps(asdict(exp)).encode())
+
+
+def _include_digest(exp: Experiment) -> Optional[str]:
+    """The SHA-256 of the experiment's include file now (None: absent)."""
+    target = _target(exp)
+    return journal.digest(journal.read_bytes(target.include_file)) if target else None
+
+
+def _target(exp: Experiment) -> Optional[scopes.Scope]:
+    entry = show.applied_to(exp.scope, exp.repo)
+    if entry is not None:
+        return entry.scope
+    try:
+        return scopes.resolve(exp.scope, repo_probe.locate(exp.repo))
+    except (GitTuneError, OSError):
+        return None
 
 
 def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
@@ -118,23 +174,21 @@ def classes_of(key: catalogue.Key) -> Tuple[str, ...]:
     return tuple(sorted({a.split()[0] for a in key.affects}))
 
 
-def _write(exp: Experiment, arm: str) -> None:
-    """The scope's values with the key at the arm's value, through configwrite."""
+def _write(exp: Experiment, arm: str) -> Experiment:
+    """The key at the arm's value in the scope, through configwrite (that key only: the
+    scope's other values stay as they are); the experiment with the digest it left."""
     entry = show.applied_to(exp.scope, exp.repo)
-    settings = dict(entry.settings) if entry else {}
     value = exp.value(arm)
-    if value is None:
-        settings.pop(exp.key, None)
-    else:
-        settings[exp.key] = value
     version = entry.git_version if entry else catalogue.format_version(gitinfo.require_git())
     prov = configwrite.Provenance(version, entry.fingerprint if entry else "agent",
                                   "agent experiment", exp.repo, entry.entries if entry else None,
                                   {exp.key: f"agent experiment: the {arm} value"})
     target = entry.scope if entry else scopes.resolve(exp.scope, repo_probe.locate(exp.repo))
-    plan = configwrite.plan(target, settings, prov, cwd=exp.repo,
-                            per_repo=entry.per_repo if entry else None)
+    plan = configwrite.plan(target, {} if value is None else {exp.key: value}, prov,
+                            cwd=exp.repo, per_repo=entry.per_repo if entry else None,
+                            writer=configwrite.EXPERIMENT, touches=(exp.key,))
     configwrite.apply(plan, prov, cwd=exp.repo)
+    return replace(exp, wrote=journal.digest(journal.read_bytes(target.include_file)))
 
 
 def _one_at_a_time():
@@ -144,31 +198,61 @@ def _one_at_a_time():
 
 
 def stop() -> bool:
-    """End the running experiment: the values as before it, byte for byte. Whether one
-    was running."""
+    """End the running experiment with the value in force before it (_restore). Whether
+    one was running (a damaged one included)."""
     with _one_at_a_time():
-        exp = load()
+        exp, damaged = _read()
+        if damaged:
+            _end_damaged()
+            return True
         if exp is not None:
-            _restore(exp)
-            _log(exp, "stopped", "stopped by the user; the values are as before it"
-                 + _leftovers(exp))
+            _log(exp, "stopped", "stopped by the user; " + _restore(exp) + _leftovers(exp))
         return exp is not None
 
 
 def abandon(why: str) -> None:
     """End the running experiment where a step could not go on (its switch could not be
-    written: a vanished or read-only repository): the values as before it where they can
+    written: a vanished or read-only repository): the value from before it where it can
     be put back, and its state gone either way, or every minute would fail again."""
     with _one_at_a_time():
         exp = load()
         if exp is None:
             return
         try:
-            _restore(exp)
+            why += "; " + _restore(exp)
         except GitTuneError as e:
             _save(None)
-            why = f"{why}; the values could not be put back either: {e}"
+            why = f"{why}; the value could not be put back either: {e}"
         _log(exp, "stopped", why)
+
+
+def _end_damaged() -> None:
+    """A state file that is no experiment record (damaged, truncated): moved aside, and
+    the experiment its log says was running ended with the value from before it, where
+    its key still holds the candidate (never the candidate left in force)."""
+    try:
+        os.replace(_path(), _path() + ".damaged")
+    except OSError:
+        _save(None)
+    started = None
+    for e in retune.log():
+        if e.get("experiment") == "started":
+            started = e
+        elif e.get("experiment") in ("stopped", "decided") and started is not None \
+                and (e.get("scope"), e.get("repo"), e.get("key")) == \
+                (started.get("scope"), started.get("repo"), started.get("key")):
+            started = None
+    if started is None or not all(isinstance(started.get(k), str)
+                                  for k in ("scope", "repo", "key", "candidate")):
+        return
+    exp = Experiment(started["scope"], started["repo"], started["key"], started.get("approved"),
+                     started["candidate"], (), CANDIDATE, 0.0)
+    try:
+        done = _put_back(exp)
+    except (GitTuneError, OSError) as e:
+        done = f"the value could not be put back: {e}"
+    _log(exp, "stopped", f"its state file was damaged (moved aside to {STATE}.damaged); "
+         + done)
 
 
 def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None,
@@ -194,7 +278,7 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
                          "only with your yes (--yes), and never on its own")
     candidate = key.validate(candidate)
     if load() is not None:
-        raise UsageError("an experiment is running already (git-tune agent experiment stop)")
+        raise UsageError("an experiment is running already (`git-tune agent experiment --stop` ends it)")
     layout = repo_probe.locate(repo) if repo or scope == "local" else None
     where = layout.worktree if layout else None
     entry = show.applied_to(scope, where)
@@ -226,12 +310,15 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
                      entry=journal.load_state().get(entry.scope.key) if entry else None,
                      reverts_with=key.reverts_with if approved is None and key.reverts_with
                      else None)
+    exp = replace(exp, wrote=_include_digest(exp))
     _save(exp)
     if exp.reverts_with is not None:
         # The first slot runs with it too (no command sees the key unset meanwhile).
-        _write(exp, APPROVED)
+        exp = _write(exp, APPROVED)
+        _save(exp)
     _log(exp, "started", f"{key.name}: {shown(exp, APPROVED)} against {candidate}"
-         + (f"; with the user's yes: it changes {key.changes}" if key.changes else ""))
+         + (f"; with the user's yes: it changes {key.changes}" if key.changes else ""),
+         approved=approved)
     return exp
 
 
@@ -333,17 +420,29 @@ def _where_to_ask(seen) -> List[Tuple[str, str]]:
 
 def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:
     """The slot's commands: in the repository, of the key's classes, ended since the
-    slot began, run with the arm's value in force."""
+    slot began, run with the arm's value in force, timed to the end (a git killed before
+    its exit has no duration)."""
     want = exp.value()
     out = []
     for c in records:
-        if c.repo != exp.repo or c.ended <= exp.since:
+        if c.repo != exp.repo or c.ended <= exp.since or not c.elapsed:
             continue
         if exp.classes and c.command not in exp.classes:
             continue
         if {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want:
             out.append(c)
     return out
+
+
+def _failed(exp: Experiment, records: Sequence[Command]) -> Optional[Command]:
+    """A command of the slot's that exited non-zero (killed ones included)."""
+    want = exp.value()
+    for c in records:
+        if c.repo == exp.repo and c.ended > exp.since and c.code not in (0, None) \
+                and (not exp.classes or c.command in exp.classes) \
+                and {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want:
+            return c
+    return None
 
 
 def _cost(commands: Sequence[Command]) -> float:
@@ -395,15 +494,16 @@ def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
 
 def _finish(exp: Experiment, keep: str, why: str) -> dict:
     if keep == APPROVED:
-        _restore(exp)
+        done = _restore(exp)
     else:
         if exp.arm != CANDIDATE:
-            _write(exp, CANDIDATE)
+            exp = _write(exp, CANDIDATE)
         _save(None)
+        done = ""
     a, b = pairs(exp)
     value = exp.candidate if keep == CANDIDATE else exp.approved
     _log(exp, "decided", f"kept {exp.key}={value or 'Git default'}: {why}"
-         + (_leftovers(exp) if keep == APPROVED else ""),
+         + (f"; {done}" if done else "") + (_leftovers(exp) if keep == APPROVED else ""),
          kept=keep, value=value, approved_costs=a, candidate_costs=b,
          **({"comparison": asdict(comparison_of(exp))} if min(len(a), len(b)) >= 2 else {}))
     return {"decided": keep, "why": why, "value": value}
@@ -418,48 +518,98 @@ def _leftovers(exp: Experiment) -> str:
     return "".join(f"; {text}" for text in revert.index_leftovers([{exp.key: exp.candidate}]))
 
 
-def _restore(exp: Experiment) -> None:
-    """The include file and git-tune's record as they were before the experiment, byte
-    for byte, under git-tune's state lock; where git-tune had written nothing there
-    before it, its writes reverted (revert gives back the files' bytes from before)."""
+def _restore(exp: Experiment) -> str:
+    """End the experiment with the value in force before it; what was done. Where nobody
+    else wrote the scope since the experiment's last write, the include file and
+    git-tune's record go back as they were before it, byte for byte (where git-tune had
+    written nothing there, its writes are reverted). Where someone did, their bytes
+    stay: only the experiment's key is put back, and only if it still holds the value
+    the experiment left (_put_back)."""
+    if _include_digest(exp) != exp.wrote:
+        done = _put_back(exp)
+        _save(None)
+        return done
     entry = show.applied_to(exp.scope, exp.repo)
     if exp.entry is None:
         if entry is not None:
             revert.revert(entry.scope)
         _save(None)
-        return
+        return "the values are as before it"
     with safefile.lock(scopes.state_dir()):
-        if exp.include_bytes is not None:
+        if exp.include_bytes is not None and entry is not None:
             safefile.write_atomic(entry.scope.include_file, exp.include_bytes.encode("latin-1"),
                                   mode=0o644)
-        if exp.entry is not None:
             state = journal.load_state()
             state[entry.scope.key] = exp.entry
             journal.save_state(state)
     _save(None)
+    return "the values are as before it"
+
+
+def _put_back(exp: Experiment) -> str:
+    """The experiment's key back to the value from before it, in a scope someone else
+    wrote since: only where it still holds a value the experiment left (the candidate,
+    or the approved arm's stand-in), and not in a file edited by hand. What was done."""
+    entry = show.applied_to(exp.scope, exp.repo)
+    if entry is None:
+        return "the scope was reverted meanwhile: nothing to put back"
+    now = configwrite.read_include(entry.scope.include_file).get(exp.key)
+    if now == exp.approved:
+        return f"{exp.key} is {now or 'Git default'} already, as before it"
+    if now not in {exp.candidate, exp.value(APPROVED)}:
+        return (f"{exp.key} was set to {now or 'Git default'} meanwhile: that value is "
+                "left alone")
+    if show.edited_outside(entry):
+        return (f"the include file was edited by hand: left alone ({exp.key} is {now} "
+                "there; `git-tune set` or `git-tune revert` changes it)")
+    version = entry.git_version or catalogue.format_version(gitinfo.require_git())
+    prov = configwrite.Provenance(version, entry.fingerprint, "agent experiment", exp.repo,
+                                  entry.entries, {})
+    plan = configwrite.plan(entry.scope, {} if exp.approved is None else
+                            {exp.key: exp.approved}, prov, cwd=exp.repo,
+                            per_repo=entry.per_repo, writer=configwrite.EXPERIMENT,
+                            touches=(exp.key,))
+    if not plan.settings and not plan.per_repo and exp.entry is None:
+        revert.revert(entry.scope)          # nothing of anyone's left there: as before
+    else:
+        configwrite.apply(plan, prov, cwd=exp.repo)
+    return f"{exp.key} put back to {exp.approved or 'Git default'}; the other values kept"
 
 
 def step(records: Sequence[Command]) -> Optional[dict]:
-    """One look at the user's commands: end the arm on a failure, close a full slot and
-    switch arms, decide where the pairs do. What happened, or None."""
+    """One look at the user's commands: end the experiment where its state is damaged,
+    its scope was written by someone else, or the key was set elsewhere; end the arm on
+    a failure; close a full slot and switch arms; decide where the pairs do. What
+    happened, or None."""
     with _one_at_a_time():
         return _step(records)
 
 
 def _step(records: Sequence[Command]) -> Optional[dict]:
-    exp = load()
+    exp, damaged = _read()
+    if damaged:
+        _end_damaged()
+        return {"stopped": "damaged state"}
     if exp is None:
         return None
-    entry = show.applied_to(exp.scope, exp.repo)
-    if entry is not None and show.edited_outside(entry):
+    if _include_digest(exp) != exp.wrote:
+        done = _put_back(exp)
         _save(None)
-        _log(exp, "stopped", "the values were edited by hand: left alone")
-        return {"stopped": "edited by hand"}
-    mine = _watched(exp, records)
-    failed = next((c for c in mine if c.code not in (0, None)), None)
+        _log(exp, "stopped", f"the scope was written by someone else: the experiment "
+             f"ended; {done}")
+        return {"stopped": "written by someone else"}
+    layout = repo_probe.locate(exp.repo) if os.path.isdir(exp.repo) else None
+    elsewhere = set_elsewhere(layout, exp.key, exp.value()) if layout else None
+    if elsewhere:
+        done = _restore(exp)
+        _log(exp, "stopped", f"{exp.key} is {elsewhere} now: the experiment ended "
+             f"(your value is the one in force); {done}")
+        return {"stopped": "set elsewhere"}
+    failed = _failed(exp, records)
     if failed is not None and exp.arm == CANDIDATE:
         return _finish(exp, APPROVED, f"git {failed.command} exited {failed.code} under "
                                       "the candidate")
+    mine = _watched(exp, records)
     if len(mine) < SLOT_COMMANDS:
         return None
     exp = replace(exp, slots=exp.slots + (Slot(exp.arm, _cost(mine), len(mine)),))
@@ -467,7 +617,7 @@ def _step(records: Sequence[Command]) -> Optional[dict]:
     if verdict is not None:
         return _finish(exp, *verdict)
     other = CANDIDATE if exp.arm == APPROVED else APPROVED
-    _write(exp, other)
+    exp = _write(exp, other)
     exp = replace(exp, arm=other, since=max(c.ended for c in mine))
     _save(exp)
     _log(exp, "switched", f"{exp.key}={exp.value() or 'Git default'} for the next slot")

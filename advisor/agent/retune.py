@@ -14,11 +14,13 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Tuple
 
+from git_tune import ownpaths, strictjson
 from git_tune.advisor.agent import drift as drift_mod, store
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, safefile, show
+from git_tune.advisor.write import configwrite, show
+from git_tune.errors import UnsafeState
 from git_tune.models import catalogue
 
 LOG = "retune.jsonl"
@@ -32,18 +34,35 @@ def log_path() -> str:
     return os.path.join(store.agent_dir(), LOG)
 
 
+# Fields of a log entry the readers format, with the type each must have.
+_LOG_TEXT = ("scope", "repo", "key", "candidate", "what", "why", "experiment", "note",
+             "running", "value", "kept", "stopped", "approved")
+
+
+def valid_entry(e) -> bool:
+    """Whether a log line's value is an entry the readers can show: an object with a
+    finite time, text where text is read, a list of texts as reasons."""
+    return (isinstance(e, dict) and strictjson.finite(e.get("time", 0.0))
+            and all(e.get(k) is None or isinstance(e[k], (str, bool)) for k in _LOG_TEXT)
+            and all(isinstance(e.get(k, []), list) and all(isinstance(r, str) for r in e.get(k, []))
+                    for k in ("reasons", "asks")))
+
+
 def log() -> List[dict]:
-    """Every re-tune, oldest first (a line that is not JSON is skipped)."""
-    out = []
+    """Every re-tune and experiment event, oldest first; a line that is not a valid
+    entry (cut by a crash, damaged) is skipped."""
     try:
-        with open(log_path()) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-    except OSError:
-        pass
+        data = ownpaths.read_file(log_path(), limit=4 * LOG_MAX_BYTES)
+    except UnsafeState:
+        return []
+    out = []
+    for line in (data or b"").splitlines():
+        try:
+            e = strictjson.loads(line)
+        except ValueError:
+            continue
+        if valid_entry(e):
+            out.append(e)
     return out
 
 
@@ -51,11 +70,11 @@ def append_log(entry: dict) -> None:
     """One line more in the agent's log (re-tunes and experiments), kept under
     LOG_MAX_BYTES."""
     path = log_path()
-    kept = log()[-200:] if os.path.exists(path) and os.path.getsize(path) > LOG_MAX_BYTES else None
+    kept = log()[-200:] if os.path.lexists(path) and os.lstat(path).st_size > LOG_MAX_BYTES \
+        else None
     if kept is not None:
-        safefile.write_atomic(path, "".join(json.dumps(e) + "\n" for e in kept).encode(),
-                              mode=0o600)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        ownpaths.write_file(path, "".join(json.dumps(e) + "\n" for e in kept).encode())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "a") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
 
@@ -101,7 +120,8 @@ def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     prov = configwrite.Provenance(record.git_version, record.fingerprint,
                                   record.storage.storage_class, record.repository.path,
                                   record.repository.entries, rec.reasons())
-    plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo, per_repo=entry.per_repo)
+    plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo, per_repo=entry.per_repo,
+                            writer=configwrite.RETUNE)
     result = configwrite.apply(plan, prov, cwd=entry.repo)
     out = {**base, "retuned": True, "measured_with": record.git_version,
            "before": entry.settings, "after": settings, "asks": asks,

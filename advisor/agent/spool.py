@@ -1,35 +1,46 @@
 """git's event files, read into records once their command has ended, then deleted.
 
 trace2's directory target makes git write each process's events to a file of its own
-in the spool (trace2.eventTarget). No process has to be listening: git never waits for
-the agent, and a collector that died costs git nothing (measured in
-bench/agent_overhead.py). trace2.maxFiles bounds the spool: at MAX_FILES files git
-writes a sentinel and stops tracing there until ingest() has emptied it.
+in the spool (trace2.eventTarget), named after the last component of its session id
+(EVENT_NAME). No process has to be listening: git never waits for the agent, and a
+collector that died costs git nothing. trace2.maxFiles bounds the spool: at MAX_FILES
+entries git writes a sentinel and stops tracing there until ingest() has emptied it.
 
-The files hold the raw events, argument values included, in a 0700 directory, only
-until ingest() reads them (the collector does every POLL seconds); the records keep
-what events.reduce() lets through, nothing else. The spool is in the user's runtime
+The files hold the raw events, argument values included, in a 0700 directory of
+git-tune's own, only until ingest() reads them; the records keep what
+events.reduce() lets through, nothing else. The spool is in the user's runtime
 directory where there is one ($XDG_RUNTIME_DIR: memory, the user's alone, gone at
-logout), else in git-tune's state directory: creating a file per command cost git
-0.29 ms on tmpfs and 0.50-0.70 ms on the ext4 disk, against 0.24 ms for the same events
-sent to /dev/null (bench/agent_overhead.py). Never a shared directory such as
+logout), else in git-tune's state directory. Never a shared directory such as
 /dev/shm: after a reboot anyone could create the path first and read the events.
+
+What the spool's path may be is fixed (spool_places): a path read from the agent's
+state is used only where it is one of them. The directory is opened O_NOFOLLOW and
+checked on its descriptor; names are listed, read and removed relative to that
+descriptor, and only names of git's event-file form (and git's sentinel) are ever
+removed. Anything else found there is counted and left.
 """
 import fcntl
 import os
+import re
 import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, List, Optional
+from typing import Iterable, Iterator, List, Optional
 
+from git_tune import ownpaths
 from git_tune.advisor.agent import events, store
-from git_tune.advisor.write import safefile
+from git_tune.errors import UnsafeState
 
 MAX_FILES = 1000            # trace2.maxFiles
 SENTINEL = "git-trace2-discard"
 STALE = 600.0               # a file unfinished this long: a killed git; read as it is
 MAX_READ = 4 << 20          # bytes read of one file (a command's events are a few KiB)
+# trace2/tr2_sid.c and tr2_dst.c: "<UTC yyyymmddThhmmss.uuuuuuZ>-H<8 hex>|Localhost-P<8
+# hex>", then ".1" to ".9" where that name was taken.
+EVENT_NAME = re.compile(r"\d{8}T\d{6}\.\d{6}Z-(?:H[0-9a-f]{8}|Localhost)-P[0-9a-f]{8}"
+                        r"(?:\.\d{1,2})?\Z")
+RUNTIME_SUBDIR = "git-tune"
 
 
 @dataclass(frozen=True)
@@ -38,40 +49,84 @@ class Ingested:
     kept: int               # records stored (commands of the repositories watched)
     waiting: int            # files of commands still running
     discarded: bool         # git had found the spool full and stopped tracing
+    bad: int = 0            # event files that held no command git-tune could read: removed
+    foreign: int = 0        # entries that are not git's event files: left alone
+    replaced_file: bool = False   # the spool had been a file (git's events after the
+                                  # directory was removed): removed, the directory made anew
 
 
-def _runtime_dir() -> Optional[str]:
-    """$XDG_RUNTIME_DIR where it is the user's own (owned, 0700), else None."""
-    path = os.environ.get("XDG_RUNTIME_DIR")
-    try:
-        st = os.stat(path) if path and os.path.isabs(path) else None
-    except OSError:
-        return None
-    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() \
-            or st.st_mode & 0o077:
-        return None
-    return path
+def spool_places() -> List[str]:
+    """Where a spool of git-tune's may be: the runtime directory's, the state's."""
+    runtime = ownpaths.runtime_dir()
+    places = [os.path.join(store.agent_dir(), "spool")]
+    if runtime:
+        places.insert(0, os.path.join(runtime, RUNTIME_SUBDIR, "spool"))
+    return places
 
 
 def spool_dir() -> str:
     """Where a new `agent enable` routes the events (agent state keeps the one in use)."""
-    runtime = _runtime_dir()
-    return os.path.join(runtime, "git-tune", "spool") if runtime else \
-        os.path.join(store.agent_dir(), "spool")
+    return spool_places()[0]
+
+
+def is_own_place(path: str) -> bool:
+    """Whether `path` (from the agent's state) is a place a spool of git-tune's may be:
+    one of spool_places(), or `<a runtime directory of the user's>/git-tune/spool` (the
+    session that enabled the agent may have had another $XDG_RUNTIME_DIR)."""
+    if not isinstance(path, str) or not os.path.isabs(path) or path != os.path.normpath(path):
+        return False
+    if path in spool_places():
+        return True
+    runtime, sub = os.path.split(os.path.dirname(path))
+    if os.path.basename(path) != "spool" or sub != RUNTIME_SUBDIR:
+        return False
+    try:
+        st = os.lstat(runtime)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+            and not st.st_mode & 0o077 and os.path.realpath(path) == path)
 
 
 def ensure(path: str) -> str:
-    """The spool directory, made 0700 (again after a reboot emptied the runtime dir)."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    """The spool directory at `path`, made 0700 (again after a reboot emptied the runtime
+    dir); UnsafeState where `path` is no place of git-tune's, or fails ownpaths' check."""
+    _prepare(path)
     return path
 
 
+def _prepare(path: str) -> bool:
+    """ensure(); True where a file stood at the spool's path (git appends every command's
+    events to one file named like the spool once its directory is gone) and was removed."""
+    if not is_own_place(path):
+        raise UnsafeState(f"'{path}' is not where git-tune keeps its spool; the agent's "
+                          "state is refused (run `git-tune agent disable`, then enable)")
+    parent = ownpaths.private_dir(os.path.dirname(path))
+    replaced = False
+    with ownpaths.dir_fd(parent) as pfd:
+        try:
+            st = os.stat("spool", dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            # In git-tune's own 0700 directory, at the spool's own name: git's events.
+            os.unlink("spool", dir_fd=pfd)
+            replaced = True
+        if st is None or replaced:
+            try:
+                os.mkdir("spool", 0o700, dir_fd=pfd)
+            except FileExistsError:
+                pass
+    ownpaths.private_dir(path)
+    return replaced
+
+
 @contextmanager
-def _exclusive():
+def _exclusive() -> Iterator[bool]:
     """One ingester at a time (the collector and a `git-tune agent` command); the other
     skips: the files wait for the next round, never read twice."""
-    fd = os.open(os.path.join(store.agent_dir(), "ingest.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(store.agent_dir(), "ingest.lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -84,62 +139,112 @@ def _exclusive():
         os.close(fd)
 
 
-def _remove(path: str) -> None:
-    """Unlink a file (a directory someone made here is left: git ignores it too)."""
+def _read(dfd: int, name: str) -> Optional[bytes]:
+    """An event file's first MAX_READ bytes; None where it is no regular file (a FIFO
+    is never waited on, a link never followed)."""
     try:
-        os.unlink(path)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=dfd)
     except OSError:
-        pass
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], MAX_READ
+        while size > 0:
+            chunk = os.read(fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _remove(dfd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass        # a directory, or gone already
 
 
 def ingest(d: str, watched: Optional[Iterable[str]], tuned: Iterable[str]) -> Ingested:
     """Read every finished event file of spool `d` into records of the watched work
-    trees (None: every repository), remove the files read, and re-open the spool if git
-    closed it."""
+    trees (None: every repository), one file at a time: its record is stored, then the
+    file removed, so a kill loses nothing (at most one record is stored twice). A file
+    that holds no command git-tune can read is removed as well (`bad`); names that are
+    not git's are left alone (`foreign`). Re-opens the spool if git closed it."""
     tuned = list(tuned)
     watched = None if watched is None else {os.path.realpath(w) for w in watched}
-    ensure(d)
-    kept: List[events.Command] = []
-    read = waiting = 0
+    replaced = _prepare(d)
+    read = waiting = bad = foreign = kept = 0
     with _exclusive() as mine:
         if not mine:
-            return Ingested(0, 0, 0, False)
-        now = time.time()
-        names = [n for n in os.listdir(d) if n != SENTINEL]
-        for name in names:
-            path = os.path.join(d, name)
-            data = safefile.read_regular(path, MAX_READ, follow=False)
-            if data is None:
-                _remove(path)           # not git's: nothing else belongs here
-                continue
-            done = b'"event":"atexit"' in data
-            if not done and now - os.lstat(path).st_mtime < STALE:
-                waiting += 1
-                continue
-            record = events.reduce(data.decode("utf-8", "surrogateescape").splitlines(), tuned, now)
-            _remove(path)
-            read += 1
-            if record and (watched is None or (record.repo and os.path.realpath(record.repo)
-                                               in watched)):
-                kept.append(record)
-        store.append(kept)
-        discarded = os.path.lexists(os.path.join(d, SENTINEL))
-        if discarded:
-            _remove(os.path.join(d, SENTINEL))
-    return Ingested(read, len(kept), waiting, discarded)
+            return Ingested(0, 0, 0, False, replaced_file=replaced)
+        with ownpaths.dir_fd(d) as dfd:
+            now = time.time()
+            discarded = False
+            for name in sorted(os.listdir(dfd)):
+                if name == SENTINEL:
+                    discarded = True
+                    continue
+                if not EVENT_NAME.match(name):
+                    foreign += 1
+                    continue
+                data = _read(dfd, name)
+                if data is None:
+                    _remove(dfd, name)          # a FIFO or link under git's name
+                    bad += 1
+                    continue
+                try:
+                    mtime = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime
+                except OSError:
+                    continue
+                if b'"event":"atexit"' not in data and now - mtime < STALE:
+                    waiting += 1
+                    continue
+                record = _reduce(data, tuned, now)
+                if record is None:
+                    bad += 1
+                elif watched is None or (record.repo and os.path.realpath(record.repo)
+                                         in watched):
+                    store.append([record])
+                    kept += 1
+                _remove(dfd, name)
+                read += 1
+            if discarded:
+                _remove(dfd, SENTINEL)
+    return Ingested(read, kept, waiting, discarded, bad, foreign, replaced)
+
+
+def _reduce(data: bytes, tuned: List[str], now: float) -> Optional[events.Command]:
+    """The file's record; None where it holds none (a nested git, damaged bytes)."""
+    try:
+        return events.reduce(data.decode("utf-8", "surrogateescape").splitlines(), tuned, now)
+    except Exception:       # noqa: BLE001 - a file no reader foresaw is dropped, not fatal
+        return None
 
 
 def pending(d: str) -> int:
+    """Event files waiting in spool `d` (0 where it cannot be read as git-tune's)."""
     try:
-        return sum(1 for n in os.listdir(d) if n != SENTINEL)
-    except FileNotFoundError:
+        with ownpaths.dir_fd(d) as dfd:
+            return sum(1 for n in os.listdir(dfd) if EVENT_NAME.match(n))
+    except (OSError, UnsafeState):
         return 0
 
 
 def clear(d: str) -> None:
-    try:
-        names = os.listdir(d)
-    except FileNotFoundError:
+    """Remove every event file of spool `d`, and git's sentinel (nothing else)."""
+    if not d or not is_own_place(d):
         return
-    for name in names:
-        _remove(os.path.join(d, name))
+    try:
+        with ownpaths.dir_fd(d) as dfd:
+            for name in os.listdir(dfd):
+                if name == SENTINEL or EVENT_NAME.match(name):
+                    _remove(dfd, name)
+    except (OSError, UnsafeState):
+        return

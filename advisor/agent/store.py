@@ -5,9 +5,10 @@ MAX_BYTES (about 20,000 commands)."""
 import json
 import os
 from dataclasses import asdict
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
-from git_tune.advisor.agent.events import Command
+from git_tune import ownpaths, strictjson
+from git_tune.advisor.agent.events import Command, from_stored
 from git_tune.advisor.write import scopes
 
 MAX_BYTES = 4 << 20
@@ -16,9 +17,7 @@ CURRENT, PREVIOUS = "commands.jsonl", "commands.1.jsonl"
 
 def agent_dir() -> str:
     """git-tune's agent directory (created 0700 on first use)."""
-    path = os.path.join(scopes.state_dir(), "agent")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
+    return ownpaths.private_dir(os.path.join(scopes.state_dir(), "agent"))
 
 
 def append(records: List[Command]) -> None:
@@ -27,7 +26,7 @@ def append(records: List[Command]) -> None:
         return
     path = os.path.join(agent_dir(), CURRENT)
     try:
-        if os.path.getsize(path) > MAX_BYTES:
+        if os.lstat(path).st_size > MAX_BYTES:
             os.replace(path, os.path.join(agent_dir(), PREVIOUS))
     except FileNotFoundError:
         pass
@@ -40,16 +39,16 @@ def append(records: List[Command]) -> None:
 
 
 def _load(path: str) -> Iterator[Command]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    raw = json.loads(line)
-                    yield Command(**{**raw, "options": tuple(raw["options"])})
-                except (ValueError, TypeError):
-                    continue            # a line cut by a crash, or from another version
-    except FileNotFoundError:
-        return
+    """The file's valid records; a line that is not one (cut by a crash, from another
+    version, damaged) is skipped. A file that is not the user's own is refused."""
+    data = ownpaths.read_file(path, limit=4 * MAX_BYTES)
+    for line in (data or b"").splitlines():
+        try:
+            record = from_stored(strictjson.loads(line))
+        except ValueError:
+            continue
+        if record is not None:
+            yield record
 
 
 def records() -> List[Command]:
@@ -60,8 +59,8 @@ def records() -> List[Command]:
 
 def size() -> int:
     d = agent_dir()
-    return sum(os.path.getsize(os.path.join(d, f)) for f in (CURRENT, PREVIOUS)
-               if os.path.exists(os.path.join(d, f)))
+    return sum(os.lstat(os.path.join(d, f)).st_size for f in (CURRENT, PREVIOUS)
+               if os.path.lexists(os.path.join(d, f)))
 
 
 def clear() -> None:
@@ -70,3 +69,11 @@ def clear() -> None:
             os.unlink(os.path.join(agent_dir(), name))
         except FileNotFoundError:
             pass
+
+
+def last_record_at() -> Optional[float]:
+    """When a record was last stored (epoch seconds), None where none ever was."""
+    try:
+        return os.lstat(os.path.join(agent_dir(), CURRENT)).st_mtime
+    except FileNotFoundError:
+        return None

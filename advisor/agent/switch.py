@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
 from git_tune.advisor.agent import collector, drift, experiment, retune, spool, store, storm
-from git_tune.advisor.write import configwrite, revert, scopes
-from git_tune.errors import GitTuneError, UsageError
+from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes
+from git_tune import ownpaths, strictjson
+from git_tune.errors import GitTuneError, UnsafeState, UsageError
 from git_tune.models import catalogue
 from git_tune.probes import gitinfo, repo as repo_probe
 
@@ -49,22 +50,70 @@ def trace2_settings(spool_dir: str) -> dict:
 
 
 def load() -> AgentState:
+    """The agent's state. A state file that is not a valid one (damaged, from another
+    version, not the user's) is moved aside and named in `agent status` (`damaged`):
+    the agent goes on with what the routing says, watching no repository until it is
+    enabled again."""
+    path = os.path.join(store.agent_dir(), STATE)
     try:
-        with open(os.path.join(store.agent_dir(), STATE)) as f:
-            raw = json.load(f)
-        return AgentState(bool(raw["enabled"]), bool(raw["watch_all"]),
-                          tuple(str(w) for w in raw["watch"]), str(raw.get("spool", "")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return AgentState(False, False, ())
+        data = ownpaths.read_file(path, limit=1 << 20)
+        state = _parse(strictjson.loads(data)) if data is not None else AgentState(False, False, ())
+    except (UnsafeState, ValueError) as e:
+        state = None
+        why = str(e)
+    if state is not None:
+        return state
+    _set_aside(path, why)
+    spool_now = routed_spool()
+    return AgentState(bool(spool_now), False, (), spool_now or "")
+
+
+def _parse(raw) -> AgentState:
+    """agent.json's record; ValueError where it is not one (a spool path that is not
+    one of git-tune's places included)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("enabled"), bool) \
+            or not isinstance(raw.get("watch_all"), bool) or not isinstance(raw.get("watch"), list) \
+            or not all(isinstance(w, str) and os.path.isabs(w) for w in raw["watch"]) \
+            or not isinstance(raw.get("spool", ""), str):
+        raise ValueError("not an agent state record")
+    where = raw.get("spool", "")
+    if where and not spool.is_own_place(where):
+        raise ValueError(f"its spool '{where[:200]}' is not a place of git-tune's")
+    return AgentState(raw["enabled"], raw["watch_all"], tuple(raw["watch"]), where)
+
+
+DAMAGED = "agent.json.damaged"
+
+
+def _set_aside(path: str, why: str) -> None:
+    """Move a bad state file out of the way (once: the newest damage is kept), noted."""
+    try:
+        os.replace(path, os.path.join(store.agent_dir(), DAMAGED))
+    except OSError:
+        pass
+    retune.append_log({"time": time.time(), "note": f"agent state refused and moved aside "
+                       f"to {DAMAGED}: {why[:200]}; run `git-tune agent enable` again"})
+
+
+def damaged() -> Optional[str]:
+    """The refused state file, where there is one (agent status names it)."""
+    path = os.path.join(store.agent_dir(), DAMAGED)
+    return path if os.path.lexists(path) else None
+
+
+def routed_spool() -> Optional[str]:
+    """The spool git-tune's agent include routes git's events to, where it is one of
+    git-tune's places (None otherwise)."""
+    inc = scopes.resolve("agent").include_file
+    try:
+        where = configwrite.read_include(inc).get("trace2.eventtarget") if os.path.exists(inc) else None
+    except GitTuneError:
+        return None
+    return where if where and spool.is_own_place(where) else None
 
 
 def _save(state: AgentState) -> None:
-    path = os.path.join(store.agent_dir(), STATE)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(state), f)
-    os.replace(tmp, path)
+    ownpaths.write_file(os.path.join(store.agent_dir(), STATE), json.dumps(asdict(state)).encode())
 
 
 def watched(state: AgentState) -> Optional[Tuple[str, ...]]:
@@ -96,6 +145,8 @@ def _refuse_foreign_target() -> None:
 
 
 def enable(repo: Optional[str], watch_all: bool) -> dict:
+    """Route git's events to the spool, watch the repository (or every one), start the
+    collector. Serialised: two at once leave one collector and both repositories."""
     version = gitinfo.require_git()
     if not watch_all:
         layout = repo_probe.locate(repo)
@@ -103,21 +154,25 @@ def enable(repo: Optional[str], watch_all: bool) -> dict:
             raise UsageError("agent enable needs a repository with a work tree (--repo or "
                              "run inside one), or --all")
     _refuse_foreign_target()
-    before = load()
-    watch = set(before.watch) if before.enabled else set()
-    if not watch_all:
-        watch.add(os.path.realpath(layout.worktree))
-    where = before.spool if before.enabled and before.spool else spool.spool_dir()
-    state = AgentState(True, watch_all or (before.enabled and before.watch_all),
-                       tuple(sorted(watch)), spool.ensure(where))
-    target = scopes.resolve("agent")
-    prov = configwrite.Provenance(catalogue.format_version(version), "agent", "agent", None, None,
-                                  {"trace2.eventtarget": "git-tune agent: each git command's "
-                                   "events, read and reduced by its collector"})
-    plan = configwrite.plan(target, trace2_settings(where), prov, cwd=None, checked=True)
-    written = asdict(configwrite.apply(plan, prov)) if plan.changes else None
-    _save(state)
-    started = collector.start()
+    with safefile.lock(store.agent_dir()):
+        before = load()
+        watch = set(before.watch) if before.enabled else set()
+        if not watch_all:
+            watch.add(os.path.realpath(layout.worktree))
+        where = before.spool if before.enabled and before.spool else spool.spool_dir()
+        state = AgentState(True, watch_all or (before.enabled and before.watch_all),
+                           tuple(sorted(watch)), spool.ensure(where))
+        target = scopes.resolve("agent")
+        prov = configwrite.Provenance(catalogue.format_version(version), "agent", "agent", None,
+                                      None, {"trace2.eventtarget": "git-tune agent: each git "
+                                             "command's events, read and reduced by its "
+                                             "collector"})
+        plan = configwrite.plan(target, trace2_settings(where), prov, cwd=None, checked=True,
+                                writer=configwrite.AGENT)
+        written = asdict(configwrite.apply(plan, prov)) \
+            if plan.changes else None
+        _save(state)
+        started = collector.start()
     return {"state": asdict(state), "written": written, "collector": asdict(started),
             "env_overrides": _env_overrides()}
 
@@ -128,16 +183,50 @@ def _env_overrides() -> List[str]:
 
 
 def disable(forget: bool) -> dict:
-    """Stop the collector, put the global config back as it was, drop the raw events
-    (and with `forget` the records too)."""
+    """Stop the collector, end any experiment (the user's values kept), take the routing
+    out of the global config whatever state the agent is in, drop the raw events (and
+    with `forget` the records too). Each step runs even where one before it failed; the
+    failures are said."""
+    problems: List[str] = []
     stopped = collector.stop()
-    experiment.stop()               # the values as they were before it, byte for byte
-    reverted = revert.revert(scopes.resolve("agent"))
-    spool.clear(load().spool)
+    try:
+        experiment.stop()
+    except GitTuneError as e:
+        problems.append(f"the experiment could not be ended cleanly: {e}")
+    target = scopes.resolve("agent")
+    where = load().spool or routed_spool() or ""
+    reverted = revert.revert(target)
+    unrouted = _unroute(target)
+    spool.clear(where)
     if forget:
         store.clear()
     _save(AgentState(False, False, ()))
-    return {"reverted": asdict(reverted), "collector_stopped": stopped, "forgot": forget}
+    out = asdict(reverted)
+    if unrouted:
+        out["message"] += "; " + unrouted
+    if problems:
+        out["message"] += "; " + "; ".join(problems)
+    return {"reverted": out, "collector_stopped": stopped, "forgot": forget}
+
+
+def _unroute(target: scopes.Scope) -> Optional[str]:
+    """The routing taken out where revert had no record of it (a state lost or damaged,
+    a revert of the agent scope done by hand): git-tune's include.path removed from the
+    global config under git's lock, the agent's include file removed. What was done, or
+    None where nothing was left."""
+    done = []
+    if target.config_file and target.include_file in scopes.include_paths(target):
+        with safefile.git_lock(target.config_file, journal.ledger()) as lock:
+            now = lock.read()
+            if now is not None:
+                lock.stage(configwrite.without_include(target.config_file, target.include_file,
+                                                       now))
+                lock.commit()
+                done.append(f"git-tune's include.path removed from '{target.config_file}'")
+    if os.path.lexists(target.include_file):
+        safefile.remove(target.include_file)
+        done.append(f"'{target.include_file}' removed")
+    return "; ".join(done) or None
 
 
 def status() -> dict:
@@ -153,7 +242,9 @@ def status() -> dict:
             "drift": drift.summary(drift.detect(records)),
             "retuned": retune.log()[-5:],
             "experiment": experiment.status(),
-            "store_bytes": store.size(), "env_overrides": _env_overrides()}
+            "store_bytes": store.size(), "env_overrides": _env_overrides(),
+            "damaged": damaged(), "last_record_at": store.last_record_at(),
+            "spool_foreign": got.foreign if got else 0}
 
 
 # Open questions of the stored calibrations are looked for at most this often (each look

@@ -39,7 +39,8 @@ def apply_profile(path: str, scope_spec: str, repo: Optional[str], *, check: boo
         profile["class"]["storage_class"], cwd, None,
         {k: f"fleet profile {os.path.basename(path)}: {_evidence(profile['measurements'].get(k))}"
          for k in settings})
-    plan = configwrite.plan(scope, settings, prov, override=override, cwd=cwd)
+    plan = configwrite.plan(scope, settings, prov, override=override, cwd=cwd,
+                            writer=configwrite.APPLY)
     out = {"schema": SCHEMA_VERSION, "profile": path, "class": profile["class"], "host_class": here,
            "mismatches": problems, "forced": bool(problems), "dropped_keys": dropped,
            "plan": asdict(plan), "check": check, "would_change": plan.changes, "written": None}

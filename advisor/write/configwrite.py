@@ -20,12 +20,36 @@ from typing import Dict, List, Optional, Tuple
 from git_tune import __version__, git
 from git_tune.advisor.write import configtext, journal, safefile, scopes
 from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError, GitError
+from git_tune.errors import ConfigWriteError, GitError, Locked
 from git_tune.models import catalogue
 from git_tune.probes import scratch
 
 # The scopes this process wrote (apply committed), for what an interrupted command says.
 written_this_run: List[str] = []
+
+# Who writes a value (the journal records it per key, as its origin). One rule for all
+# of them (merge): a writer that proposes a whole scope (auto, a re-tune, a fleet
+# profile) replaces and removes only values measured by git-tune (AUTO, RETUNE); values
+# set by hand (SET), from a profile (APPLY) or kept from an experiment stay unless the
+# user asks (--override). A writer that names its keys (`touches`: set, an experiment)
+# changes those keys and nothing else, on the file as it is when it writes.
+AUTO, RETUNE, SET, APPLY, EXPERIMENT, AGENT = ("auto", "retune", "set", "apply",
+                                               "experiment", "agent")
+MEASURED = (AUTO, RETUNE)
+ORIGIN_WORDS = {SET: "set by hand", APPLY: "set from a profile", EXPERIMENT: "kept from an "
+                "agent experiment", AUTO: "measured", RETUNE: "re-tuned", AGENT: "the agent's"}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A value of the scope a whole-scope writer left as it was: not measured by
+    git-tune, so it is not its to replace (`proposed`: what it would have written
+    instead; None: it would have removed the value)."""
+
+    key: str
+    value: str
+    origin: str
+    proposed: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,11 @@ class Plan:
     # The values are not catalogue keys and were checked by the caller (the agent's
     # trace2 settings): written as they are.
     checked: bool = False
+    writer: str = AUTO
+    touches: Optional[Tuple[str, ...]] = None     # the keys a naming writer changes
+    origins: Dict[str, str] = field(default_factory=dict)   # key -> who wrote its value
+    kept: Tuple[Kept, ...] = ()                   # values left as they were (merge)
+    removed: Dict[str, str] = field(default_factory=dict)   # values this write removes
 
 
 @dataclass(frozen=True)
@@ -229,15 +258,89 @@ def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
                                         f"{path} (new)" if new is not None else "/dev/null"))
 
 
+def read_reasons(path: str) -> Dict[str, str]:
+    """key -> the reason line render() wrote for it in an include file ({} if none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        m = re.match(r"# ([A-Za-z0-9_.-]+) = .*?: (.*)\Z", line)
+        if m and _known(m.group(1)):
+            out[catalogue.lookup(m.group(1)).name] = m.group(2)
+    return out
+
+
+def _origins_now(scope: Scope, current: Dict[str, str]) -> Dict[str, str]:
+    """Who wrote each value the scope holds: the journal's record, else (a file from an
+    older git-tune) the reason render() wrote beside it."""
+    recorded = (journal.load_state().get(scope.key) or {}).get("origins")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    reasons = read_reasons(scope.include_file)
+    out = {}
+    for key in current:
+        origin = recorded.get(key)
+        if origin not in ORIGIN_WORDS:
+            why = reasons.get(key, "")
+            origin = (SET if "set by hand" in why else EXPERIMENT if "agent experiment" in why
+                      else AGENT if scope.name == "agent" else AUTO)
+        out[key] = origin
+    return out
+
+
+def _replaces(writer: str, origin: str) -> bool:
+    """Whether a whole-scope `writer` may replace or remove a value of `origin`."""
+    if writer == AGENT:
+        return origin == AGENT
+    if writer == APPLY:
+        return origin in MEASURED + (APPLY,)
+    return origin in MEASURED
+
+
+def merge(current: Dict[str, str], origins: Dict[str, str], proposed: Dict[str, str], *,
+          writer: str, touches: Optional[Tuple[str, ...]], override: bool
+          ) -> Tuple[Dict[str, str], Dict[str, str], Tuple[Kept, ...], Dict[str, str]]:
+    """The one rule between writers: (the values the scope will hold, who wrote each,
+    the values kept against the proposal, the values removed). See the writers above."""
+    final, out_origins, kept, removed = {}, {}, [], {}
+    if touches is not None:
+        final = {k: v for k, v in current.items() if k not in touches}
+        out_origins = {k: origins[k] for k in final}
+        for k in touches:
+            if k in proposed:
+                final[k], out_origins[k] = proposed[k], writer
+            elif k in current:
+                removed[k] = current[k]
+        return final, out_origins, (), removed
+    for k, v in proposed.items():
+        final[k], out_origins[k] = v, writer
+    for k, v in current.items():
+        if override or _replaces(writer, origins[k]):
+            if k not in proposed:
+                removed[k] = v
+        elif proposed.get(k) != v:
+            kept.append(Kept(k, v, origins[k], proposed.get(k)))
+            final[k], out_origins[k] = v, origins[k]
+        else:
+            out_origins[k] = origins[k]     # the same value: it stays the user's
+    return final, out_origins, tuple(kept), removed
+
+
 def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: bool = False,
          cwd: Optional[str] = None, per_repo: Optional[Dict[str, Dict[str, str]]] = None,
-         checked: bool = False) -> Plan:
+         checked: bool = False, writer: str = AUTO,
+         touches: Optional[Tuple[str, ...]] = None) -> Plan:
     """What writing `settings` (and per-repository values, by git dir) would change.
 
-    Values are validated and written in their canonical form. Per-repository
-    values go to one file per repository, included from the git-tune include
-    file through an includeIf "gitdir:..." block. The plan holds the exact new
-    bytes of every file it would touch, and its diff shows exactly those.
+    `writer` says who writes (AUTO, SET, ...); `touches`, where given, the only keys it
+    changes (`settings` then holds their new values; a touched key absent from it is
+    removed). merge() decides what the scope holds; the plan names what it keeps and
+    removes. Values are validated and written in their canonical form. Per-repository
+    values go to one file per repository, included from the git-tune include file
+    through an includeIf "gitdir:..." block. The plan holds the exact new bytes of every
+    file it would touch, and its diff shows exactly those.
     """
     # The basis is read before anything is derived from these files: another git-tune may
     # write them meanwhile, and a basis read after would let apply() take a plan made
@@ -248,17 +351,31 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: 
     basis = {path: journal.digest(journal.read_bytes(path)) for path in (scope.include_file, scope.config_file)
              if path}
     settings = dict(settings) if checked else canonical(settings)
+    if touches is not None:
+        touches = tuple(sorted({catalogue.lookup(k).name if _known(k) else k for k in touches}))
     per_repo = {d.rstrip("/"): canonical(v) for d, v in (per_repo or {}).items() if v}
     current = read_include(scope.include_file)
     current_per_repo = read_per_repo(scope.include_file)
-    conflicts = find_conflicts(sorted(settings), cwd)
-    left_alone = tuple(sorted({c.key for c in conflicts})) if not override else ()
-    final = {k: v for k, v in settings.items() if k not in left_alone}
+    origins_now = _origins_now(scope, current)
+    merged, origins, kept, removed = merge(current, origins_now, settings, writer=writer,
+                                           touches=touches, override=override)
+    conflicts = find_conflicts(sorted(merged), cwd)
+    left_alone = tuple(sorted({c.key for c in conflicts
+                               if touches is None or c.key in touches})) if not override else ()
+    final = {k: v for k, v in merged.items() if k not in left_alone}
+    origins = {k: o for k, o in origins.items() if k in final}
     include_present = scope.config_file is None or scope.include_file in scopes.include_paths(scope)
     anything = bool(final) or bool(per_repo)
     changes = final != current or per_repo != current_per_repo or (anything and not include_present)
     files: Dict[str, Optional[str]] = {}
     if changes:
+        old_reasons = read_reasons(scope.include_file)
+        reasons = {k: old_reasons[k] for k in final
+                   if origins.get(k) == origins_now.get(k) and current.get(k) == final[k]
+                   and k in old_reasons}
+        reasons.update({k: r for k, r in prov.reasons.items()
+                        if k in final and origins.get(k) == writer})
+        prov = dataclasses.replace(prov, reasons=reasons)
         repo_files = {d: repo_file(scope.include_file, d) for d in per_repo}
         for d, path in repo_files.items():
             files[path] = render(per_repo[d], dataclasses.replace(prov, repo=d))
@@ -274,12 +391,20 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: 
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
                 diff, changes, per_repo, current_per_repo, files,
                 {path: basis[path] if path in basis else journal.digest(data)
-                 for path, data in now.items()}, checked)
+                 for path, data in now.items()}, checked, writer, touches, origins, kept,
+                {k: v for k, v in removed.items() if k not in final})
 
 
 def _stale(p: Plan) -> bool:
     """Whether a file the plan touches changed since the plan read it."""
     return any(journal.digest(journal.read_bytes(path)) != digest for path, digest in p.basis.items())
+
+
+def _lost_race(p: Plan) -> bool:
+    """Whether git-tune's own files changed since the plan read them (another git-tune
+    wrote the scope): a whole-scope plan made from the older values would undo its write."""
+    return any(journal.digest(journal.read_bytes(path)) != digest
+               for path, digest in p.basis.items() if path != p.scope.config_file)
 
 
 def _validate_file(path: str, staged: str) -> None:
@@ -312,10 +437,24 @@ def effective_values(keys: List[str], cwd: Optional[str]) -> Dict[str, Tuple[Opt
     return out
 
 
+def merge_note(p: Plan) -> str:
+    """What the plan keeps against its proposal and removes, said ("" where neither)."""
+    parts = []
+    if p.removed:
+        parts.append("removes " + ", ".join(f"{k}={v}" for k, v in sorted(p.removed.items())))
+    for k in p.kept:
+        instead = f"instead of {k.proposed}" if k.proposed is not None else "not removed"
+        parts.append(f"keeps {k.key}={k.value} ({ORIGIN_WORDS.get(k.origin, k.origin)}; "
+                     f"{instead}; --override replaces it)")
+    return "; ".join(parts)
+
+
 def _unchanged(p: Plan, cwd: Optional[str]) -> WriteResult:
+    note = merge_note(p)
     return WriteResult(False, asdict(p.scope), p.scope.include_file, p.settings, None,
                        {k: v for k, (v, _) in effective_values(list(p.settings), cwd).items()},
-                       {}, "nothing to change: these values are already applied")
+                       {}, "nothing to change: these values are already applied"
+                       + (f"; {note}" if note else ""))
 
 
 def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
@@ -330,10 +469,16 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
         if _stale(p):
+            if _lost_race(p) and p.touches is None:
+                raise Locked(f"another git-tune wrote {scope.include_file} while this one "
+                             "was deciding; its values are in force and nothing was "
+                             "written: run again to decide on top of them")
             # Made again from what is on disk now, with the same values: the planned
             # bytes would undo the other writer's change (or add include.path twice).
-            p = plan(scope, p.settings, prov, override=True, cwd=cwd, per_repo=p.per_repo,
-                     checked=p.checked)
+            proposed = {k: v for k, v in p.settings.items() if p.touches is None
+                        or k in p.touches}
+            p = plan(scope, proposed, prov, override=True, cwd=cwd, per_repo=p.per_repo,
+                     checked=p.checked, writer=p.writer, touches=p.touches)
             if not p.changes:
                 return _unchanged(p, cwd)
         # Repository files first, then the include file that points at them, then the
@@ -351,7 +496,8 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
             before = state.get(scope.key)
             state[scope.key] = journal.entry(
                 state, scope, p.files, settings=p.settings, per_repo=p.per_repo,
-                provenance=asdict(prov), backup_dir=backup_dir, pending=True)
+                provenance=asdict(prov), backup_dir=backup_dir, pending=True,
+                origins=p.origins)
             journal.save_state(state)
             try:
                 for path in order:
@@ -377,7 +523,8 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                   if v != p.settings[k] and origin != f"file:{scope.include_file}"}
     return WriteResult(True, asdict(scope), scope.include_file, p.settings, backup_dir,
                        {k: v for k, (v, _) in eff.items()}, overridden,
-                       f"wrote {count_values(len(p.settings))} to {scope.include_file}")
+                       f"wrote {count_values(len(p.settings))} to {scope.include_file}"
+                       + (f"; {merge_note(p)}" if merge_note(p) else ""))
 
 
 def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[str, "safefile.GitLock"]:

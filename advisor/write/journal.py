@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
-from git_tune import __version__
+from git_tune import __version__, ownpaths, strictjson
 from git_tune.advisor.write import safefile, scopes
 from git_tune.advisor.write.scopes import Scope
 from git_tune.errors import ConfigWriteError
@@ -27,10 +27,12 @@ def state_path() -> str:
 
 
 def load_state() -> Dict[str, dict]:
+    """The state file's entries. One that is not the user's own regular file is refused
+    (UnsafeState): its backups would be written into the user's config files."""
+    data = ownpaths.read_file(os.path.join(ownpaths.state_dir(create=False), STATE_FILE))
     try:
-        with open(state_path()) as f:
-            state = json.load(f)
-    except (OSError, ValueError):
+        state = strictjson.loads(data) if data is not None else {}
+    except ValueError:
         return {}
     # git-tune's own file, but a damaged one must not end a command in a traceback:
     # an entry that is no record of a write is not one.
@@ -71,8 +73,7 @@ def applied() -> List[Applied]:
 
 def save_state(state: Dict[str, dict]) -> None:
     try:
-        safefile.write_atomic(state_path(), json.dumps(state, indent=1, sort_keys=True).encode(),
-                              mode=0o600)
+        ownpaths.write_file(state_path(), json.dumps(state, indent=1, sort_keys=True).encode())
     except OSError as e:
         raise ConfigWriteError(safefile.describe_os_error(e, "record state in", state_path()))
 
@@ -97,7 +98,7 @@ def digest(data: Optional[bytes]) -> Optional[str]:
 
 def entry(state: Dict[str, dict], scope: Scope, files: Dict[str, Optional[str]], *,
           settings: Dict[str, str], per_repo: Dict[str, Dict[str, str]], provenance: dict,
-          backup_dir: str, pending: bool) -> dict:
+          backup_dir: str, pending: bool, origins: Optional[Dict[str, str]] = None) -> dict:
     """The state entry for this write. It is saved *before* any file changes (pending), so a
     run killed half way still leaves revert the backup from before git-tune's first write,
     and every digest git-tune may have left in each file (`known`): a file holding one of
@@ -119,6 +120,7 @@ def entry(state: Dict[str, dict], scope: Scope, files: Dict[str, Optional[str]],
     return {"scope": asdict(scope), "settings": settings, "per_repo": per_repo,
             "backup": backup_dir, "first_backup": prev.get("first_backup", prev.get("backup", backup_dir)),
             "originals": originals, "known": known, "pending": pending, "time": time.time(),
+            "origins": dict(origins or {}),
             "git_tune_version": __version__, **provenance}
 
 

@@ -19,12 +19,12 @@ def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str,
     layout = repo_probe.locate(repo)
     target = scopes.resolve(scope_spec, layout)
     cwd = layout.worktree if layout else None
-    # Added to what git-tune already wrote there, not instead of it.
-    settings = {**configwrite.read_include(target.include_file), **settings}
+    # These keys only: what git-tune already wrote there stays as it is.
     prov = configwrite.Provenance(catalogue.format_version(version), "manual", "manual",
                                   layout.worktree if layout else None, None,
                                   {k: "set by hand with git-tune set" for k in settings})
-    plan = configwrite.plan(target, settings, prov, override=override, cwd=cwd)
+    plan = configwrite.plan(target, settings, prov, override=override, cwd=cwd,
+                            writer=configwrite.SET, touches=tuple(settings))
     result = None
     if plan.changes and not dry_run:
         result = asdict(configwrite.apply(plan, prov, cwd=cwd))

@@ -11,7 +11,8 @@ import tempfile
 import time
 from typing import Iterator, List, Optional
 
-from git_tune.errors import ConfigWriteError, Locked
+from git_tune import ownpaths
+from git_tune.errors import ConfigWriteError, Locked, UnsafeState
 from git_tune.probes import scratch
 
 
@@ -226,7 +227,7 @@ def _create_lock(lock_path: str, record: str) -> int:
     (link, like O_EXCL, fails when the lock exists), so a kill at any instant leaves
     no lock of git-tune's that the ledger does not name. Where the file system has no
     hard links, O_EXCL, recorded right after."""
-    makedirs(os.path.dirname(record), 0o700)
+    ownpaths.private_dir(os.path.dirname(record))
     directory = os.path.dirname(lock_path)
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
     try:
@@ -315,8 +316,9 @@ def describe_os_error(e: OSError, action: str, path: str) -> str:
 def lock(directory: str, timeout: float = 60.0) -> Iterator[None]:
     """Serialise git-tune runs that write configuration."""
     try:
-        makedirs(directory, 0o700)
-        fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        ownpaths.private_dir(directory)
+        fd = os.open(os.path.join(directory, "lock"),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as e:
         raise ConfigWriteError(describe_os_error(e, "create the lock in", directory)
                                + "; nothing was changed") from None
@@ -344,7 +346,7 @@ def backup(files: List[str], root: str, label: str) -> str:
     # Nanoseconds first, so names sort by time.
     dest = os.path.join(root, "backups", f"{time.time_ns():020d}-{label}-{os.getpid()}")
     try:
-        makedirs(os.path.dirname(dest), 0o700)
+        ownpaths.private_dir(os.path.dirname(dest))
         os.mkdir(dest, 0o700)
         entries = []
         for i, path in enumerate(files):
@@ -396,11 +398,18 @@ def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
 def backed_up_bytes(entry: dict) -> bytes:
     """A backup's bytes, checked against the digest recorded when it was made: a backup
     file changed since (by anyone) is never written into a config file."""
+    copy = entry.get("copy")
+    if not isinstance(copy, str) or not ownpaths.under(copy, os.path.join(ownpaths.state_dir(),
+                                                                           "backups")):
+        raise UnsafeState(f"the backup of '{entry.get('path')}' is named at {copy!r}, outside "
+                          "git-tune's backups; nothing was restored from it")
     try:
-        with open(entry["copy"], "rb") as f:
-            data = f.read()
+        data = ownpaths.read_file(copy)
     except OSError as e:
-        raise ConfigWriteError(describe_os_error(e, "read the backup", entry["copy"])) from None
+        raise ConfigWriteError(describe_os_error(e, "read the backup", copy)) from None
+    if data is None:
+        raise ConfigWriteError(f"cannot read the backup '{copy}': it is gone; nothing was "
+                               "restored from it")
     if not entry.get("sha256") or hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ConfigWriteError(f"the backup '{entry['copy']}' of '{entry['path']}' has changed "
                                "since git-tune made it (its SHA-256 no longer matches); "

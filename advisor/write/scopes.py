@@ -16,9 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional
 
-import platformdirs
-
-from git_tune import git
+from git_tune import git, ownpaths
 from git_tune.errors import GitError, UsageError
 
 SYSTEM_DIR = "/etc/git-tune"
@@ -37,7 +35,8 @@ class Scope:
 
 
 def state_dir() -> str:
-    return os.environ.get("GIT_TUNE_STATE_DIR") or platformdirs.user_state_dir("git-tune")
+    """git-tune's state directory, made private and checked (ownpaths)."""
+    return ownpaths.state_dir()
 
 
 def _global_config_file() -> str:
