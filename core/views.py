@@ -393,8 +393,18 @@ def agent_status_view(r: dict) -> str:
                                                  "git-tune agent enable routes them again)")
     collector = (f"collector running, pid {c['pid']}, {size(c['rss_bytes'])} resident"
                  if c["running"] else "collector not running (git-tune agent start)")
-    lines = [head, collector, f"{r['records']} commands stored ({size(r['store_bytes'])}), "
-                              f"{r['spool_files']} event files waiting"]
+    last = r.get("last_record_at")
+    lines = [head, collector, f"{r['records']} commands stored ({size(r['store_bytes'])}"
+                              + (time.strftime(", the last at %Y-%m-%d %H:%M",
+                                               time.localtime(last)) if last else "")
+                              + f"), {r['spool_files']} event files waiting"]
+    if r.get("spool_foreign"):
+        n = r["spool_foreign"]
+        lines.append(f"{n} {'entry' if n == 1 else 'entries'} in the spool ({r['spool']}) "
+                     "not git's event files: left alone; remove them")
+    if r.get("damaged"):
+        lines.append(f"the agent's state was damaged and moved aside to {r['damaged']}: "
+                     "git-tune agent enable --repo P chooses the repositories again")
     lines += [f"rehash storm in {s['repo']}: {s['commands']} commands in a row re-read "
               f"~{s['rehashed']} of {s['entries']} entries ({s['cause']}; "
               "git-tune agent report says more)" for s in r.get("storms", ())]
@@ -414,6 +424,8 @@ def _retune_line(e: dict) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("time", 0)))
     if e.get("experiment"):
         return f"{when} scope {e.get('scope')}: experiment {e['experiment']}: {e.get('what')}"
+    if e.get("note") and not e.get("scope"):
+        return f"{when} {e['note']}"
     if not e.get("retuned"):
         return f"{when} scope {e.get('scope')}: not re-tuned: {e.get('why')}"
     line = (f"{when} scope {e['scope']}: re-tuned ({'; '.join(e['reasons'])}): "

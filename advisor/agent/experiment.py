@@ -282,7 +282,7 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
     layout = repo_probe.locate(repo) if repo or scope == "local" else None
     where = layout.worktree if layout else None
     entry = show.applied_to(scope, where)
-    repo = entry.repo if entry and entry.repo else where
+    repo = where or (entry.repo if entry else None)      # the one named wins
     if not repo:
         raise UsageError(f"name the repository whose commands count (--repo): scope {scope} "
                          "was not measured on one")

@@ -45,7 +45,10 @@ def valid_entry(e) -> bool:
     return (isinstance(e, dict) and strictjson.finite(e.get("time", 0.0))
             and all(e.get(k) is None or isinstance(e[k], (str, bool)) for k in _LOG_TEXT)
             and all(isinstance(e.get(k, []), list) and all(isinstance(r, str) for r in e.get(k, []))
-                    for k in ("reasons", "asks")))
+                    for k in ("reasons", "asks"))
+            and (not e.get("retuned") or (isinstance(e.get("scope"), str) and all(
+                isinstance(e.get(k), dict) and all(isinstance(v, str) for v in e[k].values())
+                for k in ("before", "after")))))
 
 
 def log() -> List[dict]:

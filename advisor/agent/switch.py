@@ -57,14 +57,13 @@ def load() -> AgentState:
     path = os.path.join(store.agent_dir(), STATE)
     try:
         data = ownpaths.read_file(path, limit=1 << 20)
-        state = _parse(strictjson.loads(data)) if data is not None else AgentState(False, False, ())
+        state = _parse(strictjson.loads(data)) if data is not None else None
     except (UnsafeState, ValueError) as e:
+        _set_aside(path, str(e))
         state = None
-        why = str(e)
     if state is not None:
         return state
-    _set_aside(path, why)
-    spool_now = routed_spool()
+    spool_now = routed_spool()          # a state lost or refused: the routing says
     return AgentState(bool(spool_now), False, (), spool_now or "")
 
 
