@@ -120,6 +120,17 @@ def cli():
       git-tune show                    what was written; is it current?
       git-tune revert --scope global   put the config back as it was
     """
+    if click.get_current_context().invoked_subcommand != "agent":
+        _revive_collector()
+
+
+def _revive_collector() -> None:
+    """Where the agent is enabled and its collector is not running (a logout, a reboot,
+    a kill), any git-tune command starts it again and says so once, on stderr."""
+    from git_tune.advisor.agent import revive
+    note = revive.revive()
+    if note:
+        say(f"git-tune: {note}", err=True)
 
 
 @cli.command()
@@ -516,7 +527,7 @@ def agent_retune(budget, as_json):
 @agent.command("experiment")
 @click.argument("assignment", required=False, metavar="KEY=VALUE")
 @repo_option
-@scope_option()
+@scope_option("local")
 @click.option("--stop", is_flag=True, help="End the running experiment; the values as before.")
 @click.option("--yes", "-y", is_flag=True,
               help="Allow a key that changes more than speed (an index extension, what "
@@ -535,8 +546,9 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
       git-tune agent status              how far it is
       git-tune agent experiment --stop   the value from before it back
     \b
-    Your own writes win: a value you set meanwhile (git-tune set, auto,
-    revert, git config) ends the experiment and stays as you wrote it.
+    It runs in the repository's own scope (local) unless --scope names a
+    wider one. Your own writes win: a value you set meanwhile (git-tune set,
+    auto, revert, git config) ends the experiment and stays as you wrote it.
     """
     from git_tune.advisor.agent import experiment
     if stop:

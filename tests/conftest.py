@@ -16,6 +16,7 @@ def _isolate(home, set_env):
     set_env("XDG_CACHE_HOME", str(home / ".cache"))
     set_env("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     set_env("GIT_CONFIG_NOSYSTEM", "1")
+    set_env("GIT_TUNE_AGENT_AUTOSTART", "0")     # tests step the agent by hand
 
 
 @pytest.fixture(scope="session", autouse=True)

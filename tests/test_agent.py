@@ -299,3 +299,21 @@ def test_spool_in_the_runtime_dir_only_when_it_is_the_users_own(tmp_path, monkey
     assert spool.spool_dir().startswith(store.agent_dir())
     monkeypatch.setenv("XDG_RUNTIME_DIR", "relative/path")
     assert spool.spool_dir().startswith(store.agent_dir())
+
+
+def test_any_git_tune_command_starts_a_stopped_collector_again(tmp_path, agent_off,
+                                                               monkeypatch):
+    """After a logout or a reboot nothing runs the collector: the next git-tune command
+    starts it and says so once; an `agent` command does not (it reads the spool itself)."""
+    repo = make_repo(tmp_path / "r")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    monkeypatch.setenv("GIT_TUNE_AGENT_AUTOSTART", "1")
+    assert "collector" not in cli("agent", "status").stderr
+    assert not collector.running().running
+    first = cli("show")
+    assert "collector was not running" in first.stderr and "started it again" in first.stderr
+    assert collector.running().running
+    assert "collector" not in cli("show").stderr
+    cli("agent", "disable")
+    assert "collector" not in cli("show").stderr and not collector.running().running

@@ -17,6 +17,7 @@ from git_tune import repogen
 from git_tune.advisor.agent import collector, experiment, store, switch
 from git_tune.advisor.write import configwrite, journal, scopes
 from git_tune.cli import cli
+from git_tune.probes import repo as repo_probe
 
 USER_CONFIG = "[user]\n\tname = me\n"
 
@@ -197,3 +198,33 @@ def test_an_experiment_killed_at_random_leaves_valid_config(experimenting, home)
     ok("agent", "disable")
     ok("revert", "--scope", "global")
     assert (home / ".gitconfig").read_text() == USER_CONFIG
+
+
+def test_an_experiment_stays_in_its_repository(repo, home, tmp_path):
+    """By default an experiment runs in the repository whose commands it times: the
+    global value git-tune wrote stays in force everywhere else, and is the approved arm."""
+    other = tmp_path / "other"
+    repogen.generate(str(other), repogen.RepoShape(depth=1, width=2, files=5))
+    ok("set", "checkout.workers=2", "--scope", "global")
+    ok("agent", "enable", "--repo", repo)
+    collector.stop()
+    try:
+        ok("agent", "experiment", "checkout.workers=4", "--repo", repo)
+        exp = experiment.load()
+        assert exp.scope == "local" and exp.approved == "2" and exp.inherited
+        exp = dataclasses.replace(experiment._write(exp, experiment.CANDIDATE),
+                                  arm=experiment.CANDIDATE)
+        experiment._save(exp)
+        assert value(repo, "checkout.workers") == "4" and value(other, "checkout.workers") == "2"
+        exp = dataclasses.replace(experiment._write(exp, experiment.APPROVED),
+                                  arm=experiment.APPROVED)
+        experiment._save(exp)
+        assert value(repo, "checkout.workers") == "2"
+        local = scopes.resolve("local", repo_probe.locate(str(repo))).include_file
+        assert "checkout.workers" not in configwrite.read_include(local)
+        ok("agent", "experiment", "--stop")
+        assert value(repo, "checkout.workers") == "2" and not os.path.exists(local)
+        assert b"git-tune" not in (repo / ".git" / "config").read_bytes()
+    finally:
+        collector.stop()
+        invoke("agent", "disable")

@@ -81,11 +81,21 @@ class Experiment:
     # The include file's SHA-256 as the experiment last left it (None: absent): any
     # other digest means another writer (the user, a git-tune command) wrote the scope.
     wrote: Optional[str] = None
+    # The approved value is in force from a wider scope git-tune wrote (its global
+    # include): in this scope the approved arm leaves the key unset.
+    inherited: bool = False
 
     def value(self, arm: Optional[str] = None) -> Optional[str]:
+        """The value in force in the repository during the arm's slots."""
         if (arm or self.arm) == CANDIDATE:
             return self.candidate
         return self.approved if self.approved is not None else self.reverts_with
+
+    def written(self, arm: Optional[str] = None) -> Optional[str]:
+        """The value the arm writes into the experiment's scope (None: the key unset)."""
+        if (arm or self.arm) == APPROVED and self.inherited:
+            return None
+        return self.value(arm)
 
 
 def _path() -> str:
@@ -137,7 +147,7 @@ def _parse(raw) -> Experiment:
                       tuple(raw["classes"]), raw["arm"], float(raw["since"]),
                       tuple(Slot(x["arm"], float(x["cost"]), int(x["commands"])) for x in slots),
                       raw.get("include_bytes"), raw.get("entry"), raw.get("reverts_with"),
-                      raw.get("wrote"))
+                      raw.get("wrote"), raw.get("inherited") is True)
 
 
 def _save(exp: Optional[Experiment]) -> None:
@@ -178,7 +188,7 @@ def _write(exp: Experiment, arm: str) -> Experiment:
     """The key at the arm's value in the scope, through configwrite (that key only: the
     scope's other values stay as they are); the experiment with the digest it left."""
     entry = show.applied_to(exp.scope, exp.repo)
-    value = exp.value(arm)
+    value = exp.written(arm)
     version = entry.git_version if entry else catalogue.format_version(gitinfo.require_git())
     prov = configwrite.Provenance(version, entry.fingerprint if entry else "agent",
                                   "agent experiment", exp.repo, entry.entries if entry else None,
@@ -246,7 +256,8 @@ def _end_damaged() -> None:
                                   for k in ("scope", "repo", "key", "candidate")):
         return
     exp = Experiment(started["scope"], started["repo"], started["key"], started.get("approved"),
-                     started["candidate"], (), CANDIDATE, 0.0)
+                     started["candidate"], (), CANDIDATE, 0.0,
+                     inherited=started.get("inherited") is True)
     try:
         done = _put_back(exp)
     except (GitTuneError, OSError) as e:
@@ -287,6 +298,12 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
         raise UsageError(f"name the repository whose commands count (--repo): scope {scope} "
                          "was not measured on one")
     approved = entry.settings.get(key.name) if entry else None
+    inherited = False
+    if approved is None and scope == "local" and layout is not None:
+        # A value git-tune wrote in a wider scope is the one in force here: the local
+        # experiment runs against it and leaves it where it is.
+        approved = _from_wider_scope(layout, key.name)
+        inherited = approved is not None
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
     if layout is None or layout.worktree != repo:
@@ -309,7 +326,7 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
                      APPROVED, time.time(), include_bytes=original,
                      entry=journal.load_state().get(entry.scope.key) if entry else None,
                      reverts_with=key.reverts_with if approved is None and key.reverts_with
-                     else None)
+                     else None, inherited=inherited)
     exp = replace(exp, wrote=_include_digest(exp))
     _save(exp)
     if exp.reverts_with is not None:
@@ -318,8 +335,20 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
         _save(exp)
     _log(exp, "started", f"{key.name}: {shown(exp, APPROVED)} against {candidate}"
          + (f"; with the user's yes: it changes {key.changes}" if key.changes else ""),
-         approved=approved)
+         approved=approved, inherited=inherited)
     return exp
+
+
+def _from_wider_scope(layout, key: str) -> Optional[str]:
+    """The value git reads for `key` in the repository where it comes from an include
+    file git-tune wrote for a wider scope (global, system), else None."""
+    proc = git.run(["config", "--show-origin", "--get", key], repo=layout)
+    if proc.returncode != 0:
+        return None
+    origin, _, value = proc.stdout.rstrip("\n").partition("\t")
+    path = origin[len("file:"):] if origin.startswith("file:") else ""
+    local = scopes.resolve("local", layout).include_file
+    return value if path and path != local and scopes.owned_by_git_tune(path) else None
 
 
 def shown(exp: Experiment, arm: str) -> str:
@@ -369,10 +398,9 @@ def propose(records: Sequence[Command]) -> Optional[dict]:
     left undecided), in a repository whose commands it sees: within the bounds of one
     the user starts (start() refuses keys that change more than speed, values in force,
     values calibration found slower, keys set elsewhere), each question asked once (the
-    log), never on values edited by hand. Where git-tune wrote the values measured on
-    the repository, there; where a calibration of it wrote nothing (Git's defaults kept:
-    at 100,000 files on the NFS-like bed a part's 6 workers within noise kept 1), in the
-    repository's own local scope, so that no other repository's commands change."""
+    log), never on values edited by hand. Always in the repository's own local scope:
+    the evidence is that repository's commands, so no other repository's change (a
+    value git-tune wrote globally stays in force there as the approved arm)."""
     seen = {c.repo for c in records if c.repo}
     asked = {(e.get("scope"), e.get("repo"), e.get("key"), e.get("candidate"))
              for e in retune.log() if e.get("experiment") == "started"}
@@ -405,7 +433,7 @@ def _where_to_ask(seen) -> List[Tuple[str, str]]:
     out, mine = [], set()
     for entry in journal.applied():
         if entry.repo and entry.repo in seen and not show.edited_outside(entry):
-            out.append((show.scope_spec(entry.scope), entry.repo))
+            out.append(("local", entry.repo))       # evidence of one repository: its own
         mine.add(entry.repo)
     stored = cal.stored_git_dirs()
     for repo in sorted(seen - mine):
@@ -554,9 +582,9 @@ def _put_back(exp: Experiment) -> str:
     if entry is None:
         return "the scope was reverted meanwhile: nothing to put back"
     now = configwrite.read_include(entry.scope.include_file).get(exp.key)
-    if now == exp.approved:
+    if now == (None if exp.inherited else exp.approved):
         return f"{exp.key} is {now or 'Git default'} already, as before it"
-    if now not in {exp.candidate, exp.value(APPROVED)}:
+    if now not in {exp.candidate, exp.written(APPROVED)}:
         return (f"{exp.key} was set to {now or 'Git default'} meanwhile: that value is "
                 "left alone")
     if show.edited_outside(entry):
@@ -565,8 +593,9 @@ def _put_back(exp: Experiment) -> str:
     version = entry.git_version or catalogue.format_version(gitinfo.require_git())
     prov = configwrite.Provenance(version, entry.fingerprint, "agent experiment", exp.repo,
                                   entry.entries, {})
-    plan = configwrite.plan(entry.scope, {} if exp.approved is None else
-                            {exp.key: exp.approved}, prov, cwd=exp.repo,
+    back = None if exp.inherited else exp.approved
+    plan = configwrite.plan(entry.scope, {} if back is None else {exp.key: back}, prov,
+                            cwd=exp.repo,
                             per_repo=entry.per_repo, writer=configwrite.EXPERIMENT,
                             touches=(exp.key,))
     if not plan.settings and not plan.per_repo and exp.entry is None:

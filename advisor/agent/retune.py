@@ -36,7 +36,7 @@ def log_path() -> str:
 
 # Fields of a log entry the readers format, with the type each must have.
 _LOG_TEXT = ("scope", "repo", "key", "candidate", "what", "why", "experiment", "note",
-             "running", "value", "kept", "stopped", "approved")
+             "running", "value", "kept", "stopped", "approved", "inherited")
 
 
 def valid_entry(e) -> bool:
