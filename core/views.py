@@ -377,6 +377,11 @@ def agent_enable_view(r: dict) -> str:
              f"collector: {'running, pid ' + str(c['pid']) if c['running'] else 'not running'}"]
     if r["written"]:
         lines.append(r["written"]["message"] + " (undo: git-tune agent disable)")
+    if not r.get("spool_in_memory", True):
+        lines.append(f"note: no private memory file system here ($XDG_RUNTIME_DIR): each "
+                     f"command's raw events, arguments included, wait on disk in "
+                     f"{st['spool']} (yours alone, 0700) until the collector reads them, "
+                     f"every second; at most {r['spool_max_files']} while it is stopped")
     for v in r["env_overrides"]:
         lines.append(f"note: {v} is set here, so git run from this shell sends its events there")
     return "\n".join(lines)
@@ -402,6 +407,9 @@ def agent_status_view(r: dict) -> str:
         n = r["spool_foreign"]
         lines.append(f"{n} {'entry' if n == 1 else 'entries'} in the spool ({r['spool']}) "
                      "not git's event files: left alone; remove them")
+    if r.get("spool_full_times"):
+        lines.append(f"git found the spool full {r['spool_full_times']} times and stopped "
+                     "recording until it was read (is the collector running?)")
     if r.get("damaged"):
         lines.append(f"the agent's state was damaged and moved aside to {r['damaged']}: "
                      "git-tune agent enable --repo P chooses the repositories again")

@@ -144,7 +144,7 @@ def test_git_works_without_a_collector_and_a_full_spool_stops_tracing(tmp_path, 
     os.mkfifo(os.path.join(d, fifo))               # under git's name: must not hang ingest
     with open(os.path.join(d, "notes.txt"), "w") as f:   # not git's: never removed
         f.write("mine")
-    for i in range(spool.MAX_FILES):                  # a spool nobody emptied for long
+    for i in range(spool.max_files(d)):               # a spool nobody emptied for long
         with open(os.path.join(d, event_name(i)), "w") as f:
             f.write('{"event":"atexit","sid":"old-%d","t_abs":0.1,"code":0}\n' % i)
     for _ in range(3):
@@ -152,7 +152,7 @@ def test_git_works_without_a_collector_and_a_full_spool_stops_tracing(tmp_path, 
                               timeout=30)
         assert proc.returncode == 0 and proc.stderr == b""
     assert os.path.exists(os.path.join(d, spool.SENTINEL))
-    assert len(os.listdir(d)) <= spool.MAX_FILES + 3     # and the fifo, notes.txt, sentinel
+    assert len(os.listdir(d)) <= spool.max_files(d) + 3  # and the fifo, notes.txt, sentinel
     got = switch.collect()
     assert got.discarded and not os.path.exists(os.path.join(d, spool.SENTINEL))
     assert not os.path.exists(os.path.join(d, fifo)) and got.foreign == 1
@@ -317,3 +317,35 @@ def test_any_git_tune_command_starts_a_stopped_collector_again(tmp_path, agent_o
     assert "collector" not in cli("show").stderr
     cli("agent", "disable")
     assert "collector" not in cli("show").stderr and not collector.running().running
+
+
+def test_argument_values_never_outlive_the_collectors_next_step(tmp_path, agent_off):
+    """A commit message, a `-c` secret and a credential URL reach git's raw events; once
+    the collector has read them (every second) no file of the spool holds them, nor does
+    the store. With the collector stopped, the spool on disk is bounded and git neither
+    fails nor prints anything."""
+    repo = make_repo(tmp_path / "r")
+    cli("agent", "enable", "--repo", str(repo))
+    d = switch.load().spool
+    git_out(repo, "-c", f"user.signingkey={TOKEN}", "-c", "user.name=t", "-c",
+            "user.email=t@example.com", "commit", "-q", "--allow-empty",
+            "-m", SECRET_MESSAGE)
+    subprocess.run(["git", "-C", str(repo), "ls-remote", f"https://me:{TOKEN}@127.0.0.1:9/x"],
+                   capture_output=True, timeout=30)
+    deadline = time.monotonic() + 10
+    while spool.pending(d) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = b"".join(open(os.path.join(d, n), "rb").read() for n in os.listdir(d)
+                    if os.path.isfile(os.path.join(d, n)))
+    stored = open(os.path.join(store.agent_dir(), store.CURRENT), "rb").read()
+    for secret in (SECRET_MESSAGE.encode(), TOKEN.encode()):
+        assert secret not in left and secret not in stored
+    collector.stop()
+    bound = spool.max_files(d)
+    for _ in range(bound + 20):
+        proc = subprocess.run(["git", "-C", str(repo), "status", "-uno"], capture_output=True)
+        assert proc.returncode == 0 and proc.stderr == b""
+    assert spool.pending(d) <= bound
+    got = switch.collect()
+    assert got.discarded and spool.discards()
+    assert "spool full" in cli("agent", "status").stdout

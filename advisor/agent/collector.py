@@ -1,7 +1,7 @@
 """The collector: a process that reads the spool every POLL seconds (spool.ingest).
 
 git never waits for it (the spool is a directory, not a socket): when it is not
-running, events stay in the spool, at most spool.MAX_FILES files, and are read by
+running, events stay in the spool, at most spool.max_files() files, and are read by
 the next `git-tune agent` command or collector. It is started detached, in a session
 of its own, by `agent enable` and `agent start`, and stops by itself when the agent is
 disabled. Its pid file holds the pid and the process's start time, so a reused pid is

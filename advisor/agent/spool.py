@@ -32,7 +32,11 @@ from git_tune import ownpaths
 from git_tune.advisor.agent import events, store
 from git_tune.errors import UnsafeState
 
-MAX_FILES = 1000            # trace2.maxFiles
+MAX_FILES = 1000            # trace2.maxFiles, the spool in memory
+# On disk the raw events (argv: commit messages, -c values, URLs) rest on a disk until
+# read: while no collector runs, at most this many commands' worth.
+MAX_FILES_ON_DISK = 100
+MEMORY_FS = ("tmpfs", "ramfs")
 SENTINEL = "git-trace2-discard"
 STALE = 600.0               # a file unfinished this long: a killed git; read as it is
 MAX_READ = 4 << 20          # bytes read of one file (a command's events are a few KiB)
@@ -62,6 +66,21 @@ def spool_places() -> List[str]:
     if runtime:
         places.insert(0, os.path.join(runtime, RUNTIME_SUBDIR, "spool"))
     return places
+
+
+def in_memory(path: str) -> bool:
+    """Whether `path` lies on a memory file system (gone at reboot, never on a disk)."""
+    from git_tune.probes import mounts
+    try:
+        mount = mounts.find_mount(path, mounts.read_mounts())
+    except OSError:
+        return False
+    return mount is not None and mount.base_type in MEMORY_FS
+
+
+def max_files(path: str) -> int:
+    """trace2.maxFiles for a spool at `path`."""
+    return MAX_FILES if in_memory(path) else MAX_FILES_ON_DISK
 
 
 def spool_dir() -> str:
@@ -217,7 +236,37 @@ def ingest(d: str, watched: Optional[Iterable[str]], tuned: Iterable[str]) -> In
                 read += 1
             if discarded:
                 _remove(dfd, SENTINEL)
+                _count_discard()
     return Ingested(read, kept, waiting, discarded, bad, foreign, replaced)
+
+
+DISCARDS = "spool-full.log"
+
+
+def _count_discard() -> None:
+    """One line a time git found the spool full and stopped tracing (status counts)."""
+    fd = os.open(os.path.join(store.agent_dir(), DISCARDS),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, b"%.0f\n" % time.time())
+    finally:
+        os.close(fd)
+
+
+def discards() -> List[float]:
+    """When git found the spool full and stopped tracing (commands then went unrecorded
+    until the spool was read)."""
+    try:
+        data = ownpaths.read_file(os.path.join(store.agent_dir(), DISCARDS), limit=1 << 20)
+    except UnsafeState:
+        return []
+    out = []
+    for line in (data or b"").splitlines()[-1000:]:
+        try:
+            out.append(float(line))
+        except ValueError:
+            continue
+    return out
 
 
 def _reduce(data: bytes, tuned: List[str], now: float) -> Optional[events.Command]:

@@ -45,7 +45,7 @@ def trace2_settings(spool_dir: str) -> dict:
     return {"trace2.eventtarget": spool_dir,
             "trace2.eventbrief": "true",
             "trace2.eventnesting": "3",
-            "trace2.maxfiles": str(spool.MAX_FILES),
+            "trace2.maxfiles": str(spool.max_files(spool_dir)),
             "trace2.configparams": ",".join(tuned_keys())}
 
 
@@ -173,7 +173,9 @@ def enable(repo: Optional[str], watch_all: bool) -> dict:
         _save(state)
         started = collector.start()
     return {"state": asdict(state), "written": written, "collector": asdict(started),
-            "env_overrides": _env_overrides()}
+            "env_overrides": _env_overrides(), "spool_in_memory": spool.in_memory(where),
+            "spool_max_files": spool.max_files(where), "git_version":
+                catalogue.format_version(version)}
 
 
 def _env_overrides() -> List[str]:
@@ -243,6 +245,8 @@ def status() -> dict:
             "experiment": experiment.status(),
             "store_bytes": store.size(), "env_overrides": _env_overrides(),
             "damaged": damaged(), "last_record_at": store.last_record_at(),
+            "spool_in_memory": spool.in_memory(state.spool) if state.spool else None,
+            "spool_full_times": len(spool.discards()),
             "spool_foreign": got.foreign if got else 0}
 
 
