@@ -50,6 +50,9 @@ class AutoOptions:
     override: bool = False
     recalibrate: bool = False
     verify: bool = True
+    # Values that change what other programs read (catalogue `readers`) at a scope wider
+    # than one repository: written only with this, or a yes to their own question.
+    format_changes: bool = False
 
     def calibration(self) -> Options:
         return Options(budget=self.budget, strategy=self.strategy, runs=self.runs,
@@ -65,6 +68,7 @@ class Question:
     text: str
     default: bool
     preview: Optional[dict] = None
+    own_yes: bool = False       # --yes does not answer it: a person, or its own flag
 
 
 # The answer: True (write), False (declined), or None: nobody could be asked (no
@@ -98,6 +102,25 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
         else:
             done.append(f"not rewritten: {key} takes effect on the next new index")
     return "; ".join(done) or None
+
+
+def _format_changes_held_back(settings, scope, opts: AutoOptions, confirm: Confirm) -> dict:
+    """The values that change what other programs read (catalogue `readers`) held back
+    from a write wider than one repository: each needs its own yes, which --yes alone
+    is not (--format-changes is). key -> why it was held back."""
+    held = {}
+    for key, value in sorted(settings.items()):
+        k = catalogue.lookup(key)
+        if not k.readers or scope.name not in ("global", "system") or opts.format_changes \
+                or opts.dry_run:
+            continue
+        answer = confirm(Question(f"also write {key}={value} for {REACH[scope.name][0]}? "
+                                  f"It changes {k.changes}: {k.readers}", False, own_yes=True))
+        if not answer:
+            held[key] = (f"not written: {key}={value} changes {k.changes} ({k.readers}); "
+                         "it needs its own yes (--format-changes, or --scope local for one "
+                         "repository)")
+    return held
 
 
 def _split_per_repository(settings, scope, git_dir: str):
@@ -148,13 +171,16 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     rec = recommend(record, opts.workload)
     prov = provenance(record, rec)
     git_dir = layout.git_dir.rstrip("/")
-    settings, per_repo = _split_per_repository(rec.settings(), scope, git_dir)
+    held_back = _format_changes_held_back(rec.settings(), scope, opts, confirm)
+    settings, per_repo = _split_per_repository(
+        {k: v for k, v in rec.settings().items() if k not in held_back}, scope, git_dir)
     plan = configwrite.plan(scope, settings, prov, override=opts.override, cwd=repo,
                            per_repo=per_repo)
     written = {**plan.settings, **plan.per_repo.get(git_dir, {})}   # what this repository gets
     out = {"schema": SCHEMA_VERSION, "repo": repo, "scope": asdict(scope),
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
-           "written": None, "index": None, "verify": None, "dry_run": opts.dry_run}
+           "written": None, "index": None, "verify": None, "dry_run": opts.dry_run,
+           "held_back": held_back}
     note = configwrite.merge_note(plan)
     if not plan.changes:
         out["message"] = ("nothing to change: the recommended values are already applied"

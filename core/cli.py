@@ -326,7 +326,7 @@ class _Confirmer:
         self.yes, self.as_json, self.shown = yes, as_json, False
 
     def __call__(self, question) -> Optional[bool]:
-        if self.yes:
+        if self.yes and not question.own_yes:
             return True
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             return None
@@ -351,9 +351,12 @@ class _Confirmer:
 @override_option
 @click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
 @click.option("--no-verify", is_flag=True, help="Skip the real-git check after writing.")
+@click.option("--format-changes", is_flag=True,
+              help="Also write, at global or system scope, values that change the index's "
+                   "format (other tools may not read it); --yes alone never does.")
 @json_option
 def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
-         recalibrate, no_verify, as_json):
+         recalibrate, no_verify, format_changes, as_json):
     """Probe, calibrate, recommend, write the config safely and verify the gain.
 
     It shows the recommendation and the diff, then asks (global and system scopes
@@ -378,7 +381,8 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
     try:
         options = AutoOptions(scope=scope, workload=workload, budget=budget, strategy=strategy,
                               runs=runs, dry_run=dry_run, override=override,
-                              recalibrate=recalibrate, verify=not no_verify)
+                              recalibrate=recalibrate, verify=not no_verify,
+                              format_changes=format_changes)
         confirm = _Confirmer(yes, as_json)
         result = run_auto(repo, options, confirm, update,
                           say=lambda m: chatter(f"git-tune: {m}"))

@@ -311,6 +311,7 @@ def auto_view(r: dict, preview_shown: bool = False) -> str:
                               footer=False) if r["plan"]["changes"] else "")
     if r.get("index"):
         out.append(r["index"])
+    out += list((r.get("held_back") or {}).values())
     if r.get("verify"):
         out += ["", verify_view(r["verify"])] + slower_after_write(r["verify"])
     out.append(r["message"])

@@ -54,6 +54,9 @@ class Key:
     online_cpus: Tuple[str, ...] = () # values meaning Git's online_cpus(): never written
     per_repository: bool = False      # a wider scope gets it only in the repository's block
     changes: str = ""                 # what a value changes beyond speed; empty: nothing
+    # Who may not read what git writes under a value (the index's format): such a value
+    # needs its own yes, and a gain worth it (advice.FORMAT_CHANGE_MIN_SAVING).
+    readers: str = ""
     # The value that takes back what the key's other values left, where Git's default
     # keeps it (core.untrackedCache: "keep" leaves an extension git added; false removes
     # it at the next index write). Empty: unsetting the key takes everything back.
@@ -167,6 +170,7 @@ def _keys(raw: dict) -> Dict[str, Key]:
             module=k.get("module", ""), online_cpus=tuple(k.get("online_cpus", ())),
             per_repository=bool(k.get("per_repository", False)),
             changes=" ".join(str(k.get("changes", "")).split()),
+            readers=" ".join(str(k.get("readers", "")).split()),
             reverts_with=str(k.get("reverts_with", "")),
             workload=_workload(k["workload"]) if "workload" in k else None)
     return keys

@@ -50,10 +50,15 @@ class RepoFacts:
 
 
 def partial_clone(layout: RepoLayout) -> bool:
-    """Whether the repository is a partial clone (a promisor pack, or the extension)."""
-    packs = os.path.join(layout.common_dir, "objects", "pack")
-    return bool(glob.glob(os.path.join(glob.escape(packs), "*.promisor"))) or run_git(
-        ["config", "extensions.partialClone"], repo=layout).stdout.strip() != ""
+    """Whether the repository is a partial clone as git judges it (promisor-remote.c):
+    `extensions.partialClone` names a remote, or a remote has `promisor = true`. A
+    `.promisor` file left beside a pack (copied from a mirror) makes none: git fetches
+    nothing lazily there, and every object is in the packs."""
+    if run_git(["config", "extensions.partialClone"], repo=layout).stdout.strip():
+        return True
+    proc = run_git(["config", "--type=bool", "--get-regexp", r"^remote\..*\.promisor$"],
+                   repo=layout)
+    return any(line.rsplit(" ", 1)[-1] == "true" for line in proc.stdout.splitlines())
 
 
 def pack_files(layout: RepoLayout) -> List[str]:

@@ -1,4 +1,5 @@
 """Probes on fake /proc and /sys trees, and on real file systems."""
+import glob
 import json
 import os
 import shutil
@@ -8,6 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from git_tune import repogen
 from git_tune.cli import cli
 from git_tune.models import catalogue, storage as storage_model
 from git_tune.probes import blockdev, host, mounts
@@ -353,3 +355,21 @@ def test_lookups_without_a_scratch_stay_within_the_allowance(latfs_bed):
     cut = storage.probe_storage(latfs_bed, None, names, allowance=0.05, unwritten="test")
     counted = cut.latency["lstat_hit"]["count"]
     assert 0 < counted < len(names) and cut.measured == "read-only sample", counted
+
+
+def test_a_stray_promisor_file_makes_no_partial_clone(tmp_path):
+    """git.git copied from a mirror keeps a `.promisor` beside its pack: git treats the
+    repository as whole (no promisor remote, no extensions.partialClone), and so does
+    git-tune; a remote marked `promisor = true` makes it partial."""
+    from git_tune.probes import repo as repo_probe
+    root = tmp_path / "r"
+    repogen.generate(str(root), repogen.RepoShape(depth=1, width=2, files=5))
+    subprocess.run(["git", "-C", str(root), "repack", "-adq"], check=True)
+    (pack,) = glob.glob(str(root / ".git" / "objects" / "pack" / "*.pack"))
+    open(pack[:-len(".pack")] + ".promisor", "w").close()
+    layout = repo_probe.locate(str(root))
+    assert not repo_probe.partial_clone(layout)
+    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "remote.origin.promisor", "true"],
+                   check=True)
+    assert repo_probe.partial_clone(layout)

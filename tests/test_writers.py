@@ -228,3 +228,46 @@ def test_an_experiment_stays_in_its_repository(repo, home, tmp_path):
     finally:
         collector.stop()
         invoke("agent", "disable")
+
+
+def test_a_format_change_needs_its_own_yes_at_global_scope(repo, home):
+    """A value that changes the index's format is held back from `auto --yes` at global
+    scope, said why; --format-changes (or a person's yes) writes it."""
+    from git_tune.advisor import auto as auto_mod
+    from git_tune.models import catalogue
+    scope = scopes.resolve("global")
+    asked = []
+
+    def yes_flag(q):
+        asked.append(q)
+        return None if q.own_yes else True
+    held = auto_mod._format_changes_held_back({"index.version": "4", "checkout.workers": "4"},
+                                              scope, auto_mod.AutoOptions(), yes_flag)
+    assert list(held) == ["index.version"] and "its own yes" in held["index.version"]
+    assert asked and asked[0].own_yes and catalogue.lookup("index.version").readers in asked[0].text
+    assert not auto_mod._format_changes_held_back(
+        {"index.version": "4"}, scope, auto_mod.AutoOptions(format_changes=True), yes_flag)
+    assert not auto_mod._format_changes_held_back(
+        {"index.version": "4"}, scopes.resolve("local", repo_probe.locate(str(repo))),
+        auto_mod.AutoOptions(), yes_flag)
+
+
+def test_a_format_change_that_saves_little_is_not_set():
+    """The stake floor: a faster index write of a few ms is not worth a format others
+    cannot read (the recommendation's reason says how much it saved)."""
+    from git_tune.advisor.decide import advice, recommend
+    from git_tune.advisor.measure.record import comparison
+    c = comparison("write", {"index.skipHash": "false"}, {"index.skipHash": "true"},
+                   [0.010] * 5, [0.007] * 5)
+    gain = advice.Gain.of("write", c.estimate)
+    k = advice.KeyAdvice("index.skipHash", advice.SET, "true", "false", gain, "faster")
+
+    class Cal:
+        trials = {"index.skipHash": type("T", (), {"comparisons": (c,)})()}
+    out = recommend._worth_a_format_change(k, Cal)
+    assert out.status == advice.NOT_SET and "3.0 ms" in out.reason and "libgit2" in out.reason
+    big = comparison("write", {"index.skipHash": "false"}, {"index.skipHash": "true"},
+                     [0.100] * 5, [0.050] * 5)
+    Cal.trials = {"index.skipHash": type("T", (), {"comparisons": (big,)})()}
+    assert recommend._worth_a_format_change(
+        dataclasses.replace(k, gain=advice.Gain.of("write", big.estimate)), Cal).status == advice.SET

@@ -4,10 +4,12 @@ Each key's module decides its value from its own trial (advisor/keys/); a key
 gets a value only when real git, timed interleaved against Git's default, was
 faster beyond noise. Keys the installed git does not read are never offered.
 """
+import dataclasses
+import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
-from git_tune.advisor.decide.advice import SET, KeyAdvice
+from git_tune.advisor.decide.advice import NOT_SET, SET, KeyAdvice
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure.record import Calibration
@@ -76,10 +78,46 @@ def decide_measured(entry: registry.Entry, cal: Calibration, weights) -> KeyAdvi
     return decided if decided is not None else advice.unmeasured(entry.key)
 
 
+# A value that changes what other programs can read (catalogue `readers`: the index's
+# format) is set only where it saves at least this much on each command it speeds up:
+# below it, the risk to every tool that reads the index buys the user nothing they feel.
+FORMAT_CHANGE_MIN_SAVING = 0.020
+
+
+def saving(cal: Calibration, k: KeyAdvice) -> Optional[float]:
+    """Seconds the value saved per command on the workload its gain leads with: the
+    difference of the two sides' medians real git timed (None: no such comparison)."""
+    trial = cal.trials.get(k.key)
+    if trial is None or k.gain is None:
+        return None
+    for c in trial.comparisons:
+        if c.workload == k.gain.workload and c.times_default and c.times_candidate \
+                and c.candidate.get(k.key) == k.value:
+            return statistics.median(c.times_default) - statistics.median(c.times_candidate)
+    return None
+
+
+def _worth_a_format_change(k: KeyAdvice, cal: Calibration) -> KeyAdvice:
+    key = catalogue.lookup(k.key)
+    if k.status != SET or not key.readers:
+        return k
+    saved = saving(cal, k)
+    if saved is not None and saved >= FORMAT_CHANGE_MIN_SAVING:
+        return k
+    shown = f"{saved * 1e3:.1f} ms" if saved is not None else "an unmeasured amount"
+    return dataclasses.replace(
+        k, status=NOT_SET, value=None,
+        reason=(f"not set: {k.gain.text() if k.gain else 'faster'} saves {shown} a command, "
+                f"under the {FORMAT_CHANGE_MIN_SAVING * 1e3:.0f} ms a change of {key.changes} "
+                f"must buy ({key.readers})"),
+        evidence={**k.evidence, "saved_seconds": saved})
+
+
 def recommend(cal: Calibration, workload: str = "mixed") -> Recommendation:
     weights = workloads.weights(workload)
     understood = catalogue.understood(catalogue.parse_version(cal.git_version))
-    keys = tuple(_decide(e, cal, understood, weights) for e in registry.entries())
+    keys = tuple(_worth_a_format_change(_decide(e, cal, understood, weights), cal)
+                 for e in registry.entries())
     expected = _expected(keys)
     weighted = workloads.weighted_geomean((w, expected.get(name, 1.0))
                                           for name, w in weights.items())
