@@ -2,6 +2,7 @@
 
 Exit codes: the table in errors.py (also in README.md), mapped in TuneGroup.
 """
+import shutil
 import signal
 import sys
 from typing import Optional
@@ -218,21 +219,31 @@ def _progress_bar():
     if not sys.stderr.isatty():
         return None, lambda: None
     state = {"done": 0, "bar": None}
+    # "<label>  [<bar>]  100%  00:00:07": the line never reaches the last column, or the
+    # terminal wraps it and every redraw stacks a new line.
+    columns = shutil.get_terminal_size((80, 24)).columns
+    bar_width = max(8, min(24, columns // 4))
+    label_width = max(10, columns - bar_width - 25)
 
     def update(phase, fraction):
         bar = state["bar"]
         if bar is None:
             bar = state["bar"] = click.progressbar(length=1000, label="calibrating",
-                                                   file=sys.stderr, width=24)
+                                                   file=sys.stderr, width=bar_width)
             bar.__enter__()
-        bar.label = f"calibrating: {PHASES.get(phase, phase)}".ljust(40)
+        label = f"calibrating: {PHASES.get(phase, phase)}"
+        bar.label = (label[:label_width - 1] + "…" if len(label) > label_width
+                     else label.ljust(label_width))
         step = int(fraction * 1000) - state["done"]
         bar.update(max(0, step))       # a redraw per report: the label moves on
         state["done"] += max(0, step)
 
     def close():
+        """End the bar's line (once): what is said next starts on a line of its own."""
         if state["bar"] is not None:
             state["bar"].__exit__(None, None, None)
+            state["bar"] = None
+            state["done"] = 1000
     return update, close
 
 
@@ -322,14 +333,16 @@ class _Confirmer:
     are shown (`shown` then says the final output need not repeat them); without a
     terminal nobody can be asked, and nothing is written."""
 
-    def __init__(self, yes: bool, as_json: bool):
+    def __init__(self, yes: bool, as_json: bool, before_asking=lambda: None):
         self.yes, self.as_json, self.shown = yes, as_json, False
+        self.before_asking = before_asking      # the progress bar's line ended first
 
     def __call__(self, question) -> Optional[bool]:
         if self.yes and not question.own_yes:
             return True
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             return None
+        self.before_asking()
         if question.preview is not None and not self.as_json and not self.shown:
             from git_tune.output import fit, width
             from git_tune.views import auto_preview
@@ -383,7 +396,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
                               runs=runs, dry_run=dry_run, override=override,
                               recalibrate=recalibrate, verify=not no_verify,
                               format_changes=format_changes)
-        confirm = _Confirmer(yes, as_json)
+        confirm = _Confirmer(yes, as_json, before_asking=close)
         result = run_auto(repo, options, confirm, update,
                           say=lambda m: chatter(f"git-tune: {m}"))
     finally:

@@ -254,3 +254,40 @@ def test_a_busy_host_is_one_that_left_git_tune_too_few_idle_cpus():
     assert Load(5, 1.0, cores=2, cpus=2).busy and Load(5, 63, cores=2, cpus=64).busy
     assert not Load(5, 0.3, cores=2, cpus=2).busy and not Load(5, 30, cores=2, cpus=64).busy
     assert Load(5, 0.3, cores=2, cpus=2).note() is None
+
+
+def test_the_progress_bar_fits_80_columns_and_redraws_in_place(small_repo, tmp_path,
+                                                              isolated_git):
+    """On a real pty of 80 columns, neither stream has a line wider than 80 (the bar's
+    redraws, after each carriage return, included), and the bar stays on one line."""
+    import fcntl
+    import re
+    import struct
+    import termios
+    repo = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
+    env = dict(os.environ, GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"),
+               GIT_TUNE_STATE_DIR=str(isolated_git / "state"))
+    env.pop("COLUMNS", None)
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        args = [*GIT_TUNE, "calibrate", "--repo", str(repo), "--budget", "4"]
+        os.execvpe(args[0], args, env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out[-2000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))
+    shown = [seg for line in text.split("\n") for seg in line.split("\r")]
+    assert "calibrating" in text
+    assert max(len(s) for s in shown) <= 80, max(shown, key=len)
+    bar_lines = [line for line in text.split("\n") if "calibrating" in line]
+    assert len(bar_lines) == 1, len(bar_lines)
