@@ -163,7 +163,7 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
                          "(--repo PATH, or --demo for a generated one)")
     located, repo = repo, layout.worktree   # as the user named it (None: as git would find it)
     scope = scopes.resolve(opts.scope, layout)
-    record = None if opts.recalibrate else cal.load_fresh(report, opts.workload)
+    record = None if opts.recalibrate else cal.load_fresh(report, opts.workload, opts.budget)
     reused = record is not None
     if record is None:
         say(f"calibrating {repo} (about {opts.budget:g} s)")

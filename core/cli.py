@@ -318,7 +318,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         emit(data, as_json, multi_view, "calibrations")
         return
     report = probe_repository(repos[0] if repos else None, budget)
-    record = None if recalibrate else load_fresh(report, workload)
+    record = None if recalibrate else load_fresh(report, workload, budget)
     if record is None:
         record = _run_calibration(report, _options(budget, strategy, seed, cold, runs, workload))
     advice = advise(record, workload).to_dict()

@@ -281,3 +281,25 @@ def test_pack_threads_knows_index_packs_own_choice():
     from git_tune.advisor.keys import pack
     assert [pack.git_threads(n) for n in (1, 2, 3, 4, 5, 6, 8, 39, 40, 128)] == \
         [1, 2, 3, 3, 3, 3, 4, 19, 20, 20]
+
+
+def test_a_larger_budget_is_not_answered_by_a_smaller_calibration(small_repo, tmp_path,
+                                                                   monkeypatch):
+    """A stored calibration that left keys undecided on a smaller budget is not reused
+    for a larger one (its advice said the larger one would decide them); one that
+    decided everything, or had as much budget, is."""
+    import dataclasses
+    from git_tune.advisor.measure import calibrate as cal
+    from git_tune.probes import memo
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    report = cal.probe_repository(str(small_repo))
+    record = cal.calibrate(report, cal.Options(budget=3))
+    short = dataclasses.replace(record, unfinished={"checkout.workers": 4.0},
+                                options=dataclasses.replace(record.options, budget=20.0))
+    memo.save("calibration", cal.cache_key(report), short.to_json())
+    assert cal.load_fresh(report, budget=20) is not None
+    assert cal.load_fresh(report) is not None
+    assert cal.load_fresh(report, budget=30) is None
+    whole = dataclasses.replace(short, unfinished={})
+    memo.save("calibration", cal.cache_key(report), whole.to_json())
+    assert cal.load_fresh(report, budget=30) is not None

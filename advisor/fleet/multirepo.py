@@ -61,7 +61,7 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
         if layout is None or not layout.worktree:
             raise UsageError(f"'{r}' is not a repository with a working tree")
         report = cal.probe_repository(layout.worktree, options.budget)
-        record = (cal.load_fresh(report, options.workload)
+        record = (cal.load_fresh(report, options.workload, options.budget)
                   or cal.calibrate(report, options, progress))
         rec = recommend(record, workload)
         advice.append(RepoAdvice(layout.worktree, layout.git_dir, record.repository.entries,

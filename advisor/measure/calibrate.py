@@ -382,15 +382,20 @@ def _spent(report: ProbeReport, budget: Budget) -> Dict[str, float]:
     return {k: round(v, 2) for k, v in went.items() if round(v, 2)}
 
 
-def load_fresh(report: ProbeReport, workload: str = "mixed") -> Optional[Calibration]:
+def load_fresh(report: ProbeReport, workload: str = "mixed",
+               budget: Optional[float] = None) -> Optional[Calibration]:
     """A stored calibration for this host, repository, git and workload profile, if fresh
-    and readable."""
+    and readable. With `budget`: not one that left keys undecided on a smaller budget
+    than this (the user asked for more evidence: a calibration on `budget` buys it)."""
     if report.repository is None:
         return None
     data = memo.load("calibration", cache_key(report, workload), RESULT_MAX_AGE)
     if data is None:
         return None
     try:
-        return Calibration.from_json(data)
+        record = Calibration.from_json(data)
     except RecordUnreadable:
         return None
+    if budget is not None and record.unfinished and record.options.budget < budget:
+        return None
+    return record
