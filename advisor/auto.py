@@ -19,8 +19,8 @@ from git_tune.advisor.decide.recommend import Recommendation, recommend
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import calibrate as cal, search, verify as verify_mod
 from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, scopes
-from git_tune.errors import UsageError
+from git_tune.advisor.write import configwrite, journal, revert, scopes
+from git_tune.errors import GitError, UsageError
 from git_tune.models import catalogue
 
 SCHEMA_VERSION = 1
@@ -199,10 +199,40 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
                           "not written: there is no terminal to ask on; run again with "
                           "--yes to write, or --dry-run to only look")
         return out
+    first_write = scope.key not in journal.load_state()
     result = configwrite.apply(plan, prov, cwd=repo)
     out["written"] = asdict(result)
-    out["index"] = _rewrite_indexes(plan, repo, confirm)
-    if opts.verify and written:
-        out["verify"] = _verify(plan, written, git_dir, located, opts, say, layout)
     out["message"] = result.message
+    if opts.verify and written:
+        try:
+            out["verify"] = _verify(plan, written, git_dir, located, opts, say, layout)
+            slower = verify_mod.slower(out["verify"])
+        except GitError as e:       # git cannot even run the workloads under them
+            slower = [f"git fails: {e}"]
+        if slower:
+            # The confirmation disagrees with the trial that chose the values: they are
+            # not kept on a contradiction (the same safe write puts the scope back).
+            _take_back(plan, prov, repo, first_write)
+            out["taken_back"] = slower
+            out["message"] = (f"taken back: with the values just written, "
+                              f"{'; '.join(slower)} (slower beyond noise); the "
+                              f"configuration is as it was before this run. Run again "
+                              "on a quieter host, or let the agent settle it on your "
+                              "commands")
+            return out
+    out["index"] = _rewrite_indexes(plan, repo, confirm)
     return out
+
+
+def _take_back(plan, prov: configwrite.Provenance, repo: str, first_write: bool) -> None:
+    """Undo the write of `plan` through the same safe path: where it was git-tune's first
+    write to the scope, revert (the files as before it); else the values it changed put
+    back to those it found, every other value as it is now."""
+    if first_write:
+        revert.revert(plan.scope)
+        return
+    touched = tuple(sorted(set(plan.settings) | set(plan.current)))
+    back = configwrite.plan(plan.scope, dict(plan.current), prov, cwd=repo,
+                            per_repo=plan.current_per_repo, writer=configwrite.AUTO,
+                            touches=touched)
+    configwrite.apply(back, prov, cwd=repo)

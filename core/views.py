@@ -231,16 +231,12 @@ def verify_view(r: dict) -> str:
 
 def slower_after_write(v: dict) -> list:
     """auto's verification, where a workload was slower beyond noise under the values just
-    written: said after its table, before the undo line that takes them back (the values
-    stay: 5 runs a side can read slower by chance now and then)."""
-    slower = [w for w in v["workloads"]
-              if (w["estimate"] and w["estimate"]["verdict"] == "slower") or w["fails"] == "after"]
-    if not slower:
+    written: said after its table (auto has taken them back: `taken_back`)."""
+    from git_tune.advisor.measure.verify import slower
+    said = slower(v)
+    if not said:
         return []
-    said = "; ".join(f"{w['command']} {_speedup(w['estimate'])}" if w["estimate"] else
-                     f"{w['command']} fails" for w in slower)
-    return [f"warning: slower with the values written: {said}. Time it again with "
-            "`git-tune verify`; if it holds, undo them (below)."]
+    return [f"slower with the values written: {'; '.join(said)}."]
 
 
 def _speedup(e: dict) -> str:
@@ -315,7 +311,7 @@ def auto_view(r: dict, preview_shown: bool = False) -> str:
     if r.get("verify"):
         out += ["", verify_view(r["verify"])] + slower_after_write(r["verify"])
     out.append(r["message"])
-    if r["written"]:        # the last lines of a write: how to see it, how to undo it
+    if r["written"] and not r.get("taken_back"):   # a write's last lines: see it, undo it
         out += after_write(r["written"]["scope"])
     return "\n".join(l for l in out if l is not None)
 

@@ -291,9 +291,9 @@ def test_verify_switches_there_and_back_in_every_run(home, repo, monkeypatch, tm
         assert (rest[i][-1], rest[i + 2][-1]) == (there, back)
 
 
-def test_auto_says_a_workload_verified_slower_before_the_undo_line(home, repo):
+def test_auto_says_a_workload_verified_slower(home, repo):
     """Where auto's verification shows a workload slower beyond noise under the values
-    it has just written, the output says so, with the undo line after it."""
+    it has just written, the output says which (auto has taken them back: no undo line)."""
     from git_tune.views import auto_view, slower_after_write
     res = invoke("verify", "--repo", str(repo), "--workload", "switch", "--workload", "status",
                  "--set", "checkout.workers=2", "--json")
@@ -305,15 +305,15 @@ def test_auto_says_a_workload_verified_slower_before_the_undo_line(home, repo):
     switch = report["workloads"][0]
     switch["estimate"].update(verdict="slower", ratio=1.25, low=1.1, high=1.4)
     (line,) = slower_after_write(report)
-    assert line.startswith("warning: slower with the values written: git checkout")
+    assert line.startswith("slower with the values written: git checkout")
     assert "0.80x (0.71-0.91)" in line
     written = {"scope": {"name": "local"}, "message": "wrote 1 value", "backup": None,
                "overridden": {}}
     shown = auto_view({"recommendation": None, "calibration_reused": False,
                        "plan": {"changes": ["checkout.workers"], "left_alone": []},
-                       "written": written, "verify": report, "message": "wrote 1 value"},
-                      preview_shown=True).splitlines()
-    assert shown.index(line) < shown.index("undo: git-tune revert --scope local")
+                       "written": written, "verify": report, "message": "taken back: ...",
+                       "taken_back": [line]}, preview_shown=True).splitlines()
+    assert line in shown and "undo: git-tune revert --scope local" not in shown
 
 
 def test_every_write_ends_with_how_to_see_and_undo_it(home):
@@ -347,3 +347,59 @@ def test_revert_names_the_files_and_keeps_hand_edits_of_its_own(home):
     copies = [os.path.join(kept, f) for f in os.listdir(kept) if f.endswith(".bak")]
     assert any("signature = mine" in open(c).read() for c in copies)
     assert not inc.exists()
+
+
+LOSER_MODULE = '''
+"""A key whose value git cannot run under (core.abbrev must be a number): auto is made
+to write it, and its own verify, real git, shows every command failing."""
+from git_tune.advisor.decide import advice
+from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure.record import Trial
+
+KEY = "core.abbrev"
+TRIAL_RANK = 0
+
+
+def trial(key, bench):
+    st = gitbench.status(bench.repo, bench.ws.index_copy("plain"), untracked=False)
+    return Trial(KEY, (bench.ab("status", {}, {}, lambda: st({}), lambda: st({})),))
+
+
+def decide(key, cal, weights):
+    return advice.KeyAdvice(key.name, advice.SET, "x", key.default, None, "forced to lose")
+
+
+def verify_workloads(key):
+    return ("index",)
+'''
+
+LOSER_TOML = '''
+[keys."core.abbrev"]
+module = "toykeys.loser"
+type = "enum"
+values = ["x", "auto"]
+default = "auto"
+since = "1.0.0"
+affects = ["every command that reads or writes the index"]
+measured_by = "git"
+facts = "A value git refuses: every command dies."
+'''
+
+
+def test_a_write_its_own_verify_reads_slower_is_taken_back(small_repo, tmp_path):
+    """auto's verify is the fresh confirmation of what it wrote: a value under which real
+    git is slower (here: fails) is taken back at once, through the same safe write, and
+    the output says so; the repository's config is as before."""
+    from tests.test_registry import _git_tune, _plugin_key
+    repo, env, config_before = _plugin_key(tmp_path, small_repo, "loser", LOSER_MODULE,
+                                           LOSER_TOML)
+    env["GIT_TUNE_STATE_DIR"] = str(tmp_path / "state")
+    proc = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "3",
+                     "--yes", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "taken back" in proc.stdout and "core.abbrev" in proc.stdout, proc.stdout
+    assert "undo:" not in proc.stdout
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert not (repo / ".git" / "git-tune.gitconfig").exists()
+    assert subprocess.run(["git", "-C", str(repo), "status"], capture_output=True,
+                          env=env).returncode == 0

@@ -63,6 +63,20 @@ class WorkloadResult:
                 "fails": self.fails, "error": c.error}
 
 
+def slower(report: dict) -> List[str]:
+    """The workloads of a verification (its JSON form) slower beyond noise, or failing,
+    with the values after: each said as "<command> <speedup>" or "<command> fails"."""
+    out = []
+    for w in report["workloads"]:
+        e = w["estimate"]
+        if e and e["verdict"] == stats.SLOWER:
+            out.append(f"{w['command']} {1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-"
+                       f"{1 / e['low']:.2f})")
+        elif not e and w["fails"] == "after":
+            out.append(f"{w['command']} fails")
+    return out
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     schema: int

@@ -310,7 +310,8 @@ def merge(current: Dict[str, str], origins: Dict[str, str], proposed: Dict[str, 
         out_origins = {k: origins[k] for k in final}
         for k in touches:
             if k in proposed:
-                final[k], out_origins[k] = proposed[k], writer
+                same = current.get(k) == proposed[k] and writer != SET
+                final[k], out_origins[k] = proposed[k], origins[k] if same else writer
             elif k in current:
                 removed[k] = current[k]
         return final, out_origins, (), removed
