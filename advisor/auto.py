@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from git_tune import ownpaths, repogen
 from git_tune.advisor.decide.recommend import Recommendation, recommend
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import calibrate as cal, search, verify as verify_mod
+from git_tune.advisor.measure import calibrate as cal, hostload, search, verify as verify_mod
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.write import configwrite, journal, revert, scopes
 from git_tune.errors import GitError, UsageError
@@ -104,6 +104,33 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
     return "; ".join(done) or None
 
 
+def _not_writing(plan, rec: Recommendation, record, opts: AutoOptions) -> Optional[str]:
+    """Why auto writes nothing before asking (None: it asks): nothing to change, a busy
+    host, a dry run."""
+    note = configwrite.merge_note(plan)
+    if not plan.changes:
+        return ("nothing to change: the recommended values are already applied"
+                if rec.settings() else
+                "nothing to change: no setting beat Git's defaults here") \
+            + (f"; {note}" if note else "")
+    return _busy_while_measuring(record) or ("dry run: nothing was written" if opts.dry_run
+                                             else None)
+
+
+def _busy_while_measuring(record) -> Optional[str]:
+    """Why nothing is written where other processes kept the host busy while the
+    calibration measured (hostload.busy): its comparisons competed with them, and the
+    same host quieter may decide otherwise. None where the host was quiet enough."""
+    others = record.host.others_cpus
+    cpus = len(os.sched_getaffinity(0))
+    if others is None or not hostload.busy(others, record.host.effective_cores, cpus):
+        return None
+    return (f"nothing written: the host was busy while measuring (other processes kept "
+            f"{others:.1f} of {cpus} CPUs busy), so values could flip from run to run; run "
+            "again when it is quieter (git-tune auto --recalibrate), or let the agent "
+            "settle them on your own commands (git-tune agent enable)")
+
+
 def _format_changes_held_back(settings, scope, opts: AutoOptions, confirm: Confirm) -> dict:
     """The values that change what other programs read (catalogue `readers`) held back
     from a write wider than one repository: each needs its own yes, which --yes alone
@@ -181,15 +208,9 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
            "calibration_reused": reused, "recommendation": rec.to_dict(), "plan": asdict(plan),
            "written": None, "index": None, "verify": None, "dry_run": opts.dry_run,
            "held_back": held_back}
-    note = configwrite.merge_note(plan)
-    if not plan.changes:
-        out["message"] = ("nothing to change: the recommended values are already applied"
-                          if rec.settings() else
-                          "nothing to change: no setting beat Git's defaults here") \
-            + (f"; {note}" if note else "")
-        return out
-    if opts.dry_run:
-        out["message"] = "dry run: nothing was written"
+    stop = _not_writing(plan, rec, record, opts)
+    if stop:
+        out["message"] = stop
         return out
     reach, default = REACH[scope.name]
     answer = confirm(Question(f"write {configwrite.count_values(len(written))} to "
@@ -210,29 +231,28 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         except GitError as e:       # git cannot even run the workloads under them
             slower = [f"git fails: {e}"]
         if slower:
-            # The confirmation disagrees with the trial that chose the values: they are
-            # not kept on a contradiction (the same safe write puts the scope back).
-            _take_back(plan, prov, repo, first_write)
-            out["taken_back"] = slower
-            out["message"] = (f"taken back: with the values just written, "
-                              f"{'; '.join(slower)} (slower beyond noise); the "
-                              f"configuration is as it was before this run. Run again "
-                              "on a quieter host, or let the agent settle it on your "
-                              "commands")
-            return out
+            return {**out, **_take_back(plan, prov, repo, first_write, slower)}
     out["index"] = _rewrite_indexes(plan, repo, confirm)
     return out
 
 
-def _take_back(plan, prov: configwrite.Provenance, repo: str, first_write: bool) -> None:
-    """Undo the write of `plan` through the same safe path: where it was git-tune's first
-    write to the scope, revert (the files as before it); else the values it changed put
-    back to those it found, every other value as it is now."""
+def _take_back(plan, prov: configwrite.Provenance, repo: str, first_write: bool,
+               slower: list) -> dict:
+    """Undo the write of `plan`, which its verification read `slower`: the confirmation
+    disagrees with the trial that chose the values, and they are not kept on a
+    contradiction. Through the same safe path: where it was git-tune's first write to
+    the scope, revert (the files as before it); else the values it changed put back to
+    those it found, every other value as it is now. What auto reports of it."""
     if first_write:
         revert.revert(plan.scope)
-        return
-    touched = tuple(sorted(set(plan.settings) | set(plan.current)))
-    back = configwrite.plan(plan.scope, dict(plan.current), prov, cwd=repo,
-                            per_repo=plan.current_per_repo, writer=configwrite.AUTO,
-                            touches=touched)
-    configwrite.apply(back, prov, cwd=repo)
+    else:
+        touched = tuple(sorted(set(plan.settings) | set(plan.current)))
+        back = configwrite.plan(plan.scope, dict(plan.current), prov, cwd=repo,
+                                per_repo=plan.current_per_repo, writer=configwrite.AUTO,
+                                touches=touched)
+        configwrite.apply(back, prov, cwd=repo)
+    return {"taken_back": slower,
+            "message": (f"taken back: with the values just written, {'; '.join(slower)} "
+                        "(slower beyond noise); the configuration is as it was before this "
+                        "run. Run again on a quieter host, or let the agent settle it on "
+                        "your commands")}

@@ -21,6 +21,7 @@ file made O_EXCL|O_NOFOLLOW in the same directory and renamed into place.
 """
 import contextlib
 import errno
+import fcntl
 import os
 import stat
 import tempfile
@@ -166,6 +167,19 @@ def write_file(path: str, data: bytes, mode: int = FILE_MODE) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def try_lock(path: str) -> Optional[int]:
+    """An exclusive flock on one of git-tune's own lock files (made 0600, never through a
+    link), or None where another process holds it. Held until the descriptor is closed
+    or the process ends, however."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 @contextlib.contextmanager

@@ -35,13 +35,18 @@ def toy_env(small_repo, tmp_path, isolated_git):
     return repo, env
 
 
-def on_pty(args, env, answer: bytes, timeout: float = 240):
-    """Run args on a pseudo-terminal; type `answer` once the first prompt shows, and Enter
-    (the default) at any prompt after it (whether one follows, such as the rewrite of an
-    index for index.version, depends on what the calibration decided).
-    (all output, the output before the answer, exit code)"""
+def on_pty(args, env, answer: bytes, timeout: float = 240, columns: int = 0):
+    """Run args on a pseudo-terminal (`columns` wide, where given); type `answer` once the
+    first prompt shows, and Enter (the default) at any prompt after it (whether one
+    follows, such as the rewrite of an index for index.version, depends on what the
+    calibration decided). (all output, the output before the answer, exit code)"""
     pid, fd = pty.fork()
     if pid == 0:
+        if columns:
+            import fcntl
+            import struct
+            import termios
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
         os.execvpe(args[0], args, env)
     out, before, answered, mark = b"", None, False, 0
     end = time.monotonic() + timeout
@@ -138,6 +143,7 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     assert lines[2].startswith("warning: unreliable: other processes kept"), busy.stdout
     warning = " ".join(lines[2:lines.index("", 2)] if "" in lines[2:] else lines[2:4])
     assert "--recalibrate" in warning, warning
+    assert "nothing written: the host was busy while measuring" in busy.stdout
     assert verify.returncode == 0, verify.stderr
     before_table = verify.stdout.split("workload ")[0]
     assert "\nwarning: unreliable:" in before_table and "git-tune verify" in before_table, \
@@ -260,34 +266,39 @@ def test_the_progress_bar_fits_80_columns_and_redraws_in_place(small_repo, tmp_p
                                                               isolated_git):
     """On a real pty of 80 columns, neither stream has a line wider than 80 (the bar's
     redraws, after each carriage return, included), and the bar stays on one line."""
-    import fcntl
     import re
-    import struct
-    import termios
     repo = tmp_path / "r"
     subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
     env = dict(os.environ, GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"),
                GIT_TUNE_STATE_DIR=str(isolated_git / "state"))
     env.pop("COLUMNS", None)
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        args = [*GIT_TUNE, "calibrate", "--repo", str(repo), "--budget", "4"]
-        os.execvpe(args[0], args, env)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out[-2000:]
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))
+    out, _, rc = on_pty([*GIT_TUNE, "calibrate", "--repo", str(repo), "--budget", "4"], env,
+                        b"", columns=80)
+    assert rc == 0, out[-2000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
     shown = [seg for line in text.split("\n") for seg in line.split("\r")]
     assert "calibrating" in text
     assert max(len(s) for s in shown) <= 80, max(shown, key=len)
     bar_lines = [line for line in text.split("\n") if "calibrating" in line]
     assert len(bar_lines) == 1, len(bar_lines)
+
+
+def test_five_runs_beside_a_steady_cpu_hog_agree(toy_env):
+    """A busy loop on one core, as a build on a laptop: five runs of auto (--yes) all
+    write nothing and say why, the same way; the repository's config stays as it was."""
+    repo, env = toy_env
+    before = (repo / ".git" / "config").read_bytes()
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "2", "--no-verify",
+            "--recalibrate", "--scope", "local", "--yes"]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        runs = [subprocess.run(args, env=env, capture_output=True, text=True) for _ in range(5)]
+    finally:
+        hog.kill()
+        hog.wait()
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    said = [[line for line in r.stdout.splitlines() if line.startswith("nothing written")]
+            for r in runs]
+    assert all(len(s) == 1 and "the host was busy" in s[0] for s in said), said
+    assert (repo / ".git" / "config").read_bytes() == before

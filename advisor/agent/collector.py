@@ -7,7 +7,6 @@ of its own, by `agent enable` and `agent start`, and stops by itself when the ag
 disabled. Its pid file holds the pid and the process's start time, so a reused pid is
 never taken for it.
 """
-import fcntl
 import os
 import signal
 import subprocess
@@ -121,14 +120,7 @@ BACKOFF, BACKOFF_MAX = 5.0, 600.0
 def _hold_singleton() -> Optional[int]:
     """The collector's lock, held for its life (the kernel drops it however it ends);
     None where another collector holds it."""
-    fd = os.open(os.path.join(store.agent_dir(), LOCK_FILE),
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return ownpaths.try_lock(os.path.join(store.agent_dir(), LOCK_FILE))
 
 
 def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],

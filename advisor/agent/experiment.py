@@ -297,13 +297,7 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
     if not repo:
         raise UsageError(f"name the repository whose commands count (--repo): scope {scope} "
                          "was not measured on one")
-    approved = entry.settings.get(key.name) if entry else None
-    inherited = False
-    if approved is None and scope == "local" and layout is not None:
-        # A value git-tune wrote in a wider scope is the one in force here: the local
-        # experiment runs against it and leaves it where it is.
-        approved = _from_wider_scope(layout, key.name)
-        inherited = approved is not None
+    approved, inherited = _approved(scope, layout, entry, key.name)
     if candidate == (approved if approved is not None else key.default):
         raise UsageError(f"{key.name}={candidate} is the value in force already")
     if layout is None or layout.worktree != repo:
@@ -337,6 +331,18 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
          + (f"; with the user's yes: it changes {key.changes}" if key.changes else ""),
          approved=approved, inherited=inherited)
     return exp
+
+
+def _approved(scope: str, layout, entry, key: str) -> Tuple[Optional[str], bool]:
+    """(the value in force the candidate is compared with, whether it comes from a wider
+    scope): the scope's own value; in a local scope without one, a value git-tune wrote
+    in a wider scope (the local experiment runs against it and leaves it where it is);
+    else None, Git's default."""
+    approved = entry.settings.get(key) if entry else None
+    if approved is None and scope == "local" and layout is not None:
+        approved = _from_wider_scope(layout, key)
+        return approved, approved is not None
+    return approved, False
 
 
 def _from_wider_scope(layout, key: str) -> Optional[str]:

@@ -19,7 +19,6 @@ checked on its descriptor; names are listed, read and removed relative to that
 descriptor, and only names of git's event-file form (and git's sentinel) are ever
 removed. Anything else found there is counted and left.
 """
-import fcntl
 import os
 import re
 import stat
@@ -30,6 +29,7 @@ from typing import Iterable, Iterator, List, Optional
 
 from git_tune import ownpaths
 from git_tune.advisor.agent import events, store
+from git_tune.advisor.write import safefile
 from git_tune.errors import UnsafeState
 
 MAX_FILES = 1000            # trace2.maxFiles, the spool in memory
@@ -144,41 +144,12 @@ def _prepare(path: str) -> bool:
 def _exclusive() -> Iterator[bool]:
     """One ingester at a time (the collector and a `git-tune agent` command); the other
     skips: the files wait for the next round, never read twice."""
-    fd = os.open(os.path.join(store.agent_dir(), "ingest.lock"),
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = ownpaths.try_lock(os.path.join(store.agent_dir(), "ingest.lock"))
+    if fd is None:
         yield False
         return
     try:
         yield True
-    finally:
-        os.close(fd)
-
-
-def _read(dfd: int, name: str) -> Optional[bytes]:
-    """An event file's first MAX_READ bytes; None where it is no regular file (a FIFO
-    is never waited on, a link never followed)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     dir_fd=dfd)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], MAX_READ
-        while size > 0:
-            chunk = os.read(fd, size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
     finally:
         os.close(fd)
 
@@ -213,7 +184,7 @@ def ingest(d: str, watched: Optional[Iterable[str]], tuned: Iterable[str]) -> In
                 if not EVENT_NAME.match(name):
                     foreign += 1
                     continue
-                data = _read(dfd, name)
+                data = safefile.read_regular(name, MAX_READ, follow=False, dir_fd=dfd)
                 if data is None:
                     _remove(dfd, name)          # a FIFO or link under git's name
                     bad += 1

@@ -43,6 +43,12 @@ def _own() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def busy(others_cpus: float, cores: float, cpus: int) -> bool:
+    """Whether other processes left idle fewer CPUs than git-tune may use, less
+    BUSY_SHARE of them."""
+    return max(cpus, cores) - others_cpus < cores * (1 - BUSY_SHARE)
+
+
 @dataclass(frozen=True)
 class Load:
     seconds: float          # wall time watched
@@ -52,8 +58,7 @@ class Load:
 
     @property
     def busy(self) -> bool:
-        idle_left = max(self.cpus, self.cores) - self.others_cpus
-        return idle_left < self.cores * (1 - BUSY_SHARE)
+        return busy(self.others_cpus, self.cores, self.cpus)
 
     def note(self, again: str = "git-tune auto --recalibrate") -> Optional[str]:
         """The warning where other processes were busy, naming the command to run again."""

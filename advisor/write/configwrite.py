@@ -376,17 +376,9 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: 
                    and k in old_reasons}
         reasons.update({k: r for k, r in prov.reasons.items()
                         if k in final and origins.get(k) == writer})
-        prov = dataclasses.replace(prov, reasons=reasons)
-        repo_files = {d: repo_file(scope.include_file, d) for d in per_repo}
-        for d, path in repo_files.items():
-            files[path] = render(per_repo[d], dataclasses.replace(prov, repo=d))
-        for d in current_per_repo:
-            if d not in per_repo:
-                files[repo_file(scope.include_file, d)] = None
-        files[scope.include_file] = render(final, prov, repo_files)
-        if anything and not include_present:
-            files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
-                "utf-8", "surrogateescape")
+        files = _new_files(scope, final, per_repo, current_per_repo,
+                           dataclasses.replace(prov, reasons=reasons),
+                           with_include=anything and not include_present)
     now = {path: journal.read_bytes(path) for path in files}
     diff = "".join(_diff(path, now[path], text) for path, text in files.items())
     return Plan(scope, final, current, tuple(conflicts), left_alone, include_present,
@@ -394,6 +386,26 @@ def plan(scope: Scope, settings: Dict[str, str], prov: Provenance, *, override: 
                 {path: basis[path] if path in basis else journal.digest(data)
                  for path, data in now.items()}, checked, writer, touches, origins, kept,
                 {k: v for k, v in removed.items() if k not in final})
+
+
+def _new_files(scope: Scope, final: Dict[str, str], per_repo: Dict[str, Dict[str, str]],
+               current_per_repo: Dict[str, Dict[str, str]], prov: Provenance,
+               with_include: bool) -> Dict[str, Optional[str]]:
+    """path -> the exact new text of every file a write of these values touches (None:
+    removed): each repository's block file, the include file, and where `with_include`
+    the scope's config file with include.path added."""
+    files: Dict[str, Optional[str]] = {}
+    repo_files = {d: repo_file(scope.include_file, d) for d in per_repo}
+    for d, path in repo_files.items():
+        files[path] = render(per_repo[d], dataclasses.replace(prov, repo=d))
+    for d in current_per_repo:
+        if d not in per_repo:
+            files[repo_file(scope.include_file, d)] = None
+    files[scope.include_file] = render(final, prov, repo_files)
+    if with_include:
+        files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
+            "utf-8", "surrogateescape")
+    return files
 
 
 def _stale(p: Plan) -> bool:
@@ -470,16 +482,7 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
     state_root = scopes.state_dir()
     with safefile.lock(state_root):
         if _stale(p):
-            if _lost_race(p) and p.touches is None:
-                raise Locked(f"another git-tune wrote {scope.include_file} while this one "
-                             "was deciding; its values are in force and nothing was "
-                             "written: run again to decide on top of them")
-            # Made again from what is on disk now, with the same values: the planned
-            # bytes would undo the other writer's change (or add include.path twice).
-            proposed = {k: v for k, v in p.settings.items() if p.touches is None
-                        or k in p.touches}
-            p = plan(scope, proposed, prov, override=True, cwd=cwd, per_repo=p.per_repo,
-                     checked=p.checked, writer=p.writer, touches=p.touches)
+            p = _planned_again(p, prov, cwd)
             if not p.changes:
                 return _unchanged(p, cwd)
         # Repository files first, then the include file that points at them, then the
@@ -526,6 +529,20 @@ def apply(p: Plan, prov: Provenance, cwd: Optional[str] = None) -> WriteResult:
                        {k: v for k, (v, _) in eff.items()}, overridden,
                        f"wrote {count_values(len(p.settings))} to {scope.include_file}"
                        + (f"; {merge_note(p)}" if merge_note(p) else ""))
+
+
+def _planned_again(p: Plan, prov: Provenance, cwd: Optional[str]) -> Plan:
+    """The plan made again from the files as they are now, where they changed since it
+    was made: the planned bytes would undo the other writer's change (or add include.path
+    twice). A whole-scope plan whose include file another git-tune wrote meanwhile lost
+    the race: Locked, nothing written (it decided on values no longer in force)."""
+    if _lost_race(p) and p.touches is None:
+        raise Locked(f"another git-tune wrote {p.scope.include_file} while this one was "
+                     "deciding; its values are in force and nothing was written: run "
+                     "again to decide on top of them")
+    proposed = {k: v for k, v in p.settings.items() if p.touches is None or k in p.touches}
+    return plan(p.scope, proposed, prov, override=True, cwd=cwd, per_repo=p.per_repo,
+                checked=p.checked, writer=p.writer, touches=p.touches)
 
 
 def _take_locks(stack: contextlib.ExitStack, p: Plan, order: List[str]) -> Dict[str, "safefile.GitLock"]:

@@ -65,14 +65,16 @@ def write_atomic(path: str, data: bytes, mode: Optional[int] = None) -> None:
     _fsync_dir(directory)
 
 
-def read_regular(path: str, size: int, follow: bool = True) -> Optional[bytes]:
+def read_regular(path: str, size: int, follow: bool = True,
+                 dir_fd: Optional[int] = None) -> Optional[bytes]:
     """The first `size` bytes of a regular file (fewer where it is shorter); None where
     it cannot be opened or is anything else. Opened non-blocking and checked on the
     descriptor, so a FIFO put in its place (a cloned repository, a spool directory are
-    untrusted) is never waited on; `follow=False` refuses a symbolic link as well."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    untrusted) is never waited on; `follow=False` refuses a symbolic link as well.
+    `dir_fd`: `path` is a name relative to that directory."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError:
         return None
     try:
