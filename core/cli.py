@@ -333,8 +333,9 @@ class _Confirmer:
     are shown (`shown` then says the final output need not repeat them); without a
     terminal nobody can be asked, and nothing is written."""
 
-    def __init__(self, yes: bool, as_json: bool, before_asking=lambda: None):
-        self.yes, self.as_json, self.shown = yes, as_json, False
+    def __init__(self, yes: bool, as_json: bool, before_asking=lambda: None,
+                 explain: bool = False):
+        self.yes, self.as_json, self.shown, self.explain = yes, as_json, False, explain
         self.before_asking = before_asking      # the progress bar's line ended first
 
     def __call__(self, question) -> Optional[bool]:
@@ -346,7 +347,7 @@ class _Confirmer:
         if question.preview is not None and not self.as_json and not self.shown:
             from git_tune.output import fit, width
             from git_tune.views import auto_preview
-            say(fit(auto_preview(question.preview), width()))
+            say(fit(auto_preview(question.preview, self.explain), width()))
             self.shown = True
         return click.confirm(question.text, default=question.default, err=True)
 
@@ -364,12 +365,15 @@ class _Confirmer:
 @override_option
 @click.option("--recalibrate", is_flag=True, help="Ignore a stored calibration.")
 @click.option("--no-verify", is_flag=True, help="Skip the real-git check after writing.")
+@click.option("--explain", "-v", is_flag=True,
+              help="Show the whole recommendation (every key and why), the findings and "
+                   "the diff, not only the summary.")
 @click.option("--format-changes", is_flag=True,
               help="Also write, at global or system scope, values that change the index's "
                    "format (other tools may not read it); --yes alone never does.")
 @json_option
 def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
-         recalibrate, no_verify, format_changes, as_json):
+         recalibrate, no_verify, explain, format_changes, as_json):
     """Probe, calibrate, recommend, write the config safely and verify the gain.
 
     It shows the recommendation and the diff, then asks (global and system scopes
@@ -396,13 +400,14 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
                               runs=runs, dry_run=dry_run, override=override,
                               recalibrate=recalibrate, verify=not no_verify,
                               format_changes=format_changes)
-        confirm = _Confirmer(yes, as_json, before_asking=close)
+        confirm = _Confirmer(yes, as_json, before_asking=close, explain=explain)
         result = run_auto(repo, options, confirm, update,
                           say=lambda m: chatter(f"git-tune: {m}"))
     finally:
         close()
     emit(result, as_json, lambda r: "\n".join(
-        [auto_view(r, preview_shown=confirm.shown), *next_steps(r, demo=demo)]), "auto")
+        [auto_view(r, preview_shown=confirm.shown, explain=explain),
+         *next_steps(r, demo=demo)]), "auto")
 
 
 @cli.command()

@@ -268,8 +268,52 @@ def show_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def auto_preview(r: dict) -> str:
-    """What auto shows before it asks: the recommendation, then the diff it would write."""
+def auto_summary(r: dict) -> str:
+    """What auto shows by default, before it asks and after: what it will write and what
+    each value gained, what it expects, what stays Git's, the risk. Short (a screen at
+    80 columns); `--explain` shows the whole table, the findings and the diff."""
+    from git_tune.models import catalogue
+    rec, p = r["recommendation"], r["plan"]
+    out = [f"git-tune auto: {r['repo']}", f"  git {rec['git_version']}, "
+           f"{rec['storage_class']} storage, workload {rec['workload']}"
+           + ("; a stored calibration reused (--recalibrate redoes it)"
+              if r["calibration_reused"] else "")]
+    out += _warnings(rec.get("notes", ()))
+    keys = {k["key"]: k for k in rec["keys"]}
+    written = {**p["settings"], **{k: v for block in p["per_repo"].values()
+                                   for k, v in block.items()}}
+    if p["changes"] and written:
+        out += ["", f"writes to {p['scope']['include_file']}:"]
+        width = max(len(f"{k} = {v}") for k, v in written.items())
+        for k, v in sorted(written.items()):
+            g = (keys.get(k) or {}).get("gain")
+            gain = f"{g['speedup']:.2f}x on {g['workload']}" if g else "kept as it was"
+            out.append(f"  {f'{k} = {v}':<{width}}  {gain}")
+    for k in p.get("kept", ()):
+        out.append(f"  kept: {k['key']} = {k['value']} (yours; --override replaces it)")
+    if p.get("removed"):
+        out.append("  removes: " + ", ".join(f"{k}={v}" for k, v in sorted(p["removed"].items())))
+    exp = ", ".join(f"{w} {s:.2f}x" for w, s in sorted(rec["expected"].items()))
+    if exp:
+        out.append(f"expected: {exp}; weighted for {rec['workload']}: "
+                   f"{rec['weighted_speedup']:.2f}x")
+    default = [k["key"] for k in rec["keys"] if k["status"] != "set"]
+    if default:
+        out.append(f"Git's defaults stay for {len(default)} keys (--explain says why)")
+    short = [n for n in rec.get("notes", ()) if n.startswith("the budget ended")]
+    out += short
+    risky = [catalogue.lookup(k) for k in written if catalogue.lookup(k).changes]
+    out.append("risk: " + ("; ".join(f"{k.name} changes {k.changes}" for k in risky) if risky
+                           else "speed only: no value changes a file format or what git "
+                                "notices"))
+    return "\n".join(out)
+
+
+def auto_preview(r: dict, explain: bool = False) -> str:
+    """What auto shows before it asks: the summary, or with `explain` the recommendation
+    and the diff it would write."""
+    if not explain:
+        return auto_summary(r)
     out = [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"]:
         out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
@@ -295,7 +339,13 @@ def next_steps(r: dict, demo: bool = False) -> list:
     return steps
 
 
-def auto_view(r: dict, preview_shown: bool = False) -> str:
+def auto_view(r: dict, preview_shown: bool = False, explain: bool = False) -> str:
+    if not preview_shown and not explain:
+        out = [auto_summary(r)]
+        if r["written"]:
+            out.append(r["written"]["message"] + (f" (backup: {r['written']['backup']})"
+                                                  if r["written"]["backup"] else ""))
+        return "\n".join(out + _auto_tail(r, with_message=not r["written"]))
     out = [] if preview_shown else [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"] and not preview_shown:
         out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
@@ -303,17 +353,25 @@ def auto_view(r: dict, preview_shown: bool = False) -> str:
         out.append(write_view({"plan": dict(r["plan"], diff="", conflicts=[]),
                                "written": r["written"], "dry_run": False}, footer=False))
     elif not preview_shown:
-        out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": r["dry_run"]},
+        out.append(write_view({"plan": r["plan"], "written": r["written"], "dry_run": False},
                               footer=False) if r["plan"]["changes"] else "")
+    return "\n".join(l for l in out if l is not None) + "\n" + "\n".join(_auto_tail(r))
+
+
+def _auto_tail(r: dict, with_message: bool = True) -> list:
+    """auto's last lines: index rewrites, what was held back, the verification, the
+    message, how to see and undo a write that stands."""
+    out = []
     if r.get("index"):
         out.append(r["index"])
     out += list((r.get("held_back") or {}).values())
     if r.get("verify"):
         out += ["", verify_view(r["verify"])] + slower_after_write(r["verify"])
-    out.append(r["message"])
+    if with_message or r.get("taken_back"):
+        out.append(r["message"])
     if r["written"] and not r.get("taken_back"):   # a write's last lines: see it, undo it
         out += after_write(r["written"]["scope"])
-    return "\n".join(l for l in out if l is not None)
+    return [l for l in out if l is not None]
 
 
 def apply_view(r: dict, show_diff: bool) -> str:

@@ -80,12 +80,12 @@ def test_auto_shows_before_it_asks_and_wide_scopes_default_to_no(toy_env):
     assert rc == 0, out
     prompt = before.rstrip().splitlines()[-1]
     assert "every repository of this user" in prompt and "[y/N]" in prompt, prompt
-    assert "toy.knob" in before and "+++" in before, before       # table and diff first
-    assert "not written: declined" in out
+    assert "toy.knob = true" in before and "risk:" in before, before   # the summary first
+    assert "+++" not in before and "not written: declined" in out
     assert not (env.get("HOME") and os.path.exists(
         os.path.join(os.environ["XDG_CONFIG_HOME"], "git-tune", "global.gitconfig")))
 
-    out, before, rc = on_pty(args + ["--scope", "local"], env, b"y\r")
+    out, before, rc = on_pty(args + ["--scope", "local", "--explain"], env, b"y\r")
     assert rc == 0, out
     assert "this repository only" in before.splitlines()[-1] and "[Y/n]" in before
     last = out.rstrip().splitlines()[-2:]
@@ -302,3 +302,20 @@ def test_five_runs_beside_a_steady_cpu_hog_agree(toy_env):
             for r in runs]
     assert all(len(s) == 1 and "the host was busy" in s[0] for s in said), said
     assert (repo / ".git" / "config").read_bytes() == before
+
+
+def test_auto_fits_a_screen_at_80_columns_unless_asked_to_explain(toy_env):
+    """By default auto says what it will write, the gain, the risk and the question in
+    about a screen; --explain adds every key's reason, the findings and the diff."""
+    repo, env = toy_env
+    env = dict(env, COLUMNS="80")
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
+            "--scope", "local", "--dry-run"]
+    short = subprocess.run(args, env=env, capture_output=True, text=True)
+    assert short.returncode == 0, short.stderr
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 30 and max(map(len, lines)) <= 80, short.stdout
+    assert any(line.strip().startswith("toy.knob = true") for line in lines)
+    assert any(line.startswith("risk:") for line in lines) and "+++" not in short.stdout
+    full = subprocess.run(args + ["--explain"], env=env, capture_output=True, text=True)
+    assert full.returncode == 0 and "+++" in full.stdout and "why" in full.stdout
