@@ -520,14 +520,22 @@ def agent_report_view(r: dict) -> str:
     from git_tune.output import table
     if not r["latencies"]:
         return "no commands recorded yet (git-tune agent status)"
-    rows = [(l["repo"], l["command"], _values(l["values"]), l["runs"],
-             f"{seconds(l['median'])} [{seconds(l['median_low'])}-{seconds(l['median_high'])}]",
-             seconds(l["p90"]), l["rehashed"],
-             ", ".join(f"{k} {v:.0%}" for k, v in sorted(l["regions"].items(),
-                                                         key=lambda kv: -kv[1])[:3]))
-            for l in r["latencies"]]
-    out = [table(("repository", "command", "values in force", "runs", "median [95%]", "p90",
-                  "rehashed", "where the time went"), rows, "lllrrrrl")]
+    out = []
+    for repo in sorted({l["repo"] for l in r["latencies"]}):
+        mine = [l for l in r["latencies"] if l["repo"] == repo]
+        rows = [(l["command"], l["runs"],
+                 f"{seconds(l['median'])} [{seconds(l['median_low'])}-"
+                 f"{seconds(l['median_high'])}]", seconds(l["p90"]), l["rehashed"],
+                 _values(l["values"])) for l in mine]
+        out += [f"{repo}:", table(("command", "runs", "median [95%]", "p90", "rehashed",
+                                   "values in force"), rows, "lrrrrl"), ""]
+        went = [f"{l['command']}: " + ", ".join(
+                    f"{k} {v:.0%}" for k, v in sorted(l["regions"].items(),
+                                                      key=lambda kv: -kv[1])[:3])
+                for l in mine if l["regions"]]
+        if went:
+            out += ["where the time went: " + "; ".join(dict.fromkeys(went)), ""]
+    out = ["\n".join(out).rstrip()]
     for c in r["changes"]:
         out.append(f"\n{c['command']} in {c['repo']}: {c['speedup']:.2f}x "
                    f"({c['low']:.2f}-{c['high']:.2f}, {c['runs_before']} runs before, "

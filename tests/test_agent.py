@@ -349,3 +349,18 @@ def test_argument_values_never_outlive_the_collectors_next_step(tmp_path, agent_
     got = switch.collect()
     assert got.discarded and spool.discards()
     assert "spool full" in cli("agent", "status").stdout
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_the_report_fits_the_terminal(tmp_path, agent_off, columns):
+    repo = make_repo(tmp_path / "a-repository-with-a-rather-long-name-to-show-in-the-report")
+    cli("agent", "enable", "--repo", str(repo))
+    collector.stop()
+    for args in (["status"], ["status", "-uno"], ["diff", "--stat"]):
+        git_out(repo, *args)
+    switch.collect()
+    proc = subprocess.run(["git-tune", "agent", "report"], capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS=str(columns)))
+    assert proc.returncode == 0, proc.stderr
+    assert "status" in proc.stdout and max(map(len, proc.stdout.splitlines())) <= columns, \
+        proc.stdout
