@@ -197,7 +197,8 @@ def write_view(r: dict, footer: bool = True) -> str:
     return "\n".join(out)
 
 
-def verify_view(r: dict) -> str:
+def verify_view(r: dict, regions: bool = True) -> str:
+    """The verification's table; with `regions`, where the time went by trace2 region."""
     from git_tune.output import table
     rows = []
     for w in r["workloads"]:
@@ -222,7 +223,7 @@ def verify_view(r: dict) -> str:
                 b, a = w["phases_before"].get(k), w["phases_after"].get(k)
                 fmt = (lambda x: "-" if x is None else str(int(x))) if k.startswith("children/") else seconds
                 phase_rows.append((w["name"], k, fmt(b), fmt(a)))
-    if phase_rows:
+    if phase_rows and regions:
         out += ["", "Where the time went (trace2, one traced run a side):",
                 table(("workload", "region", "before", "after"), phase_rows, "llrr")]
     out += [f"note: {n}" for n in r["notes"] if not n.startswith("unreliable:")]
@@ -345,7 +346,7 @@ def auto_view(r: dict, preview_shown: bool = False, explain: bool = False) -> st
         if r["written"]:
             out.append(r["written"]["message"] + (f" (backup: {r['written']['backup']})"
                                                   if r["written"]["backup"] else ""))
-        return "\n".join(out + _auto_tail(r, with_message=not r["written"]))
+        return "\n".join(out + _auto_tail(r, with_message=not r["written"], explain=False))
     out = [] if preview_shown else [recommend_view(r["recommendation"]), ""]
     if r["calibration_reused"] and not preview_shown:
         out.append("(reused a fresh calibration of this host and repository; --recalibrate to redo it)")
@@ -358,7 +359,7 @@ def auto_view(r: dict, preview_shown: bool = False, explain: bool = False) -> st
     return "\n".join(l for l in out if l is not None) + "\n" + "\n".join(_auto_tail(r))
 
 
-def _auto_tail(r: dict, with_message: bool = True) -> list:
+def _auto_tail(r: dict, with_message: bool = True, explain: bool = True) -> list:
     """auto's last lines: index rewrites, what was held back, the verification, the
     message, how to see and undo a write that stands."""
     out = []
@@ -366,7 +367,7 @@ def _auto_tail(r: dict, with_message: bool = True) -> list:
         out.append(r["index"])
     out += list((r.get("held_back") or {}).values())
     if r.get("verify"):
-        out += ["", verify_view(r["verify"])] + slower_after_write(r["verify"])
+        out += ["", verify_view(r["verify"], regions=explain)] + slower_after_write(r["verify"])
     if with_message or r.get("taken_back"):
         out.append(r["message"])
     if r["written"] and not r.get("taken_back"):   # a write's last lines: see it, undo it
