@@ -57,6 +57,7 @@ class Key:
     # Who may not read what git writes under a value (the index's format): such a value
     # needs its own yes, and a gain worth it (advice.FORMAT_CHANGE_MIN_SAVING).
     readers: str = ""
+    starts_process: bool = False      # a value takes effect through a process git starts
     # The value that takes back what the key's other values left, where Git's default
     # keeps it (core.untrackedCache: "keep" leaves an extension git added; false removes
     # it at the next index write). Empty: unsetting the key takes everything back.
@@ -171,6 +172,7 @@ def _keys(raw: dict) -> Dict[str, Key]:
             per_repository=bool(k.get("per_repository", False)),
             changes=" ".join(str(k.get("changes", "")).split()),
             readers=" ".join(str(k.get("readers", "")).split()),
+            starts_process=bool(k.get("starts_process", False)),
             reverts_with=str(k.get("reverts_with", "")),
             workload=_workload(k["workload"]) if "workload" in k else None)
     return keys

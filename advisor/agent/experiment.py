@@ -278,12 +278,15 @@ def start(scope: str, key_name: str, candidate: str, repo: Optional[str] = None,
 def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
            yes: bool = False) -> Experiment:
     key = catalogue.lookup(key_name)
-    if key.needs_index_rewrite or key.per_repository:
+    if key.needs_index_rewrite or key.starts_process:
         raise UsageError(f"{key.name} changes {key.changes or 'more than speed'}, and its "
                          "values take effect only through " +
                          ("`git update-index`" if key.needs_index_rewrite else
                           "a process started per repository") +
                          ": the agent does not experiment on it")
+    if key.per_repository and scope != "local":
+        raise UsageError(f"{key.name} belongs to one repository: experiment on it with "
+                         "--scope local")
     if key.changes and not yes:
         raise UsageError(f"{key.name} changes {key.changes}: the agent experiments on it "
                          "only with your yes (--yes), and never on its own")

@@ -9,6 +9,8 @@ commands in a row is a storm:
 - the index was never written (every command read-only: --no-optional-locks from an
   editor or a prompt, a read-only index): one refresh that writes it ends it.
 """
+import os
+import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -47,10 +49,11 @@ def _storm(repo: str, run: Sequence[Command]) -> Storm:
     med = lambda xs: float(np.median(xs)) if xs else 0.0  # noqa: E731
     if written:
         cause = "unstable stat data"
-        fix = ("the file system reports new stat data for unchanged files every time; "
-               "`git-tune probe` names the fields that change, and core.trustctime=false "
-               "(ctime alone) or core.checkStat=minimal (inode, device, owner) stops the "
-               "re-reads: `git-tune recommend` trials them with real git")
+        fix = ("the index was written back between them and git still re-read the tree: "
+               "the stat data this work tree shows keep changing (a mount that rewrites "
+               "them, or a second view of it: another OS's git, a container) and "
+               "core.checkStat=minimal (or core.trustctime=false for ctime alone) stops "
+               "the re-reads; try it on your own commands: " + experiment_command(repo))
     else:
         cause = "index not written back"
         fix = ("these commands never write the index back (read-only: an editor's or a "
@@ -61,6 +64,31 @@ def _storm(repo: str, run: Sequence[Command]) -> Storm:
                  int(med([c.counts.get("rehashed", 0) for c in run])),
                  med([c.elapsed or 0.0 for c in run]),
                  med([c.regions.get("refresh", 0.0) for c in run]), written, cause, fix)
+
+
+def experiment_command(repo: str) -> str:
+    """What to type to settle a storm of unstable stat data on the user's own commands
+    (the key changes what git notices: only with their yes)."""
+    return f"git-tune agent experiment core.checkStat=minimal --yes --repo {shlex.quote(repo)}"
+
+
+def recurring(repo: str) -> Optional[Storm]:
+    """The storm of unstable stat data the agent has recorded in the work tree `repo`
+    (its latest run of commands, each re-reading most entries though the index was
+    written back between them), None where there is none or the agent records nothing.
+    Never makes the agent's directory."""
+    from git_tune import ownpaths
+    from git_tune.advisor.agent import store
+    from git_tune.errors import UnsafeState
+    try:
+        if not os.path.isdir(os.path.join(ownpaths.state_dir(create=False), "agent")):
+            return None
+        records = store.records()
+    except (UnsafeState, OSError):
+        return None
+    real = os.path.realpath(repo)
+    mine = [c for c in records if c.repo and os.path.realpath(c.repo) == real]
+    return next((s for s in storms(mine) if s.index_written), None)
 
 
 def storms(records: Sequence[Command]) -> List[Storm]:

@@ -18,6 +18,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import FrozenSet, List, Optional, Tuple
 
+from git_tune.advisor.agent import storm as storm_mod
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench
@@ -98,13 +99,17 @@ class StatKey(registry.Tuner):
         # Unknown (None) keeps the key in its place where the probe found a storm;
         # nothing is at stake where the stat data matches.
         fields = _fields(bench)
-        return None if fields and self.narrowest(fields) else 0.0
+        if fields and self.narrowest(fields) or storm_mod.recurring(bench.repo.worktree):
+            return None
+        return 0.0
 
     def trial(self, key, bench: Bench) -> Trial:
         fields = _fields(bench)
+        seen = self._seen_by_the_agent(key, bench)
         if not fields:
-            return Trial.not_run(key.name, "the index's stat data match the files (probe's "
-                                 "sample): git re-reads nothing for this key to save")
+            return seen or Trial.not_run(key.name, "the index's stat data match the files "
+                                         "(probe's sample): git re-reads nothing for this "
+                                         "key to save")
         if not self.narrowest(fields):
             return Trial.not_run(key.name, f"the fields that differ ({', '.join(fields)}) "
                                  "are for the other stat-data key", fields=list(fields))
@@ -116,14 +121,37 @@ class StatKey(registry.Tuner):
         facts = TrialFacts(list(fields), self.value, entries, reread)
         if entries is not None and reread <= SETTLED_SHARE * entries:
             # Counted, not timed: a timing of two statuses that do the same work would
-            # decide on noise.
-            return Trial.not_run(key.name, f"after one `git status` wrote the index back, "
+            # decide on noise. Unless the user's own commands show the re-reads coming
+            # back: this view settled, another one unsettles it again.
+            return seen or Trial.not_run(key.name, f"after one `git status` wrote the index back, "
                                  f"git re-read {reread} of {entries} entries: the mismatch "
                                  "was once (a copy, a restore), and that refresh ended it",
                                  **asdict(facts))
         c = bench.ab("status", default, candidate, lambda: run_default(default),
                      lambda: run_candidate(candidate), warm_default=warm)
         return Trial(key.name, (c,), asdict(facts))
+
+    def _seen_by_the_agent(self, key, bench: Bench) -> Optional[Trial]:
+        """Where the agent recorded the user's own commands in this work tree re-reading
+        most of it again and again though the index was written back between them, the
+        one refresh a trial can make here proves nothing (a second view of the tree, with
+        other stat data, unsettles it again): the evidence, and exactly what to type to
+        settle it on those commands. None where the agent saw no such storm."""
+        storm = storm_mod.recurring(bench.repo.worktree)
+        if storm is None:
+            return None
+        if self.tolerates != TUNERS["core.checkStat"].tolerates:
+            return Trial.not_run(key.name, "the agent's evidence of recurring re-reads points "
+                                 "at core.checkStat (which stat fields differ between the "
+                                 "views is not known)")
+        return Trial.not_run(key.name, f"the agent saw {storm.commands} commands in a row "
+                             f"re-read ~{storm.rehashed} of {storm.entries} entries though "
+                             "the index was written back between them: this work tree is "
+                             "also used through a view with other stat data, which one "
+                             "refresh here cannot show; try it on your own commands: "
+                             + storm_mod.experiment_command(bench.repo.worktree),
+                             agent_commands=storm.commands, entries=storm.entries,
+                             reread=storm.rehashed)
 
     def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
         t = advice.trial_of(key, cal)
