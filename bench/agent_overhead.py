@@ -81,9 +81,12 @@ class Listener:
 
 
 def drain(spool_dir: str):
-    """The disk spool emptied after every run, as a collector would within a second."""
-    from git_tune.advisor.agent import spool
-    return lambda: spool.clear(spool_dir)
+    """The disk spool emptied after every run, as a collector would within a second
+    (the bench's own directory: spool.clear() removes only from git-tune's own places)."""
+    def clear() -> None:
+        for name in os.listdir(spool_dir):
+            os.unlink(os.path.join(spool_dir, name))
+    return clear
 
 
 def status_run(repo: str, global_config: str, after=None):
@@ -131,7 +134,11 @@ def soak(repo: str, agent: str, commands: int) -> dict:
 def main():
     p = parser(__doc__)
     p.add_argument("--commands", type=int, default=None, help="commands in the soak")
+    p.add_argument("--beds", default=",".join(BEDS),
+                   help="comma-separated beds to run (the others' rows are kept from the "
+                        "last run)")
     args = p.parse_args()
+    beds = tuple(b for b in args.beds.split(",") if b)
     files = 1000 if args.tiny else 10000
     repeat = args.repeat or (5 if args.tiny else 30)
     commands = args.commands or (200 if args.tiny else 10000)
@@ -157,7 +164,7 @@ def main():
                 ("af_unix socket", "reading", variant(home, "socket", f"af_unix:stream:{sock}"),
                  None),
                 ("/dev/null (git's floor)", "-", variant(home, "null", "/dev/null"), None))
-        for kind in BEDS:
+        for kind in beds:
             try:
                 with storage(kind, bed_latency(args.tiny)) as mnt:
                     repo = repo_on(kind, mnt, files)
@@ -200,7 +207,9 @@ def main():
            rows, data, args.tiny,
            notes + ["overhead: the median paired ratio less 1, with its bootstrap interval; "
                     "'stopped' is git with the routing on and nothing reading the spool; "
-                    "'drained': the bench empties the disk spool after each run"])
+                    "'drained': the bench empties the disk spool after each run; trace2 "
+                    f"nesting {switch.trace2_settings('x')['trace2.eventnesting']}, as "
+                    "`agent enable` writes it"])
 
 
 if __name__ == "__main__":

@@ -364,3 +364,52 @@ def test_a_slot_holds_both_directions_of_a_back_and_forth_alike():
     costs = {experiment._cost(day[i:i + experiment.SLOT_COMMANDS])
              for i in range(0, len(day), experiment.SLOT_COMMANDS)}
     assert len(costs) == 1, costs
+
+
+def _records(repo, value, seconds, start, n=experiment.SLOT_COMMANDS, command="checkout"):
+    """n of the user's commands as the agent records them, run with `value` in force."""
+    return [Command(f"s{start + i}", command, (), str(repo), "2.47", seconds, 0, None, {},
+                    {"entries": 100}, {"checkout.workers": value}, start + i)
+            for i in range(n)]
+
+
+def _run_slots(repo, costs):
+    """Step the running experiment through slots whose commands cost as `costs` says
+    (arm -> seconds, or a callable of the slot's number), until it decides."""
+    import time as _time
+    t, records, done = _time.time() + 10, [], None
+    for slot in range(40):
+        exp = experiment.load()
+        cost = costs[exp.arm]
+        records += _records(repo, exp.value(), cost(slot) if callable(cost) else cost, t)
+        t += 100
+        done = experiment.step(records)
+        if done and "decided" in done:
+            return done, slot
+    return done, None
+
+
+def test_a_winner_is_re_tested_for_one_more_pair_before_it_is_final(watched):
+    experiment.start("global", "checkout.workers", "4")
+    done, slot = _run_slots(watched, {"approved": 2.0, "candidate": 1.0})
+    assert done["decided"] == "candidate" and "again in one more pair" in done["why"]
+    assert slot == 7                        # clearly faster at 3 pairs, kept at the 4th
+    assert "re-testing" in cli("agent", "log").stdout
+
+
+def test_a_winner_that_does_not_hold_in_the_re_test_is_dropped(watched):
+    experiment.start("global", "checkout.workers", "4")
+    done, slot = _run_slots(watched, {"approved": 2.0,
+                                      "candidate": lambda s: 1.0 if s < 6 else 3.0})
+    assert done["decided"] == "approved" and "not in the one more pair" in done["why"]
+    assert value_in_force(watched) == "2"
+
+
+def test_slots_are_compared_class_by_class():
+    """A slot of statuses against one of switches is not a comparison: the pair is
+    compared on the classes both slots hold."""
+    a = experiment.Slot("approved", 1.0, 6, {"status": 1.0, "checkout": 4.0})
+    b = experiment.Slot("candidate", 3.0, 6, {"status": 1.0, "checkout": 2.0})
+    assert experiment._like_with_like(a, b) == pytest.approx((2.0, 2 ** 0.5))
+    c = experiment.Slot("candidate", 3.0, 6, {"checkout": 3.0})
+    assert experiment._like_with_like(a, c) == pytest.approx((4.0, 3.0))

@@ -66,7 +66,7 @@ def test_a_storm_across_two_views_is_flagged_and_settled(two_views):
     exp = experiment.start("local", "core.checkStat", "minimal", str(a), yes=True)
     assert exp.candidate == "minimal"
     decided = None
-    for _ in range(40):
+    for _ in range(90):
         status(b, git_dir)
         status(a, git_dir)
         switch.collect()

@@ -22,11 +22,12 @@ left alone; `agent disable` (or `experiment stop`) puts the include file and git
 record back byte for byte. Every start, switch and decision is logged (agent log).
 """
 import json
+import math
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from git_tune import git, ownpaths, strictjson
 from git_tune.advisor.agent import retune, store
@@ -60,6 +61,9 @@ class Slot:
     arm: str
     cost: float             # median seconds per index entry of its commands
     commands: int
+    # Per command name, the median seconds per index entry: a pair of slots is compared
+    # on the classes both hold (a status against a status), not on one pooled median.
+    costs: Dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,9 @@ class Experiment:
     # The approved value is in force from a wider scope git-tune wrote (its global
     # include): in this scope the approved arm leaves the key unset.
     inherited: bool = False
+    # The pairs there were when the candidate first won: it is kept only if it wins the
+    # next pair too (a winner re-tested before it is final). None: not yet won.
+    confirming: Optional[int] = None
 
     def value(self, arm: Optional[str] = None) -> Optional[str]:
         """The value in force in the repository during the arm's slots."""
@@ -141,13 +148,20 @@ def _parse(raw) -> Experiment:
             and isinstance(slots, list)
             and all(isinstance(x, dict) and x.get("arm") in (APPROVED, CANDIDATE)
                     and strictjson.finite(x.get("cost")) and strictjson.finite(x.get("commands"))
-                    for x in slots)):
+                    and isinstance(x.get("costs", {}), dict)
+                    and all(_text(k) and strictjson.finite(v)
+                            for k, v in x.get("costs", {}).items())
+                    for x in slots)
+            and (raw.get("confirming") is None or strictjson.finite(raw["confirming"]))):
         raise ValueError("not an experiment record")
     return Experiment(raw["scope"], raw["repo"], raw["key"], raw["approved"], raw["candidate"],
                       tuple(raw["classes"]), raw["arm"], float(raw["since"]),
-                      tuple(Slot(x["arm"], float(x["cost"]), int(x["commands"])) for x in slots),
+                      tuple(Slot(x["arm"], float(x["cost"]), int(x["commands"]),
+                                 {k: float(v) for k, v in x.get("costs", {}).items()})
+                            for x in slots),
                       raw.get("include_bytes"), raw.get("entry"), raw.get("reverts_with"),
-                      raw.get("wrote"), raw.get("inherited") is True)
+                      raw.get("wrote"), raw.get("inherited") is True,
+                      None if raw.get("confirming") is None else int(raw["confirming"]))
 
 
 def _save(exp: Optional[Experiment]) -> None:
@@ -487,13 +501,33 @@ def _cost(commands: Sequence[Command]) -> float:
                              for c in commands if c.elapsed)
 
 
+def _slot(arm: str, commands: Sequence[Command]) -> Slot:
+    by_class: Dict[str, List[Command]] = {}
+    for c in commands:
+        by_class.setdefault(c.command, []).append(c)
+    return Slot(arm, _cost(commands), len(commands),
+                {name: _cost(group) for name, group in sorted(by_class.items())})
+
+
+def _like_with_like(x: Slot, y: Slot) -> Tuple[float, float]:
+    """Two slots' costs on the command classes both hold: the geometric mean of each
+    class's median (a slot of statuses and one of switches are not compared as one
+    pooled number); the pooled medians where they share none."""
+    shared = sorted(set(x.costs) & set(y.costs))
+    if not shared or any(x.costs[c] <= 0 or y.costs[c] <= 0 for c in shared):
+        return x.cost, y.cost
+    mean = lambda s: math.exp(sum(math.log(s.costs[c]) for c in shared) / len(shared))  # noqa: E731
+    return mean(x), mean(y)
+
+
 def pairs(exp: Experiment) -> Tuple[List[float], List[float]]:
-    """(approved, candidate) costs of adjacent slot pairs."""
+    """(approved, candidate) costs of adjacent slot pairs, like with like."""
     a, b = [], []
     for first, second in zip(exp.slots[::2], exp.slots[1::2]):
         x, y = (first, second) if first.arm == APPROVED else (second, first)
-        a.append(x.cost)
-        b.append(y.cost)
+        ca, cb = _like_with_like(x, y)
+        a.append(ca)
+        b.append(cb)
     return a, b
 
 
@@ -650,9 +684,21 @@ def _step(records: Sequence[Command]) -> Optional[dict]:
     mine = _watched(exp, records)
     if len(mine) < SLOT_COMMANDS:
         return None
-    exp = replace(exp, slots=exp.slots + (Slot(exp.arm, _cost(mine), len(mine)),))
-    verdict = _verdict(exp)
-    if verdict is not None:
+    exp = replace(exp, slots=exp.slots + (_slot(exp.arm, mine),))
+    a, b = pairs(exp)
+    if exp.confirming is not None and len(b) > exp.confirming:
+        # The re-test: the winner kept only where it won this next pair as well.
+        if b[-1] < a[-1]:
+            return _finish(exp, CANDIDATE, f"faster, and again in one more pair of slots "
+                                           f"({len(b)} pairs)")
+        return _finish(exp, APPROVED, "faster at first, but not in the one more pair of slots "
+                                      f"it was re-tested on ({len(b)} pairs)")
+    verdict = _verdict(exp) if exp.confirming is None else None
+    if verdict is not None and verdict[0] == CANDIDATE:
+        exp = replace(exp, confirming=len(b))
+        _log(exp, "re-testing", f"{exp.key}={exp.candidate} {verdict[1]}; re-tested for one "
+             "more pair of slots before it is final")
+    elif verdict is not None:
         return _finish(exp, *verdict)
     other = CANDIDATE if exp.arm == APPROVED else APPROVED
     exp = _write(exp, other)
