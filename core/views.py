@@ -433,6 +433,11 @@ def agent_enable_view(r: dict) -> str:
              f"collector: {'running, pid ' + str(c['pid']) if c['running'] else 'not running'}"]
     if r["written"]:
         lines.append(r["written"]["message"] + " (undo: git-tune agent disable)")
+    unit = r.get("service")
+    if unit:
+        lines.append("systemd user service git-tune-agent.service "
+                     + ("installed: systemd starts the collector at login" if unit["installed"]
+                        else "not installed") + (f"; {unit['note']}" if unit["note"] else ""))
     if not r.get("spool_in_memory", True):
         lines.append(f"note: no private memory file system here ($XDG_RUNTIME_DIR): each "
                      f"command's raw events, arguments included, wait on disk in "

@@ -251,7 +251,7 @@ def test_every_command_from_a_real_hook_with_every_local_variable_leaves_the_rep
     results = json.load(open(out))
     assert len(results) == len(commands)
     for r in results:
-        assert r["rc"] in (0, 2), r
+        assert r["rc"] == 0, r        # a command that refuses early proves nothing here
         assert "Traceback" not in r["stderr"], r
         assert r["changed"] == [], r
     assert git(wt, "show", "--name-only", "--format=", "HEAD").stdout.split() == ["file0"]

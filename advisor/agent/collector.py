@@ -74,7 +74,7 @@ def start() -> CollectorState:
     try:
         proc = subprocess.Popen([sys.executable, "-m", "git_tune", "agent", "run"],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                                start_new_session=True, env=_environ())
+                                start_new_session=True, env=environ())
     finally:
         os.close(log)
     for _ in range(50):                 # until it has written its pid file
@@ -84,7 +84,7 @@ def start() -> CollectorState:
     return running()
 
 
-def _environ() -> dict:
+def environ() -> dict:
     """The collector's environment: no repository of the caller's (hooks export GIT_DIR),
     and no trace2 target of its own."""
     from git_tune import git

@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.agent import collector, drift, experiment, retune, spool, store, storm
+from git_tune.advisor.agent import (collector, drift, experiment, retune, service, spool,
+                                    store, storm)
 from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes
 from git_tune import ownpaths, strictjson
 from git_tune.errors import GitTuneError, UnsafeState, UsageError
@@ -171,8 +172,10 @@ def enable(repo: Optional[str], watch_all: bool) -> dict:
         written = asdict(configwrite.apply(plan, prov)) \
             if plan.changes else None
         _save(state)
-        started = collector.start()
+        unit = service.install(collector.environ()) if service.available() else None
+        started = collector.start()     # where the unit started it already: the same one
     return {"state": asdict(state), "written": written, "collector": asdict(started),
+            "service": asdict(unit) if unit else None,
             "env_overrides": _env_overrides(), "spool_in_memory": spool.in_memory(where),
             "spool_max_files": spool.max_files(where), "git_version":
                 catalogue.format_version(version)}
@@ -189,7 +192,8 @@ def disable(forget: bool) -> dict:
     with `forget` the records too). Each step runs even where one before it failed; the
     failures are said."""
     problems: List[str] = []
-    stopped = collector.stop()
+    removed_unit = service.remove()
+    stopped = collector.stop() or removed_unit
     try:
         experiment.stop()
     except GitTuneError as e:
