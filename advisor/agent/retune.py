@@ -19,7 +19,7 @@ from git_tune.advisor.agent import drift as drift_mod, store
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.measure import calibrate as cal
 from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, show
+from git_tune.advisor.write import configwrite, journal, show
 from git_tune.errors import UnsafeState
 from git_tune.models import catalogue
 
@@ -126,8 +126,12 @@ def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     plan = configwrite.plan(entry.scope, settings, prov, cwd=entry.repo, per_repo=entry.per_repo,
                             writer=configwrite.RETUNE)
     result = configwrite.apply(plan, prov, cwd=entry.repo)
+    if not result.written:
+        # Nothing to change (the values stand, or are the user's to change): measured
+        # with this git, host and repository all the same, so the drift has ended.
+        journal.restamp(entry.scope, asdict(prov))
     out = {**base, "retuned": True, "measured_with": record.git_version,
-           "before": entry.settings, "after": settings, "asks": asks,
+           "before": entry.settings, "after": plan.settings, "asks": asks,
            "written": result.written, "message": result.message,
            "evidence": {k.key: asdict(k.gain) if k.gain else None for k in rec.keys
                         if k.key in settings or k.key in entry.settings},

@@ -124,6 +124,16 @@ def entry(state: Dict[str, dict], scope: Scope, files: Dict[str, Optional[str]],
             "git_tune_version": __version__, **provenance}
 
 
+def restamp(scope: Scope, provenance: dict) -> None:
+    """Record that the scope's values were measured again with `provenance` (git
+    version, host, repository) and stand as they are: no file changes."""
+    with safefile.lock(scopes.state_dir()):
+        state = load_state()
+        if scope.key in state:
+            state[scope.key] = {**state[scope.key], **provenance, "time": time.time()}
+            save_state(state)
+
+
 def referenced_backups(state: Dict[str, dict]) -> set:
     """Backup directories some state entry still needs (for revert, or as its latest)."""
     keep = {e.get(k) for e in state.values() for k in ("backup", "first_backup")}
