@@ -53,6 +53,9 @@ class AutoOptions:
     # Values that change what other programs read (catalogue `readers`) at a scope wider
     # than one repository: written only with this, or a yes to their own question.
     format_changes: bool = False
+    # Write even where other processes kept the host busy while measuring (a CI runner
+    # that is never idle): the values may flip between runs, and the output says so.
+    even_if_busy: bool = False
 
     def calibration(self) -> Options:
         return Options(budget=self.budget, strategy=self.strategy, runs=self.runs,
@@ -113,8 +116,8 @@ def _not_writing(plan, rec: Recommendation, record, opts: AutoOptions) -> Option
                 if rec.settings() else
                 "nothing to change: no setting beat Git's defaults here") \
             + (f"; {note}" if note else "")
-    return _busy_while_measuring(record) or ("dry run: nothing was written" if opts.dry_run
-                                             else None)
+    busy = None if opts.even_if_busy else _busy_while_measuring(record)
+    return busy or ("dry run: nothing was written" if opts.dry_run else None)
 
 
 def _busy_while_measuring(record) -> Optional[str]:
@@ -128,7 +131,8 @@ def _busy_while_measuring(record) -> Optional[str]:
     return (f"nothing written: the host was busy while measuring (other processes kept "
             f"{others:.1f} of {cpus} CPUs busy), so values could flip from run to run; run "
             "again when it is quieter (git-tune auto --recalibrate), or let the agent "
-            "settle them on your own commands (git-tune agent enable)")
+            "settle them on your own commands (git-tune agent enable); --even-if-busy "
+            "writes anyway")
 
 
 def _format_changes_held_back(settings, scope, opts: AutoOptions, confirm: Confirm) -> dict:

@@ -368,12 +368,15 @@ class _Confirmer:
 @click.option("--explain", "-v", is_flag=True,
               help="Show the whole recommendation (every key and why), the findings and "
                    "the diff, not only the summary.")
+@click.option("--even-if-busy", is_flag=True, envvar="GIT_TUNE_WRITE_WHEN_BUSY",
+              help="Write even where other processes kept the host busy while measuring "
+                   "(a CI runner never idle); the values may flip between runs.")
 @click.option("--format-changes", is_flag=True,
               help="Also write, at global or system scope, values that change the index's "
                    "format (other tools may not read it); --yes alone never does.")
 @json_option
 def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
-         recalibrate, no_verify, explain, format_changes, as_json):
+         recalibrate, no_verify, explain, even_if_busy, format_changes, as_json):
     """Probe, calibrate, recommend, write the config safely and verify the gain.
 
     It shows the recommendation and the diff, then asks (global and system scopes
@@ -399,7 +402,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
         options = AutoOptions(scope=scope, workload=workload, budget=budget, strategy=strategy,
                               runs=runs, dry_run=dry_run, override=override,
                               recalibrate=recalibrate, verify=not no_verify,
-                              format_changes=format_changes)
+                              format_changes=format_changes, even_if_busy=even_if_busy)
         confirm = _Confirmer(yes, as_json, before_asking=close, explain=explain)
         result = run_auto(repo, options, confirm, update,
                           say=lambda m: chatter(f"git-tune: {m}"))

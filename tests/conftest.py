@@ -17,6 +17,9 @@ def _isolate(home, set_env):
     set_env("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     set_env("GIT_CONFIG_NOSYSTEM", "1")
     set_env("GIT_TUNE_AGENT_AUTOSTART", "0")     # tests step the agent by hand
+    # A test's claim is what auto writes, not whether the machine was idle meanwhile;
+    # the busy-host tests unset it (tests/test_terminal.py).
+    set_env("GIT_TUNE_WRITE_WHEN_BUSY", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -118,6 +118,7 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     trusted, why, and what to do. Before that, on this host as it is: said only when the
     host really was busy (checked first, so a loaded CI runner does not fail the test)."""
     repo, env = toy_env
+    env = {k: v for k, v in env.items() if k != "GIT_TUNE_WRITE_WHEN_BUSY"}
     args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
             "--dry-run", "--recalibrate", "--scope", "local"]
     if _busy_fraction() < 0.1:
@@ -287,6 +288,7 @@ def test_five_runs_beside_a_steady_cpu_hog_agree(toy_env):
     """A busy loop on one core, as a build on a laptop: five runs of auto (--yes) all
     write nothing and say why, the same way; the repository's config stays as it was."""
     repo, env = toy_env
+    env = {k: v for k, v in env.items() if k != "GIT_TUNE_WRITE_WHEN_BUSY"}
     before = (repo / ".git" / "config").read_bytes()
     args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "2", "--no-verify",
             "--recalibrate", "--scope", "local", "--yes"]
