@@ -49,6 +49,15 @@ def load(kind: str, key: str, max_age: float) -> Optional[Any]:
     return record.get("value")
 
 
+def forget(kind: str, key: str) -> None:
+    """Drop the record of `key` (nothing where there is none)."""
+    try:
+        os.unlink(os.path.join(_kind_dir(kind, create=False),
+                               hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json"))
+    except (OSError, UnsafeState):
+        pass
+
+
 def save(kind: str, key: str, value: Any) -> Optional[str]:
     try:
         path = os.path.join(_kind_dir(kind), hashlib.sha256(os.fsencode(key)).hexdigest()[:24]

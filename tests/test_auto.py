@@ -192,6 +192,13 @@ def test_auto_local_is_idempotent_and_revertable(home, repo, monkeypatch):
     assert res.exit_code == 0, res.output
     first = json.loads(res.stdout)
     settings = first["plan"]["settings"]
+    if first.get("taken_back"):
+        # Its verify (5 runs a side) read a value slower: taken back, the config as it
+        # was, and the calibration that chose it dropped, so the next run measures again.
+        assert (repo / ".git" / "config").read_bytes() == config_before
+        assert not json.loads(invoke(*args[:-2], "--dry-run", "--json").stdout)[
+            "calibration_reused"]
+        return
     if settings:
         assert first["written"]["written"] is True
         inc = repo / ".git" / "git-tune.gitconfig"

@@ -382,6 +382,12 @@ def _spent(report: ProbeReport, budget: Budget) -> Dict[str, float]:
     return {k: round(v, 2) for k, v in went.items() if round(v, 2)}
 
 
+def forget(report: ProbeReport, workload: str = "mixed") -> None:
+    """Drop the stored calibration: its decisions were contradicted (auto's verify read
+    a value it chose slower), so the next run measures again instead of reusing them."""
+    memo.forget("calibration", cache_key(report, workload))
+
+
 def load_fresh(report: ProbeReport, workload: str = "mixed",
                budget: Optional[float] = None) -> Optional[Calibration]:
     """A stored calibration for this host, repository, git and workload profile, if fresh

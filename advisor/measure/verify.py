@@ -63,6 +63,14 @@ class WorkloadResult:
                 "fails": self.fails, "error": c.error}
 
 
+def slower_names(report: dict) -> List[str]:
+    """The names of the workloads slower beyond noise (or failing) with the values
+    after, in the report's order (slower() says them)."""
+    return [w["name"] for w in report["workloads"]
+            if (w["estimate"] and w["estimate"]["verdict"] == stats.SLOWER)
+            or (not w["estimate"] and w["fails"] == "after")]
+
+
 def slower(report: dict) -> List[str]:
     """The workloads of a verification (its JSON form) slower beyond noise, or failing,
     with the values after: each said as "<command> <speedup>" or "<command> fails"."""
