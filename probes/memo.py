@@ -23,6 +23,12 @@ def _kind_dir(kind: str, create: bool = True) -> str:
     return ownpaths.private_dir(os.path.join(ownpaths.cache_dir(create), kind), create)
 
 
+def _path(kind: str, key: str, create: bool = True) -> str:
+    """The record's file (the key hashed: a path may not be UTF-8)."""
+    return os.path.join(_kind_dir(kind, create),
+                        hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json")
+
+
 def _record(path: str) -> Optional[dict]:
     """A stored record as git-tune wrote it, or None: absent, damaged, or not the user's
     own regular file (a cache another user could write is no cache)."""
@@ -36,8 +42,7 @@ def _record(path: str) -> Optional[dict]:
 
 def load(kind: str, key: str, max_age: float) -> Optional[Any]:
     try:
-        path = os.path.join(_kind_dir(kind, create=False),      # a path may not be UTF-8
-                            hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json")
+        path = _path(kind, key, create=False)
     except UnsafeState:
         return None
     record = _record(path)
@@ -52,16 +57,14 @@ def load(kind: str, key: str, max_age: float) -> Optional[Any]:
 def forget(kind: str, key: str) -> None:
     """Drop the record of `key` (nothing where there is none)."""
     try:
-        os.unlink(os.path.join(_kind_dir(kind, create=False),
-                               hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json"))
+        os.unlink(_path(kind, key, create=False))
     except (OSError, UnsafeState):
         pass
 
 
 def save(kind: str, key: str, value: Any) -> Optional[str]:
     try:
-        path = os.path.join(_kind_dir(kind), hashlib.sha256(os.fsencode(key)).hexdigest()[:24]
-                            + ".json")
+        path = _path(kind, key)
         ownpaths.write_file(path, json.dumps({"key": key, "time": time.time(),
                                               "value": value}).encode())
         return path

@@ -469,31 +469,25 @@ def _where_to_ask(seen) -> List[Tuple[str, str]]:
     return out
 
 
-def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:
-    """The slot's commands: in the repository, of the key's classes, ended since the
-    slot began, run with the arm's value in force, timed to the end (a git killed before
-    its exit has no duration)."""
+def _in_slot(exp: Experiment, records: Sequence[Command]) -> List[Command]:
+    """The commands of the current slot: in the repository, of the key's classes, ended
+    since the slot began, run with the arm's value in force."""
     want = exp.value()
-    out = []
-    for c in records:
-        if c.repo != exp.repo or c.ended <= exp.since or not c.elapsed:
-            continue
-        if exp.classes and c.command not in exp.classes:
-            continue
-        if {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want:
-            out.append(c)
-    return out
+    return [c for c in records
+            if c.repo == exp.repo and c.ended > exp.since
+            and (not exp.classes or c.command in exp.classes)
+            and {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want]
+
+
+def _watched(exp: Experiment, records: Sequence[Command]) -> List[Command]:
+    """The slot's commands timed to the end (a git killed before its exit has no
+    duration)."""
+    return [c for c in _in_slot(exp, records) if c.elapsed]
 
 
 def _failed(exp: Experiment, records: Sequence[Command]) -> Optional[Command]:
     """A command of the slot's that exited non-zero (killed ones included)."""
-    want = exp.value()
-    for c in records:
-        if c.repo == exp.repo and c.ended > exp.since and c.code not in (0, None) \
-                and (not exp.classes or c.command in exp.classes) \
-                and {k.lower(): v for k, v in c.values.items()}.get(exp.key.lower()) == want:
-            return c
-    return None
+    return next((c for c in _in_slot(exp, records) if c.code not in (0, None)), None)
 
 
 def _cost(commands: Sequence[Command]) -> float:
