@@ -1,7 +1,6 @@
-"""Assemble every benchmark's latest full-size table from bench/results/ into one page,
-bench/results/tables.md. bench/README.md holds the same tables with the notes written
-by hand around them (what each run changed, and why), which a page assembled from the
-results alone would drop: a table re-run is copied from its NAME.md into it by hand.
+"""Write bench/README.md: every benchmark's latest full-size table from bench/results/,
+each with the commit and time it ran at and the command that reproduces it. Nothing in
+it is written by hand: how git-tune decides, and why, is in docs/.
 
     python3 bench/collect.py
 """
@@ -14,7 +13,7 @@ from common import RESULTS
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
          "fsmonitor_daemon", "calibrate_speed", "part_fidelity", "untracked_part", "preload_sample", "agent_overhead", "stat_storm",
-         "user_day",
+         "user_day", "generalise",
          "binary"]
 
 HEAD = """# Benchmarks
@@ -31,7 +30,7 @@ tools/setup-system && tools/install --test && source .venv/bin/activate
 bench/run                      # everything, full size (about an hour on 2 cores)
 bench/run status_preload       # one benchmark
 bench/run --tiny               # CI size: each once, to keep them from rotting
-python3 bench/collect.py       # every table alone, from bench/results/, in bench/results/tables.md
+python3 bench/collect.py       # this page, from bench/results/
 ```
 
 Beds (testbeds/): `tmpfs`; `disk` (a directory on the machine's own disk, here a virtio
@@ -59,11 +58,13 @@ def main():
             data = json.load(f)
         machine = machine or data["machine"]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data["time"]))
+        at = data.get("commit") or "a commit not recorded (before results named theirs)"
         with open(os.path.join(RESULTS, f"{name}.md")) as f:
-            parts.append(f.read().rstrip() + f"\n\n_Run {when}: `python3 bench/{name}.py`._\n")
+            parts.append(f.read().rstrip() + f"\n\n_Run {when} at {at}: "
+                         f"`python3 bench/{name}.py`._\n")
     if machine:
         parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
-    with open(os.path.join(RESULTS, "tables.md"), "w") as f:
+    with open(os.path.join(os.path.dirname(RESULTS), "README.md"), "w") as f:
         f.write("\n".join(parts))
 
 

@@ -42,6 +42,17 @@ def machine() -> Dict[str, str]:
             "git": git, "memory_gib": f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f}"}
 
 
+def commit() -> str:
+    """The commit the benchmark ran at ("-dirty" where tracked files differ from it)."""
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if head.returncode:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    return head.stdout.strip() + ("-dirty" if dirty.strip() else "")
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
@@ -81,7 +92,8 @@ def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: 
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json"), "w") as f:
         json.dump({"name": name, "title": title, "tiny": tiny, "machine": machine(),
-                   "time": time.time(), "headers": list(headers), "rows": [list(map(str, r)) for r in rows],
+                   "commit": commit(), "time": time.time(), "headers": list(headers),
+                   "rows": [list(map(str, r)) for r in rows],
                    "data": data, "notes": list(notes)}, f, indent=1, default=str)
     with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.md"), "w") as f:
         f.write(md)

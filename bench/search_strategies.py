@@ -31,7 +31,7 @@ import time
 from common import BedUnavailable, bed_latency, drop_caches, parser, repo_on, report, storage
 
 from git_tune import engine
-from git_tune.advisor.keys import checkout, preload
+from git_tune.advisor.keys import checkout, checkout_sweep, preload
 from git_tune.advisor.measure import budget as plan, search, sweep
 from git_tune.advisor.measure.bench import sample_files
 from git_tune.advisor.measure.record import Options
@@ -93,8 +93,8 @@ def replay(name, dims, seen, budget: float, seed: int, max_evals: int):
         return t
 
     # The checkout sweep seeds its strategy with every octave of worker counts, as
-    # calibrate does (checkout.sweep_strategy); the preload sweep runs it as it is.
-    strategy = (checkout.sweep_strategy(name, dims, seed)
+    # calibrate does (checkout_sweep.sweep_strategy); the preload sweep runs it as it is.
+    strategy = (checkout_sweep.sweep_strategy(name, dims, seed)
                 if [d.name for d in dims] == [checkout.WORKERS] else search.make(name, dims, seed))
     r = sweep.run(strategy, measure, budget, max_evals=max_evals, clock=clock)
     measured = clock.simulated
@@ -142,11 +142,11 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
     """The checkout and preload surfaces of one bed, with their dims and budgets."""
     layout = repo_probe.locate(repo)
     names = repo_probe.tracked_sample(layout, n=10 ** 9)
-    paths, sizes = sample_files(layout.worktree, names, checkout.SAMPLE_FILES)
+    paths, sizes = sample_files(layout.worktree, names, checkout_sweep.SAMPLE_FILES)
     target = os.path.join(layout.git_dir, "bench-co")
     os.makedirs(target, exist_ok=True)
     co_budget = DEFAULT_BUDGET * plan.SWEEP_CHECKOUT
-    paths, sizes = checkout.checkout_batch(target, paths, sizes, co_budget)
+    paths, sizes = checkout_sweep.checkout_batch(target, paths, sizes, co_budget)
     co_dims = checkout_dims(8 if tiny else 32)
     co = measure_surface(co_dims, lambda p: engine.checkout(
         target, paths, sizes, workers=p["checkout.workers"], threshold=0).wall, repeat)

@@ -37,6 +37,7 @@ class Latency:
     negative_timeout: float = 0.0
     unstable_ctime: int = 0      # 1: a new ctime at each call (a rehash storm)
     unstable_ino: int = 0        # 1: a new inode number at each call
+    max_threads: int = 10        # the server's threads at most (libfuse's own default)
 
     def options(self) -> str:
         return ",".join(f"{k}={getattr(self, k)}" for k in self.__dataclass_fields__)

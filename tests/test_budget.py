@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from git_tune.advisor.keys import checkout_trial
 from git_tune import repogen
 from git_tune.advisor.keys import preload, registry
 from git_tune.advisor.measure.bench import MIN_SAMPLE, sample_files
@@ -552,12 +553,11 @@ def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where
     batch's price, which its pathspec inflates, does not keep it from trying. Where the
     budget left cannot hold it, it is not tried at all (its files' removal alone would
     overrun on slow storage), and a part no larger than the batch is not timed either."""
-    from git_tune.advisor.keys import checkout
     from git_tune.advisor.measure import gitbench
     from git_tune.advisor.measure.record import comparison
     b = bench_on(tmp_path, 600, Budget(60))
-    size = checkout._batch_files(b)
-    cand = checkout._candidate(2)
+    size = checkout_trial._batch_files(b)
+    cand = checkout_trial._candidate(2)
 
     def batch(seconds):
         return comparison("checkout", {}, cand, [seconds] * 5, [seconds] * 5,
@@ -565,7 +565,7 @@ def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where
     # Priced within PILOT_SLACK of fitting (a file at 1/4 of the allowance each): tried.
     allowance = b.budget.left() / 2 / (2 * (b.runs + 1))
     dear = size.fixed + size.files * allowance / len(b.names)
-    work, warm = checkout._tree_workload(b, batch(dear), size)
+    work, warm = checkout_trial._tree_workload(b, batch(dear), size)
     assert isinstance(work, gitbench.WholeTreeWrite) and work.paths == b.names
     assert 0 < warm < allowance
     clone = b.ws.clone()
@@ -573,6 +573,6 @@ def test_the_whole_tree_is_written_where_one_run_of_it_fits_and_left_alone_where
     assert git_out(clone, "status", "--porcelain", "-uno") == ""
     # With half a second left, the whole tree is priced far past its allowance.
     b.budget = Budget(60, spent=59.5)
-    assert checkout._tree_workload(b, batch(1.0), size) is None
+    assert checkout_trial._tree_workload(b, batch(1.0), size) is None
     assert all(os.path.exists(os.path.join(clone, p)) for p in b.names)   # not even removed
     assert any("whole-tree write not timed" in n for n in b.notes), b.notes

@@ -9,6 +9,7 @@ from typing import Dict
 
 import pytest
 
+from git_tune.advisor.keys import checkout_trial
 from git_tune.advisor.keys import checkout, registry
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
@@ -180,7 +181,7 @@ def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rn
         def resume(cand, these):
             w = int(cand[checkout.WORKERS])
             return [bench.resume(these[0], run(seconds[1]), run(seconds[w]))]
-        ladder = checkout.Ladder(bench, [w for w in seconds if w > 1], compare, resume)
+        ladder = checkout_trial.Ladder(bench, [w for w in seconds if w > 1], compare, resume)
         ladder.climb()
         return ladder.trial(lambda comparisons: Trial(key.name, comparisons))
     module.trial = trial
@@ -232,7 +233,7 @@ def test_a_gain_within_noise_gets_more_runs_from_what_the_budget_leaves(monkeypa
     # (ab.Runs.extend_share); what that key leaves does.
     bench, used = _calibrate_ladder(12, monkeypatch, noise=0.3, seconds=seconds)
     more = bench.trials["toy.workers"].main
-    assert checkout._within_noise(first), first.estimate
+    assert checkout_trial._within_noise(first), first.estimate
     assert len(more.times_default) > len(first.times_default)
     assert more.times_default[:len(first.times_default)] == first.times_default
     assert "toy.index" in bench.trials and used <= 12 * 1.25

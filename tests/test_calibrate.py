@@ -11,10 +11,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from git_tune.advisor.keys import checkout_trial
 from git_tune.advisor.measure import calibrate as cal_mod
 from git_tune.advisor.decide.advice import NOT_OFFERED
 from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.keys import checkout
+from git_tune.advisor.keys import threshold
 from git_tune.advisor.measure.record import Calibration, Options, Trial, comparison
 from git_tune.cli import cli
 from git_tune.models import catalogue, stats
@@ -88,7 +89,7 @@ def test_calibration_record(calibrated):
     batch = v["checkout.workers"].main.files
     assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == batch
     assert batch <= 400 or v["checkout.workers"].facts.get("part") == batch
-    assert batch >= checkout.PILOT_FILES
+    assert batch >= checkout_trial.PILOT_FILES
     assert all(len(c.times_default) >= (2 if c.stopped else 5) for c in points)
 
 
@@ -105,11 +106,11 @@ def test_threshold_stays_within_the_measured_batches():
     trial = Trial("checkout.thresholdForParallelism", pts, {"workers": 4, "per_worker": 0.0})
     cal = Calibration(**{**recorded.__dict__,
                          "trials": {"checkout.thresholdForParallelism": trial}})
-    t, why, ev = checkout._threshold(cal, 4)
+    t, why, ev = threshold._threshold(cal, 4)
     assert 89 < t <= 189, (t, why)
     assert "189 files 1.50x" in why
     # Raising it above Git's 100 is backed by the batch of 100+ files parallel lost.
-    _threshold_evidence = checkout._threshold_evidence
+    _threshold_evidence = threshold._threshold_evidence
     pts = list(pts)
     assert _threshold_evidence(pts, 150, 100) is None          # no timed batch in [100, 150)
     g = _threshold_evidence(pts + [point(120, 0.040, 0.050)], 150, 100)

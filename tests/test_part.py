@@ -5,6 +5,7 @@ Real git, generated repositories, trace2's own counts."""
 import json
 import os
 
+from git_tune.advisor.keys import checkout_sweep, checkout_trial
 from git_tune import repogen
 from tests.test_never_touch import git
 
@@ -69,7 +70,7 @@ def engine_sweep(engine_seconds, cores):
     return Sweep("grid", (), evals, {checkout.WORKERS: min(engine_seconds,
                                                            key=engine_seconds.get)},
                  min(engine_seconds.values()), 3, 1.0, "done",
-                 asdict(checkout.Facts(files=200, bytes=200 * 4096, cores=cores)))
+                 asdict(checkout_sweep.Facts(files=200, bytes=200 * 4096, cores=cores)))
 
 
 def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None,
@@ -89,7 +90,7 @@ def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None,
     facts = {"next_status": True, "part": 48, "entries": 20000,
              "status_slowdown": {"6": status_slowdown} if status_slowdown else None}
     if statuses:
-        after = checkout._status_after({"1": statuses[0], "6": statuses[1]})
+        after = checkout_trial._status_after({"1": statuses[0], "6": statuses[1]})
         facts.update(status_slowdown={w: e.ratio for w, e in after.items()},
                      status_verdict={w: e.verdict for w, e in after.items()})
     trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
@@ -143,8 +144,8 @@ def test_a_next_status_slower_only_within_its_noise_does_not_hold_the_count_back
     noisy = ([0.20, 0.26, 0.22, 0.30, 0.21, 0.24, 0.33, 0.22], [0.31, 0.22, 0.27, 0.35, 0.28])
     apart = ([0.23, 0.225, 0.235, 0.23, 0.228, 0.232, 0.229, 0.231],
              [0.265, 0.27, 0.26, 0.275, 0.27])
-    slowdown = checkout._status_after(dict(zip(("1", "6"), noisy)))["6"]
-    assert slowdown.ratio > 1 + checkout.KNEE and slowdown.low < 1, slowdown
+    slowdown = checkout_trial._status_after(dict(zip(("1", "6"), noisy)))["6"]
+    assert slowdown.ratio > 1 + checkout_sweep.KNEE and slowdown.low < 1, slowdown
     w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, statuses=noisy), weights)
     assert w == 8 and a.evidence["extrapolated_from"] == 6, a.reason
     w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, statuses=apart), weights)
@@ -213,7 +214,7 @@ def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, m
     """#30: where the engine's ranking chose a count above the part's cap (8 where the
     part timed 6), the threshold's batches are timed at that count; the workers trial has
     no comparison at it to lend them (a budget of 30 s on an NFS-like bed crashed here)."""
-    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.keys import checkout, registry, threshold
     from git_tune.advisor.measure.record import Trial, comparison
     from git_tune.models import catalogue, workloads
     bench = _threshold_bench(tmp_path, monkeypatch, "network")
@@ -228,7 +229,7 @@ def test_the_threshold_is_trialled_at_a_count_chosen_beyond_the_part(tmp_path, m
                            workloads.weights(opts.workload))
     assert w == 8
     trial = registry.entry(checkout.THRESHOLD).trial(bench)
-    assert trial.facts_as(checkout.ThresholdFacts).workers == 8
+    assert trial.facts_as(threshold.ThresholdFacts).workers == 8
     assert trial.comparisons and all(c.candidate[checkout.WORKERS] == "8"
                                      for c in trial.comparisons)
 
@@ -298,7 +299,7 @@ def test_the_threshold_is_timed_again_where_the_budgets_end_moved_the_worker_cou
     the threshold's own step times them again at the new one (batches timed at another
     count say nothing of it, and the threshold was left at Git's default). Where the
     count stands, the step times nothing."""
-    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.keys import checkout, registry, threshold
     from git_tune.advisor.measure.record import Trial, comparison
     from git_tune.models import catalogue, workloads
     bench = _threshold_bench(tmp_path, monkeypatch, "local-ssd")
@@ -314,12 +315,12 @@ def test_the_threshold_is_timed_again_where_the_budgets_end_moved_the_worker_cou
 
     assert workers((2, 0.50), (4, 0.60)) == 2
     first = registry.entry(checkout.THRESHOLD).trial(bench)
-    assert first.facts_as(checkout.ThresholdFacts).workers == 2
+    assert first.facts_as(threshold.ThresholdFacts).workers == 2
     step = bench.sharpen[checkout.THRESHOLD]
     assert step() is None                  # the count stands: nothing timed again
     assert workers((2, 0.50), (4, 0.40)) == 4
     again = bench.sharpen[checkout.THRESHOLD]()
-    assert again.facts_as(checkout.ThresholdFacts).workers == 4
+    assert again.facts_as(threshold.ThresholdFacts).workers == 4
     assert again.comparisons and all(c.candidate[checkout.WORKERS] == "4"
                                      for c in again.comparisons)
     assert any("timed at 4 workers (its batches were timed at 2" in n for n in bench.notes)
@@ -331,7 +332,7 @@ def test_the_threshold_waits_for_a_worker_count_to_be_set(tmp_path, monkeypatch)
     batches are not timed (the threshold does nothing without parallel checkout) and wait
     for the budget's end; where the workers' further runs then set a count, they are
     timed at it."""
-    from git_tune.advisor.keys import checkout, registry
+    from git_tune.advisor.keys import checkout, registry, threshold
     from git_tune.advisor.measure.record import Trial, comparison
     from git_tune.models import catalogue, workloads
     bench = _threshold_bench(tmp_path, monkeypatch, "local-ssd")
@@ -349,7 +350,7 @@ def test_the_threshold_waits_for_a_worker_count_to_be_set(tmp_path, monkeypatch)
     assert bench.sharpen[checkout.THRESHOLD]() is None      # still none set
     assert workers([0.50, 0.51, 0.49, 0.50, 0.50]) == "set"
     timed = bench.sharpen[checkout.THRESHOLD]()
-    assert timed.facts_as(checkout.ThresholdFacts).workers == 2
+    assert timed.facts_as(threshold.ThresholdFacts).workers == 2
     assert timed.comparisons and all(c.candidate[checkout.WORKERS] == "2"
                                      for c in timed.comparisons)
     assert any("were not timed: no count was set" in n for n in bench.notes)

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import List
 
 import pytest
 
@@ -549,3 +550,61 @@ def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entr
     assert _git_tune("revert", "--scope", "local", "--repo", str(repo),
                      env=env).returncode == 0                                   # reverted
     assert (repo / ".git" / "config").read_bytes() == config_before
+
+
+def _budget_arithmetic(path: str) -> List[str]:
+    """Where a module reads or divides the calibration's budget itself: the budget's
+    clock or what is left of it, a named share (budget.py's constants), a Share made,
+    a deadline set, OutOfBudget raised. The planner (advisor/measure/planner.py) owns
+    all of that; a key module asks it."""
+    sites = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        hit = None
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in ("now", "Share", "deadline", "OutOfBudget"):
+                hit = name
+            elif (name == "left" and isinstance(f, ast.Attribute)
+                  and isinstance(f.value, ast.Attribute) and f.value.attr == "budget"):
+                hit = "budget.left"
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "plan" and node.attr.isupper()):
+            hit = f"plan.{node.attr}"
+        elif isinstance(node, ast.Attribute) and node.attr == "end" and \
+                isinstance(node.value, ast.Attribute) and node.value.attr == "budget":
+            hit = "budget.end"
+        if hit:
+            sites.append(f"{os.path.basename(path)}:{node.lineno} {hit}")
+    return sites
+
+
+# Key modules whose budget arithmetic has not moved to the planner yet, and how much is
+# left of it (issue #63): the count may only fall, and a module not named has none.
+NOT_YET_PLANNED = {"checkout_sweep.py": 1, "checkout_trial.py": 15, "preload.py": 5,
+                   "untracked.py": 19}
+
+
+def test_no_key_module_spends_the_budget_itself():
+    """Issue #63: one planner owns the budget. A key module declares what to compare and
+    how to decide; the planner prices, sizes and bounds every run. The modules named in
+    NOT_YET_PLANNED keep at most their remaining sites until they are moved."""
+    over = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "advisor", "keys", "*.py"))):
+        sites = _budget_arithmetic(path)
+        if len(sites) > NOT_YET_PLANNED.get(os.path.basename(path), 0):
+            over[os.path.basename(path)] = sites
+    assert not over, over
+
+
+def test_the_budget_arithmetic_finder_finds_it(tmp_path):
+    """The finder above is not blind: each form it names, in a module, is a site."""
+    src = tmp_path / "k.py"
+    src.write_text("def f(bench):\n"
+                   "    a = bench.budget.left() * plan.LADDER\n"
+                   "    with gitbench.deadline(a):\n"
+                   "        s = Share(3, bench.budget.end)\n"
+                   "    raise OutOfBudget(plan.now())\n")
+    kinds = sorted(s.split(" ", 1)[1] for s in _budget_arithmetic(str(src)))
+    assert kinds == sorted(["budget.left", "plan.LADDER", "deadline", "Share", "budget.end",
+                            "OutOfBudget", "now"])

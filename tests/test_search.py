@@ -134,7 +134,7 @@ def test_seeded_points_come_first_then_the_strategys_own(name):
     """The checkout sweep's octaves are measured right after Git's default, whatever the
     strategy (a short share measures a handful of counts: each interval (w, 2w] then
     holds one), and the strategy then goes on from what it was told."""
-    from git_tune.advisor.keys.checkout import octaves, sweep_strategy
+    from git_tune.advisor.keys.checkout_sweep import octaves, sweep_strategy
     assert octaves(32) == [2, 4, 8, 16, 32] and octaves(8) == [2, 4, 8]
     assert octaves(12) == [2, 4, 8, 12] and octaves(1) == []
     for w in range(1, 17):

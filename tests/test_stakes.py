@@ -11,9 +11,10 @@ import types
 
 import pytest
 
+from git_tune.advisor.keys import checkout_trial
 from git_tune import repogen
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench
+from git_tune.advisor.measure import gitbench, planner
 from git_tune.advisor.measure.bench import Budget
 from git_tune.models import catalogue
 from tests.conftest import bench_on, git_out
@@ -132,28 +133,28 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
             assert trial.facts["part"] == len(part.paths) and trial.facts["entries"] == files
             assert all(c.files == len(part.paths) for c in trial.comparisons)
             # Each timed count's next status is judged against the sequential write's.
-            facts = trial.facts_as(checkout.WorkersFacts)
+            facts = trial.facts_as(checkout_trial.WorkersFacts)
             timed = {c.candidate[checkout.WORKERS] for c in trial.comparisons
                      if c.times_candidate and c.times_default}
             assert set(facts.status_verdict or {}) == set(facts.status_slowdown or {}) == timed
         seen[files] = len(part.paths)
     # The part is sized by the budget and the price of a file, not by the repository.
-    assert seen[2400] <= 2 * max(seen[600], checkout.PART_PILOT), seen
+    assert seen[2400] <= 2 * max(seen[600], planner.PRICE_LARGE), seen
 
 
 def test_a_part_is_sized_for_the_worker_counts_it_can_tell_apart():
     """Counts a small part caps to one count get one count's share: the part doubles,
     rather than half the share waiting for a second count that would time the same."""
-    from git_tune.advisor.keys import checkout
     clock = types.SimpleNamespace(left=lambda: 12.0)
-    bench = types.SimpleNamespace(budget=clock, runs=5, names=["f"] * 20000)
-    per_run_two = checkout._per_run(bench, 2)
+    bench = types.SimpleNamespace(budget=clock, runs=5, names=["f"] * 20000, sweeps={},
+                                  pending=[], latency={}, prices=None)
+    per_run_two = checkout_trial._per_run(bench, 2)
     fixed, per_file = 0.05, (per_run_two - 0.05) / 48.5         # two counts: 48 files a run
-    assert checkout._part_size(bench, [4, 8], per_file, fixed) == 48      # 4 and 6 apart
-    n = checkout._part_size(bench, [10, 20], per_file, fixed)             # both capped to 6
-    assert n == int((checkout._per_run(bench, 1) - fixed) / per_file) and n > 96
-    assert checkout._part_counts(types.SimpleNamespace(notes=[]), [10, 20], n) == [10, 20][:1] + \
-        [min(20, n // checkout.PART_FILES_PER_WORKER)]
+    assert checkout_trial._part_size(bench, [4, 8], per_file, fixed) == 48      # 4 and 6 apart
+    n = checkout_trial._part_size(bench, [10, 20], per_file, fixed)             # both capped to 6
+    assert n == int((checkout_trial._per_run(bench, 1) - fixed) / per_file) and n > 96
+    assert checkout_trial._part_counts(types.SimpleNamespace(notes=[]), [10, 20], n) == [10, 20][:1] + \
+        [min(20, n // checkout_trial.PART_FILES_PER_WORKER)]
 
 
 def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
@@ -177,6 +178,14 @@ def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
     assert first({}) == "core.preloadIndex"
 
 
+def _cheap_prices(bench):
+    """Prices of next to nothing a file, on the bench's own 16-entry part."""
+    from git_tune.advisor.measure.planner import Prices
+    bench.ws.part(16)
+    return Prices(entries=16, part_made=0.0, git_start=0.0, fixed=0.001, per_file=1e-7,
+                  write_back=0.0, timed=0.001)
+
+
 def test_a_tree_priced_near_a_runs_share_is_timed_whole_only_where_one_run_of_it_fits(
         tmp_path, monkeypatch):
     """#30, tmpfs at 20,000 files: the pilots priced the whole tree within PILOT_SLACK of a
@@ -185,35 +194,32 @@ def test_a_tree_priced_near_a_runs_share_is_timed_whole_only_where_one_run_of_it
     1 worker kept, 1.70 of a grid's best. Now one run of the tree, stopped at the share,
     says: where it fits, the whole tree (its run the A/B's warm-up); where it does not, a
     part of the tree, in a repository of its own."""
-    from git_tune.advisor.keys import checkout
     b = bench_on(tmp_path, 1500, Budget(60))
-    # Pilots that price a file at next to nothing put the tree within reach of any share.
-    monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
-    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 30.0)
-    route = checkout._route(b, [2, 4])
-    assert isinstance(route, checkout.WholeTree) and 0 < route.seconds < 30
+    # Prices of next to nothing a file put the tree within reach of any share.
+    monkeypatch.setattr(planner, "prices", _cheap_prices)
+    monkeypatch.setattr(checkout_trial, "_per_run", lambda bench, counts: 30.0)
+    route = checkout_trial._route(b, [2, 4])
+    assert isinstance(route, checkout_trial.WholeTree) and 0 < route.seconds < 30
     clone = b.ws.clone()
     assert all(os.path.exists(os.path.join(clone, p)) for p in b.names)
     # No run of 1,500 files written, then their status, fits 5 ms: a part decides.
-    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 0.005)
-    route = checkout._route(b, [2, 4])
-    assert isinstance(route, checkout.Route)
+    monkeypatch.setattr(checkout_trial, "_per_run", lambda bench, counts: 0.005)
+    route = checkout_trial._route(b, [2, 4])
+    assert isinstance(route, checkout_trial.Route)
     assert route.part.entries == 1500 and len(route.part.paths) < 1500
 
 
 def test_a_part_whose_first_run_overruns_its_share_is_sized_again_by_that_run(
         tmp_path, monkeypatch):
-    """The pilots price a file from 6 and 48 entries, as noisy as those runs are short (on
-    a loaded tmpfs: 0.02 ms where the part's own runs showed 0.07, and a part ran at 2.5
-    times its share). The part's first run is stopped at PART_OVERRUN shares, and where
-    it is, a part sized by its price replaces it."""
-    from git_tune.advisor.keys import checkout
+    """Prices measured on small parts are as noisy as their runs are short. The part's
+    first run is stopped at PART_OVERRUN shares, and where it is, a part sized by the
+    price that run shows replaces it (planner.Prices.repriced)."""
     b = bench_on(tmp_path, 1500, Budget(60))
-    monkeypatch.setattr(checkout, "_price", lambda *a: (1e-7, 0.001))
-    monkeypatch.setattr(checkout, "_per_run", lambda bench, counts: 0.005)
-    route = checkout._route(b, [2, 4])
+    monkeypatch.setattr(planner, "prices", _cheap_prices)
+    monkeypatch.setattr(checkout_trial, "_per_run", lambda bench, counts: 0.005)
+    route = checkout_trial._route(b, [2, 4])
     sizes = sorted(len(p.paths) for p in b.ws.parts)
-    assert sizes[-1] == 1499                 # the pilots' price: every entry but one
+    assert sizes[-1] == 1499                 # the prices' size: every entry but one
     assert len(route.part.paths) < sizes[-1] / 2 and route.warm is None
     assert route.per_file > 1e-7
 
@@ -422,12 +428,12 @@ def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
     each in directories of their own); with the pilots' price of a file it is priced by
     that; before the workers' trial, not at all."""
     from dataclasses import asdict
-    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.keys import checkout, threshold
     from git_tune.advisor.measure.ab import least_seconds
     from git_tune.advisor.measure.record import Trial, comparison
     key = catalogue.lookup(checkout.THRESHOLD)
     entry = registry.entry(checkout.THRESHOLD)
-    cand = checkout._candidate(6)
+    cand = checkout_trial._candidate(6)
 
     def bench_with(facts):
         c = comparison("clone", {}, cand, [0.9, 0.75, 0.8], [0.6, 0.62, 0.61], files=48)
@@ -435,12 +441,12 @@ def test_the_threshold_trial_is_priced_by_the_part_the_workers_were_timed_on():
         return types.SimpleNamespace(trials=trials)
 
     assert entry.price(types.SimpleNamespace(trials={})) is None
-    pilot_part = checkout.WorkersFacts(True, 48, 100000)
-    assert checkout.TINY_FILES >= gitbench.PART_RUNS    # as many runs of entries as the part
+    pilot_part = checkout_trial.WorkersFacts(True, 48, 100000)
+    assert threshold.TINY_FILES >= gitbench.PART_RUNS    # as many runs of entries as the part
     assert entry.price(bench_with(pilot_part)) == least_seconds(0.75)
     priced = dataclasses.replace(pilot_part, part_fixed=0.3, part_per_file=0.01)
-    assert entry.price(bench_with(priced)) == least_seconds(0.3 + checkout.TINY_FILES * 0.01)
-    assert checkout.TUNERS[checkout.THRESHOLD].price(key, bench_with(priced)) == \
+    assert entry.price(bench_with(priced)) == least_seconds(0.3 + threshold.TINY_FILES * 0.01)
+    assert threshold.TUNERS[checkout.THRESHOLD].price(key, bench_with(priced)) == \
         entry.price(bench_with(priced))
 
 

@@ -13,7 +13,7 @@ from git_tune import engine, git
 from git_tune.output import counted
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import budget as plan, gitbench, search
+from git_tune.advisor.measure import gitbench, planner, search
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
@@ -56,7 +56,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     milliseconds, and on the NFS-like bed at 100,000 files the search took 0.9 s of a
     20 s budget before the index keys' trials, which it then left 0.1-0.2 s short."""
     opts, ws = bench.options, bench.ws
-    share = Share(opts.budget * plan.SWEEP_INDEX, bench.budget.end)
+    share = planner.sweep_share(bench, "index")
     blocks = max(4, 2 * bench.cores)
     ieot = ws.index_copy("ieot", _threads_shape(str(blocks)))
     v2, v4 = (ws.index_copy(f"v{v}", _version_shape(str(v))) for v in (2, 4))
@@ -89,9 +89,9 @@ def sweep(bench: Bench) -> Optional[Sweep]:
 
     def search_later(b: Bench) -> Sweep:
         r = run_sweep(search.make(opts.strategy, dims, opts.seed), engine_measure(load),
-                      min(opts.budget * plan.SWEEP_INDEX, b.budget.left()), max_evals=40)
+                      planner.later_seconds(b, "index"), max_evals=40)
         # Not where the search took what was left.
-        found = replace(facts, parse_v4=parse(v4)) if b.budget.left() else facts
+        found = replace(facts, parse_v4=parse(v4)) if planner.has_budget(b) else facts
         return Sweep.of(r, dims, asdict(found))
     bench.later.append(("index", search_later))
     return Sweep.of(*quick, asdict(facts))

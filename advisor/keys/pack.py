@@ -16,8 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from git_tune import git
 from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import budget as plan, gitbench
-from git_tune.advisor.measure.ab import OutOfBudget
+from git_tune.advisor.measure import gitbench, planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.advisor.measure.sweep import MeasurementFailed
@@ -63,9 +62,7 @@ def _pack_for(bench: Bench) -> Tuple[str, str]:
     total = _objects_in(largest) if largest else None
     if largest and total is not None and total <= SAMPLE_OBJECTS:
         return largest, "the repository's largest pack"
-    limit = bench.budget.left() * plan.PACK
-    if limit <= 0:
-        raise OutOfBudget(None)
+    limit = planner.part_of_left(bench, "pack")
     if largest and total is not None:
         first = _first_names(largest, SAMPLE_OBJECTS, bench.ws.layout.object_format)
         what = f"{len(first)} of the {total} objects of the repository's largest pack"
@@ -77,11 +74,8 @@ def _pack_for(bench: Bench) -> Tuple[str, str]:
         what = f"{len(first)} of the index's {len(bench.ws.listed())} blobs"
     if not first:
         raise MeasurementFailed("the repository has no objects to pack")
-    try:
-        with gitbench.deadline(limit):
-            path, bases = _sample_pack(bench, first)
-    except gitbench.DeadlineReached:    # the budget, not git, ended it
-        raise OutOfBudget(None) from None
+    with planner.within(limit):         # the budget, not git, ends it
+        path, bases = _sample_pack(bench, first)
     return path, f"a sample pack: {what}, and the {bases} delta bases they are stored on"
 
 
@@ -181,7 +175,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     once = run({})                                        # warms the pack into the cache
     # One quick pass over the counts picks the candidate (two runs each where a quarter
     # of the budget left holds them); the A/B against Git's own choice is what decides.
-    passes = 2 if 2 * len(counts) * once < bench.budget.left() / 4 else 1
+    passes = 2 if planner.fits(bench, 2 * len(counts) * once, 1 / 4) else 1
     times = {n: min(run({KEY: str(n)}) for _ in range(passes)) for n in counts}
     ranked = sorted(times, key=times.get)
     facts = asdict(TrialFacts(os.path.getsize(pack),

@@ -14,7 +14,7 @@ from git_tune import engine
 from git_tune.output import counted
 from git_tune.errors import EngineError
 from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import budget as plan, coldcache, gitbench, search
+from git_tune.advisor.measure import budget as plan, coldcache, gitbench, planner, search
 from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
                                          full_seconds, least_seconds)
 from git_tune.advisor.measure.bench import Bench, Budget
@@ -137,7 +137,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     listing = names[:MAX_PRELOAD_PATHS]
     dims = _dims(len(names))
     started = plan.now()
-    share = Share(bench.options.budget * plan.SWEEP_PRELOAD, bench.budget.end)
+    share = planner.sweep_share(bench, "preload")
     part = _part(bench, listing, share) if not bench.options.cold else (None,) * 4
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
     if _off_cannot_win(facts) is None:
@@ -146,8 +146,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
             return _search(bench, part, share)
         facts = dataclasses.replace(facts, **_whole(bench, listing, share))
     # After the trials, the search has its share of what they left, no more.
-    bench.later.append(("preload", lambda b: _search(b, part, Share(
-        min(b.options.budget * plan.SWEEP_PRELOAD, b.budget.left()), b.budget.end))))
+    bench.later.append(("preload", lambda b: _search(b, part, planner.later_share(b, "preload"))))
     record = Sweep.of(SweepResult.nothing(bench.options.strategy, plan.now() - started,
                                           "deferred"), dims, asdict(facts))
     _confirm_in_share(bench, record, share)

@@ -10,8 +10,8 @@ functions of the same names instead (ModuleTuner), as a plug-in's toy key does. 
 module shares across its keys stays at module level:
 
     sweep(bench)                  engine measurements its keys share (run once per module),
-                                  a record.Sweep or None; its share of the budget is in
-                                  advisor/measure/budget.py, with every other share
+                                  a record.Sweep or None; its share of the budget is the
+                                  planner's (advisor/measure/planner.py: sweep_share)
     findings(cal)                 sentences on what its sweep found that no key sets
     TRIAL_RANK                    a ModuleTuner's rank (Tuner.rank: when its trial runs,
                                   lower first; where the budget cannot reach every trial,

@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from git_tune.advisor.measure import ab, gitbench
 from git_tune.advisor.measure.budget import Budget, now
+from git_tune.advisor.measure.planner import Prices
 from git_tune.advisor.measure.record import Comparison, Options, Sweep, Trial
 from git_tune.models import stats, workloads
 from git_tune.probes.gitinfo import GitFacts
@@ -85,6 +86,11 @@ class Bench:
     # key's trial again, or None where nothing is left. calibrate makes the calls once
     # every key has had its trial, stakes first, while the budget lasts.
     sharpen: Dict[str, Callable[[], Optional[Trial]]] = field(default_factory=dict)
+    # The registry entries whose trials are still to run after the one running now
+    # (calibrate sets it before each): what the planner weighs a trial's stakes against.
+    pending: List = field(default_factory=list)
+    # This host's prices (planner.prices), measured on the first trial that asks.
+    prices: Optional[Prices] = None
 
     @property
     def worktree(self) -> str:

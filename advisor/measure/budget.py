@@ -30,7 +30,7 @@ SWEEP_INDEX = 0.05
 SAMPLE_OF_SWEEP = 0.2
 # Of LEFT: the workers' batch A/B (its batch is sized to fit).
 CHECKOUT_BATCH = 0.4
-# Of LEFT when the ladder starts: every worker count real git times (keys/checkout.py).
+# Of LEFT when the ladder starts: every worker count real git times (keys/checkout_trial.py).
 LADDER = 0.6
 # Of LEFT: the untracked cache's A/B where it is timed on a part (its part is sized to fit).
 UNTRACKED_PART = 0.5

@@ -111,6 +111,7 @@ def _measure(bench: Bench, understood) -> None:
                 not_reached.add(entry.family)
             continue
         pending.remove(entry)
+        bench.pending = [e for e in pending if e.has_trial and e.key.name in understood]
         if entry.key.name in understood:
             bench.trials_after = sum(1 for e in pending
                                      if e.has_trial and e.key.name in understood)
@@ -171,6 +172,7 @@ def _sharpen(bench: Bench, order: Sequence[registry.Entry]) -> None:
     less, and a run that ends early spends its rest where the gains are."""
     entries = {e.key.name: e for e in order}
     bench.trials_after = 0
+    bench.pending = []
     while bench.sharpen and bench.budget.left() > 0:
         name = max(bench.sharpen, key=lambda k: entries[k].stakes(bench) or 0.0)
         step, entry = bench.sharpen[name], entries[name]
@@ -190,10 +192,10 @@ def _sharpen(bench: Bench, order: Sequence[registry.Entry]) -> None:
 
 
 # A key whose stakes are below this share of the highest known among the keys of its
-# rank waits until the others have run: on the NFS-like bed, 3,000 files, checkout's
-# threshold (a 100-file batch at stake) and the index keys (one index load, milliseconds)
-# spent the default budget that core.untrackedCache needed, beside a tree write of seconds.
-LOW_STAKES = 0.05
+# rank waits until the others have run: stakes decide the order, and keys of comparable
+# stakes (within this factor) keep catalogue order, which puts the cheaper of two
+# comparable trials and a key's prerequisites first.
+LOW_STAKES = 0.25
 
 
 def next_trial(pending: Sequence[registry.Entry], order: Sequence[registry.Entry],
@@ -336,6 +338,9 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     storage = report.primary_storage()
     watch = hostload.Watch(report.host.effective_cores)
     bench = _bench_run(report, opts, budget, layout)
+    # The scratch directory's removal (on slow storage, seconds) is a line of its own:
+    # every second of the wall belongs to one.
+    budget.tick("cleanup")
     load = watch.load()
     if load.note():
         bench.notes.insert(0, load.note())
@@ -362,7 +367,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
                    report.repository.index["version"]),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
         tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished),
-        spent=_spent(report, budget))
+        spent=_spent(report, budget, budget.used()))
     if store:
         stored = memo.save("calibration", cache_key(report, opts.workload), record.to_json())
         record = dataclasses.replace(record, stored_at=stored)
@@ -370,15 +375,18 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     return record
 
 
-def _spent(report: ProbeReport, budget: Budget) -> Dict[str, float]:
+def _spent(report: ProbeReport, budget: Budget, wall: float) -> Dict[str, float]:
     """Where the budget went: the probe's parts, then every phase of the calibration
-    (Budget.went), in the order they came, to the hundredth of a second."""
+    (Budget.went), in the order they came, to the hundredth of a second; what came
+    after the last phase (the record being made) is "records", so the lines add up to
+    `wall`, the seconds the record states."""
     names = {"settle": "write-back wait", "validate": "records", "done": "records"}
     went: Dict[str, float] = {}
     for phase, v in [(k if k == "settle" else f"probe {k}", v)
                      for k, v in report.timings.items()] + list(budget.went.items()):
         name = names.get(phase, phase)
         went[name] = went.get(name, 0.0) + v
+    went["records"] = went.get("records", 0.0) + max(0.0, wall - sum(went.values()))
     return {k: round(v, 2) for k, v in went.items() if round(v, 2)}
 
 

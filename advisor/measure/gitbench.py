@@ -265,6 +265,7 @@ class Workspace:
             # directory, so no path is looked up from the root again.
             _write_below(os.path.join(dest, ".git"), self._part_git)
             _part_index(dest, records)
+            _part_directories(dest, records)
         except DeadlineReached:
             shutil.rmtree(dest, ignore_errors=True)
             raise                   # the budget's end, not a part that cannot be made
@@ -668,6 +669,16 @@ def _write_below(top: str, files: Dict[str, bytes]) -> None:
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def _part_directories(dest: str, records: Sequence[str]) -> None:
+    """Every directory the part's files go in, made once: each run removes the files and
+    leaves the directories (as a user's checkouts after the clone's find them), so the
+    first run, a pilot that prices the others, must find them too. Made by the first
+    run instead, it priced a run at 1.4-2x the runs after it where each directory is a
+    round trip to the server."""
+    for d in sorted({os.path.dirname(r.split("\t", 1)[1]) for r in records} - {""}):
+        os.makedirs(os.path.join(dest, d), exist_ok=True)
 
 
 def _part_index(dest: str, records: Sequence[str]) -> None:

@@ -10,8 +10,10 @@
  *         create_us=N,fsync_us=N,readdir_us=N,attr_timeout=S,entry_timeout=S,
  *         negative_timeout=S
  *
- * lookup_us applies to getattr (every kernel LOOKUP and GETATTR); the
- * *_timeout options are the kernel's caches, in seconds (0 = no caching).
+ * lookup_us applies to getattr (every kernel LOOKUP and GETATTR: the high-level
+ * FUSE API hands both to getattr); the *_timeout options are the kernel's caches,
+ * in seconds (0 = no caching). libfuse's own max_threads=N bounds the requests the
+ * server serves at once (a small NFS server, or one of many clients).
  *
  * unstable_ctime=1 reports every regular file's ctime a few seconds further at every
  * call, and unstable_ino=1 a different inode number at every call, as some container and VM

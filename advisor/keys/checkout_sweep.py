@@ -1,0 +1,199 @@
+"""checkout.workers' engine sweep: how this storage takes files written in parallel.
+
+The engine writes a sample of the repository's files with 1..N threads: the curve, a
+cost model (serial, per file, per worker, parallelism), the count real git starts
+from (_engine_pick) and what a tree written could save (_stakes).
+"""
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from git_tune import engine
+from git_tune.errors import EngineError
+from git_tune.advisor.measure import budget as plan, planner, search
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Sweep
+from git_tune.advisor.measure.search import Dim
+from git_tune.advisor.measure.sweep import (engine_measure, by_point as sweep_points,
+                                            run as run_sweep)
+from git_tune.models import costmodel
+
+WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
+SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
+ENGINE_PILOT = 20          # files the engine writes first, to price one
+WARM_FILES = 200           # the engine's warm-up write, where it is cheap
+MIN_ENGINE_BATCH = 40      # files per engine measurement, at least
+# Engine times within this share of the fastest count's are taken as equal (_engine_pick).
+KNEE = 0.1
+
+
+@dataclass(frozen=True)
+class Facts:
+    files: int = 0                        # the engine's sample (0: a record without one)
+    bytes: int = 0
+    model: Optional[dict] = None          # costmodel.ParallelCost without its replicas
+    model_samples: Optional[list] = None  # (workers, files, seconds)
+    cores: int = 0                        # CPUs the engine's threads had (0: not recorded)
+
+
+def _facts(s: Optional[Sweep]) -> Facts:
+    """The checkout sweep's facts, typed; Facts() where there was no sweep."""
+    return s.facts_as(Facts) if s else Facts()
+
+
+def checkout_batch(target: str, paths, sizes, budget: float,
+                   limits: engine.Limits = engine.NO_LIMITS) -> Tuple[list, list]:
+    """Size the batch so about ten single-worker measurements fit the budget, from a
+    small pilot write; where a warm-up (allocator, journal, dentry caches) of WARM_FILES
+    costs under a tenth of the budget, it follows. On an NFS-like bed with a deep tree a
+    file costs 15 ms: the 200-file warm-up alone took twice a 10 s budget's share."""
+    pilot = min(len(paths), ENGINE_PILOT)
+    t = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
+                        limits=limits).wall
+    per_file = max(t / max(1, pilot), 1e-6)
+    warm = min(len(paths), WARM_FILES)
+    if per_file * warm <= budget / 10:
+        t = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
+                            limits=limits).wall
+        # The warm-up prices a file too, from ten times the files: on the disk a file
+        # of the first 20 took 0.06 ms, of 200 0.56 ms and of 2,000 1.2 ms (each in a
+        # directory of its own, the journal busier the more are written). Priced by the
+        # pilot alone, the sweep's first count took its whole share, and a sweep of one
+        # count predicts nothing.
+        per_file = max(per_file, t / max(1, warm))
+    keep = min(len(paths), max(MIN_ENGINE_BATCH, int(budget / 10 / per_file)))
+    return paths[:keep], sizes[:keep]
+
+
+def max_workers(bench: Bench) -> int:
+    # Threads writing to a network server can usefully exceed the cores.
+    return 32 if bench.storage_class == "network" else max(4, min(32, 4 * bench.cores))
+
+
+def octaves(top: int) -> List[int]:
+    """2, 4, 8 ... up to top, and top: a measured count in every interval (w, 2w]."""
+    out, w = [], 2
+    while w < top:
+        out.append(w)
+        w *= 2
+    return out + [top] if top > 1 else out
+
+
+def sweep_strategy(name: str, dims: List[Dim], seed: int) -> search.Strategy:
+    """The checkout sweep's search: every octave first (top ... 8, 4, 2 threads, after
+    Git's 1), then the strategy's picks. A short share measures a handful of counts, and
+    _beyond_the_part reads the ranking between the count real git timed on a part and
+    twice it: random picks had left 1, 3, 25 and 27 threads at 20,000 files on the
+    NFS-like bed, no count in (6, 12], and 6 workers stood at 1.16 of the whole tree's
+    best. The most threads first: where they matter (writes that wait on the storage)
+    they cost least."""
+    (dim,) = dims
+    return search.Seeded(search.make(name, dims, seed),
+                         [{dim.name: w} for w in reversed(octaves(dim.high))])
+
+
+def sweep(bench: Bench) -> Optional[Sweep]:
+    """Engine checkout of a sample with W workers: the curve behind checkout.workers."""
+    if not bench.names:
+        return None
+    opts = bench.options
+    target = os.path.join(bench.ws.root, "checkout")
+    os.mkdir(target)
+    top = max_workers(bench)
+    dims = [Dim(WORKERS, 1, top, default=1)]
+    share = planner.sweep_share(bench, "checkout")
+    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * plan.SAMPLE_OF_SWEEP)
+    paths, sizes = checkout_batch(target, paths, sizes, share.seconds, share.bounded())
+
+    def write(point, k=len(paths)):
+        return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
+                               threshold=0, limits=share.limits()).wall
+
+    r = run_sweep(sweep_strategy(opts.strategy, dims, opts.seed), engine_measure(write),
+                  share.left())
+    samples = [(dict(k)[WORKERS], len(paths), statistics.median(v))
+               for k, v in r.by_point().items()]
+    # Smaller batches at 1 and the best worker count pin down serial cost and overhead,
+    # while the share lasts.
+    for frac in (0.125, 0.5):
+        k = max(1, int(len(paths) * frac))
+        for w in sorted({1, r.best[WORKERS]}):
+            if not share.left():
+                break
+            try:
+                samples.append((w, k, write({WORKERS: w}, k)))
+            except EngineError:
+                break       # the share ended during it
+    facts = Facts(len(paths), sum(sizes), cores=bench.cores)
+    if len({s[0] for s in samples}) >= 2 and len(samples) >= 3:
+        model = costmodel.fit(samples, max_parallelism=top, seed=opts.seed)
+        facts = Facts(len(paths), sum(sizes),
+                      {k: v for k, v in asdict(model).items() if k != "replicas"}, samples,
+                      bench.cores)
+    return Sweep.of(r, dims, asdict(facts))
+
+
+def _stakes(bench: Bench, files: int) -> Optional[float]:
+    """The seconds the engine predicts its pick saves on `files` files written: its one
+    thread against its pick. Before the sweep, what writing them takes at least by the
+    probe's create latency (what parallel writes could save at most). Where the sweep
+    timed one count only (its share ended), it predicts no gain and no loss: what the
+    files take on one thread is what parallel writes could save at most.
+    The engine's writes are not all of git's work: git's workers also read and inflate
+    each blob, work that spreads over the CPUs wherever the writes wait or not. So the
+    stakes are at least the CPUs' share of the engine's one-thread write (1 - 1/cores),
+    whatever the engine's threads gained: on the disk at 100,000 files they gained
+    nothing (their writes land in the page cache), the workers' trial went after every
+    other key's and the budget's end left it undecided, where real git's whole tree
+    then status is 1.6-1.7x faster with 4 workers (bench/part_fidelity.py)."""
+    if "checkout" not in bench.sweeps:
+        create = bench.latency.get("create")
+        return files * create if create else None
+    per_file = _engine_per_file(bench)
+    if not per_file:
+        return None
+    s = bench.sweeps["checkout"]
+    if len(_engine_medians(s)) < 2:
+        return files * per_file
+    cpus = 1 - 1 / max(1, min(bench.cores, max_workers(bench)))
+    return files * per_file * max(_saved(s), cpus)
+
+
+def _engine_medians(s: Sweep) -> Dict[int, float]:
+    return {dict(k)[WORKERS]: statistics.median(v)
+            for k, v in sweep_points(s.evaluations).items()}
+
+
+def _engine_per_file(bench: Bench) -> float:
+    """The engine's seconds a file written on one thread (0.0 unmeasured): git writes a
+    file with the same system calls and more besides, so no less."""
+    s = bench.sweeps.get("checkout")
+    medians = _engine_medians(s) if s else {}
+    files = _facts(s).files
+    return medians[1] / files if 1 in medians and files else 0.0
+
+
+def _engine_pick(s: Sweep) -> int:
+    """The worker count the ladder starts from: the fewest the engine measured within
+    KNEE of its fastest. Git's workers are processes, dearer to start than the engine's
+    threads, so among counts the engine cannot tell apart the fewest serve git best: on
+    tmpfs on two cores the engine's fastest was 7 threads on a flat curve, and git's best
+    2 workers (bench/tuner_quality.py); the cost model's parallelism, fitted to a few
+    points, moved from 4 to 32 between runs on the NFS-like bed and cannot say this."""
+    medians = _engine_medians(s)
+    if not medians:
+        return max(2, s.best[WORKERS])
+    fastest = min(medians.values())
+    return max(2, min(w for w, t in medians.items() if t <= fastest * (1 + KNEE)))
+
+
+def _saved(s: Sweep) -> float:
+    """The share of a write's time the engine's pick saves against one thread. The pick
+    is at least 2 workers, which an engine whose one thread was fastest may not have
+    measured: no gain predicted."""
+    medians = _engine_medians(s)
+    at_pick = medians.get(_engine_pick(s), 0.0)
+    if medians.get(1, 0.0) <= 0 or at_pick <= 0:
+        return 0.0
+    return max(0.0, 1 - at_pick / medians[1])

@@ -1,0 +1,558 @@
+"""checkout.workers' real-git trial: Git's one worker against the engine's pick.
+
+Where the whole tree fits the budget, a batch restored in a scratch clone and the whole
+tree written, each with its next status; where it does not, a part of the tree in a
+repository of its own, sized at this host's prices (planner.prices). The worker counts
+are a ladder: one more is timed only where it fits, the rest waits for the budget's end.
+"""
+import dataclasses
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+
+from git_tune.advisor.keys import preload
+from git_tune.advisor.keys.checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
+                                                  _engine_pick, _stakes, max_workers)
+from git_tune.advisor.measure import budget as plan, gitbench, planner
+from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, Run, longest_run
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Comparison, Trial
+from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.models import stats
+
+CLONE = "clone"            # the workload: the whole tree written, then the next status
+CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most
+PILOT_FILES = 50           # the restore that prices a file before the batch is sized
+PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
+PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
+PART_OVERRUN = 2           # a part's first run past this many runs' share: sized again
+# The worker counts' rounds together (batch and tree write at each count) share
+# plan.LADDER of what is left when they start: parallel checkout holds the largest
+# gains on slow storage, and the keys after it (index threads, the untracked cache) keep
+# the rest. A second count starts only where one more round like the first fits in it.
+# The whole tree gets a pilot run where the batch prices it within this many times its
+# allowance (the batch's pathspec makes its files look dearer than the tree's).
+PILOT_SLACK = 4
+
+
+@dataclass(frozen=True)
+class BatchSize:
+    """The batch real git restores, and what its pilot restores said of git's costs."""
+    files: int
+    warm: Optional[float]   # the pilot's seconds where the batch is the pilot's own files
+    fixed: float            # seconds beside the files: git's start, the index, the status
+
+
+@dataclass(frozen=True)
+class WorkersFacts:
+    """What the workers trial recorded beside its comparisons."""
+    next_status: bool = False     # the batch timed with its next status (older records: not)
+    part: Optional[int] = None    # entries of the part the counts were timed on, if one
+    entries: Optional[int] = None  # the repository's entries, beside the part
+    # The part's pilots' price of a run, where one was timed: git's seconds beside the
+    # files, and a file's (what a later trial on a part needs at least: Threshold.price).
+    part_fixed: Optional[float] = None
+    part_per_file: Optional[float] = None
+    # On a part: each timed count's next status against the one after a sequential write
+    # (median seconds over median seconds): what more workers cost the next command; and
+    # whether that was beyond the statuses' noise (stats.compare's verdict; older
+    # records: None, their medians alone were taken).
+    status_slowdown: Optional[Dict[str, float]] = None
+    status_verdict: Optional[Dict[str, str]] = None
+
+
+def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.CheckoutWorkload:
+    """n tracked files spread evenly, restored into the scratch clone."""
+    paths = bench.names[:: max(1, len(bench.names) // n)][:n]
+    return kind(bench.ws.clone(), paths, bench.ws.root)
+
+
+def _batch_files(bench: Bench) -> BatchSize:
+    """CHECKOUT_FILES, or fewer where their A/B would not fit plan.CHECKOUT_BATCH of the budget
+    left; and where the batch is the larger pilot's own files, that pilot's time (a run of
+    Git's default on the batch already). Two sequential restores, each with its next
+    status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow
+    storage a smaller batch is what the budget can decide; parallel checkout gains less on
+    a smaller batch (a worker's start is spread over fewer files), so the part errs
+    towards keeping Git's default, never the other way."""
+    n = min(len(bench.names), CHECKOUT_FILES)
+    small, large = (_workload(bench, min(n, k)) for k in (PILOT_FILES // 10, PILOT_FILES))
+    try:
+        with planner.within_budget(bench):
+            # Below Git's threshold: sequential. The first warms the clone.
+            small.run({})
+            t_large = large.run({})
+    except MeasurementFailed:
+        return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
+    k_large = len(large.paths)
+    # Priced by their walls: a run costs the budget its untimed removal of the files too.
+    per_file, fixed = _price(len(small.paths), small.last_wall, k_large, large.last_wall)
+    # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
+    # cost what sequential does (its workers' start is not in the pilot).
+    per_side = longest_run(bench.budget.left() * plan.CHECKOUT_BATCH, bench.runs)
+    fits = int((per_side - fixed) / per_file)
+    files = max(k_large, min(n, fits))
+    return BatchSize(files, t_large if files == k_large else None, fixed)
+
+
+def _price(k_small: int, t_small: float, k_large: int, t_large: float) -> Tuple[float, float]:
+    """(seconds a file, seconds beside the files) from two sequential runs of k_small and
+    k_large files; a file costs at least a tenth of the larger run's average (the two
+    runs' noise can make their difference anything)."""
+    per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
+    return per_file, max(0.0, t_large - per_file * k_large)
+
+
+def _candidate(workers: int) -> Dict[str, str]:
+    return {WORKERS: str(workers), THRESHOLD: "0"}
+
+
+def _trial_workers(bench: Bench) -> Optional[Trial]:
+    """Real git writes files sequentially against the engine's pick of workers, then
+    against twice the pick. The engine orders worker counts well where they matter most
+    (latfs) but its threads start cheaper than Git's worker processes: on tmpfs and the
+    disk git's best count was twice the pick (bench/fidelity.py, bench/tuner_quality.py),
+    so real git sees both and the profile's objective chooses (chosen()). Where the
+    whole tree fits the budget, a batch and the whole tree are timed in a scratch clone;
+    where it does not (slow storage, a large repository), a part of the tree (_route)."""
+    s = bench.sweeps.get("checkout")
+    if s is None:
+        return None
+    if len(bench.names) < 100:
+        return Trial.not_run(WORKERS, "fewer than 100 tracked files: Git never checks out in "
+                             "parallel below its default threshold")
+    pick = _engine_pick(s)
+    counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
+    route = _route(bench, counts)
+    if isinstance(route, Route):
+        return _trial_on_part(bench, route, _part_counts(bench, counts, len(route.part.paths)))
+    size = _batch_files(bench)
+    batch = _workload(bench, size.files)
+    tree: List[Optional[Tuple[gitbench.TreeWrite, Optional[float]]]] = []
+
+    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+        # The batch's extensions share the budget left with the whole tree's comparison
+        # after it, as with a trial after this one: at the budget's end on tmpfs at
+        # 20,000 files, 4 workers' batch (3% slower by its median, within noise) took
+        # 10 more pairs, and the tree's comparison was then 0.9-1.0 s short.
+        then = 1 if bench.counts(CLONE) and (not tree or tree[0]) else 0
+        c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
+                     files=len(batch.paths), warm_default=None if i else size.warm,
+                     then=then)
+        if c.fails or c.stopped == STOPPED_SLOWER or not bench.counts(CLONE):
+            return [c]
+        warm = None
+        if not tree:
+            tree.append(_tree_workload(bench, c, size, route))
+            warm = tree[0][1] if tree[0] else None
+        return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
+
+    def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
+        work = {"checkout": batch, CLONE: tree[0][0] if tree and tree[0] else None}
+        return [bench.resume(c, lambda w=work[c.workload]: w.run({}),
+                             lambda w=work[c.workload]: w.run(cand))
+                if _within_noise(c) and work.get(c.workload) else c for c in these]
+
+    ladder = Ladder(bench, counts, compare, resume)
+    ladder.climb()
+    # Records from before the batch was timed with its next status lack this fact.
+    return ladder.trial(lambda comparisons: Trial(WORKERS, comparisons,
+                                                  asdict(WorkersFacts(next_status=True))))
+
+
+Compare = Callable[[int, Dict[str, str]], List[Comparison]]
+Resume = Callable[[Dict[str, str], List[Comparison]], List[Comparison]]
+
+
+class Ladder:
+    """The worker counts real git times, in order, each through compare(i, candidate)
+    (its comparisons, the main one first), while one more count like those so far fits
+    plan.LADDER of the budget left when it starts (climb). What that share left out waits
+    for the budget's end (step, called by calibrate once every key has had its trial): a
+    count not timed, then the count faster by its median but within noise, with more runs
+    (resume(candidate, its comparisons)). On the hdd bed at 20,000 files, 2 workers took
+    5.4-5.9 s of a 20 s budget, 4 (the grid's best) were not timed, and the calibration
+    ended with 5-7 s unspent."""
+
+    def __init__(self, bench: Bench, counts: List[int], compare: Compare, resume: Resume):
+        self.bench, self.counts = bench, list(counts)
+        self.compare, self.resume = compare, resume
+        self.timed: Dict[int, List[Comparison]] = {}
+        self.untimed: List[int] = []
+        self.resumed: Set[int] = set()
+
+    def comparisons(self) -> Tuple[Comparison, ...]:
+        return tuple(c for w in self.counts if w in self.timed for c in self.timed[w])
+
+    def climb(self) -> None:
+        bench = self.bench
+        start, allowance = plan.now(), bench.budget.left() * plan.LADDER
+        for i, w in enumerate(self.counts):
+            spent = plan.now() - start
+            if i and spent / i * (i + 1) > allowance:
+                bench.notes.append(f"{WORKERS}={w} not timed in its share: {self.counts[0]} "
+                                   f"workers took {spent:.1f} s, and another count would "
+                                   f"pass the {plan.LADDER:.0%} of the budget left that the "
+                                   "worker counts share (it waits for what the other keys "
+                                   "leave)")
+                self.untimed = self.counts[i:]
+                return
+            try:
+                these = self.compare(i, _candidate(w))
+            except OutOfBudget as e:
+                if not self.timed:
+                    raise
+                bench.notes.append(f"{WORKERS}={w} not timed: {e}")
+                self.untimed = self.counts[i:]
+                return
+            self.timed[w] = these
+            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
+                return       # more workers fail as well, or cost more still
+
+    def trial(self, make: Callable[[Tuple[Comparison, ...]], Trial]) -> Trial:
+        """The trial of the counts timed so far (make(comparisons)); where something is
+        left for the budget's end, bench.sharpen answers it again after one more step."""
+        def sharpen() -> Optional[Trial]:
+            return make(self.comparisons()) if self.step() else None
+        trial = make(self.comparisons())
+        if self.untimed or self._to_resume() is not None:
+            self.bench.sharpen[trial.key] = sharpen
+        return trial
+
+    def step(self) -> bool:
+        """One more thing timed: the next count not timed, else more runs for the count
+        _to_resume names; False where nothing is left."""
+        if self.untimed:
+            w = self.untimed.pop(0)
+            these = self.compare(max(1, len(self.timed)), _candidate(w))
+            self.bench.notes.append(f"{WORKERS}={w} timed with what the other keys left")
+            self.timed[w] = these
+            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
+                self.untimed = []
+            return True
+        w = self._to_resume()
+        if w is None:
+            return False
+        self.resumed.add(w)
+        self.timed[w] = self.resume(_candidate(w), self.timed[w])
+        self.bench.notes.append(f"{WORKERS}={w}: faster by its median but within noise, "
+                                "more runs with what the other keys left")
+        return True
+
+    def _to_resume(self) -> Optional[int]:
+        """The count faster by its median than Git's default but within noise, the
+        fastest such not resumed yet; None where a count already shown faster was faster
+        still by its median (more runs could not make this one the choice)."""
+        def speedup(w: int) -> float:
+            e = self.timed[w][0].estimate
+            return e.speedup if e else 0.0
+        noisy = [w for w, cs in self.timed.items()
+                 if w not in self.resumed and any(_within_noise(c) for c in cs)]
+        if not noisy:
+            return None
+        best = max(noisy, key=speedup)
+        shown = [w for w, cs in self.timed.items() if cs[0].estimate is not None
+                 and cs[0].estimate.verdict == stats.FASTER and speedup(w) >= speedup(best)]
+        return None if shown else best
+
+
+def _within_noise(c: Comparison) -> bool:
+    """Faster by its median than Git's default beyond stats.MIN_EFFECT, but not beyond
+    its runs' noise: more runs could decide it."""
+    return (c.estimate is not None and not c.fails and c.stopped != STOPPED_SLOWER
+            and c.estimate.verdict == stats.NO_CHANGE
+            and c.estimate.speedup > 1 + stats.MIN_EFFECT)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A part of the tree the worker counts are timed on, and where it is the pilot's
+    part, the pilot's seconds (a run of Git's default there already)."""
+    part: gitbench.Part
+    warm: Optional[float]
+    per_file: Optional[float]   # the pilots' price of a run: seconds a file,
+    fixed: Optional[float]      # and beside the files (None: one pilot only)
+
+
+@dataclass(frozen=True)
+class WholeTree:
+    """The worker counts are timed on a batch, then on the whole tree, in a scratch clone:
+    where a run of the whole tree (`work`) fits a run's share (`seconds`: that run's,
+    Git's default, the A/B's warm-up), or where no part could be made (both None)."""
+    work: Optional[gitbench.WholeTreeWrite]
+    seconds: Optional[float]
+
+
+def _on_part(part: gitbench.Part) -> gitbench.PartWrite:
+    """Every file of the part written, then the part's whole status, then its write-back:
+    the sequence a clone or a branch switch lives with, with the part's work only (its
+    pathspec list, unused, is kept in the part's own git directory)."""
+    return gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"),
+                              part)
+
+
+def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
+    """Where the worker counts are timed, priced by this host's prices (planner.prices:
+    a small part written sequentially, its status and its write-back, as a part's runs
+    are timed; a file never below the engine's one-thread write). Where the whole tree at
+    that price fits a run of the counts' share within PILOT_SLACK, one run of the tree,
+    stopped at that share, says (_whole_tree_pilot): the whole tree where it fits. Else
+    the largest part whose runs fit: its work does not grow with the repository, and a
+    larger part tells more of the whole. Its first run (Git's default) is the A/B's
+    warm-up; where it cost more than planner.REPRICE times its price, it re-prices the
+    part and a smaller one is made at once."""
+    entries = len(bench.names)
+    try:
+        with planner.within_budget(bench):
+            prices = planner.prices(bench)
+    except MeasurementFailed as e:
+        bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
+                           "whole tree is")
+        return WholeTree(None, None)
+    floor = _engine_per_file(bench)
+    if prices.per_file < floor:
+        prices = dataclasses.replace(prices, per_file=floor)
+    per_run = _per_run(bench, len(counts))
+    # The tree's runs are not followed by a wait for the write-back (what they leave is
+    # the tree's own to pay, in the run or after it): its price leaves it out.
+    if prices.run(entries) - prices.write_back <= per_run * PILOT_SLACK:
+        whole = _whole_tree_pilot(bench, per_run)
+        if whole.seconds is not None:
+            return whole
+    route = _sized_part(bench, counts, prices)
+    for _ in range(2):
+        if route.warm is not None:
+            return route
+        n = len(route.part.paths)
+        try:
+            with gitbench.deadline(min(per_run * PART_OVERRUN, bench.budget.left())):
+                work = _on_part(route.part)
+                warm = work.run({})
+        except gitbench.DeadlineReached:
+            if bench.budget.left() <= 0:
+                raise OutOfBudget(None) from None
+            repriced = prices.repriced(n, per_run * PART_OVERRUN * planner.REPRICE)
+        except MeasurementFailed:
+            return route        # the A/B sees and reports git's failure
+        else:
+            repriced = prices.repriced(n, work.last_wall)
+            if repriced.run(n) <= per_run * PART_OVERRUN:
+                return dataclasses.replace(route, warm=warm)
+        smaller = _sized_part(bench, counts, repriced)
+        if len(smaller.part.paths) >= n:
+            return route
+        route, prices = smaller, repriced
+    return route
+
+
+def _sized_part(bench: Bench, counts: List[int], prices: planner.Prices) -> Route:
+    """The part whose runs fit at these prices (_part_size). The larger pricing part,
+    with its run as the A/B's warm-up, where a new one would not hold PART_GROWTH times
+    its entries or cannot be made."""
+    n = _part_size(bench, counts, prices.per_file, prices.fixed)
+    priced = Route(bench.ws.part(prices.entries), prices.timed, prices.per_file, prices.fixed)
+    if n < prices.entries * PART_GROWTH:
+        return priced
+    try:
+        return Route(bench.ws.part(n), None, prices.per_file, prices.fixed)
+    except MeasurementFailed:
+        return priced
+
+
+def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
+    """One run of the whole tree written (Git's default), then its status, stopped at
+    `per_run`: the tree's workload with those seconds, None where it did not fit (a part
+    then decides).
+    A tree that does not fit a run was timed before as an evenly spread slice of it in
+    the full repository, whose pathspec git matches against every entry and whose next
+    status reads every entry: costs that grow with the repository, the same on both
+    sides, diluting the write's gain (on tmpfs at 20,000 files a 400-file slice took
+    0.22-0.44 s a run, the whole tree 0.85 s; a part of 6,000 entries takes 0.3 s)."""
+    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    try:
+        with planner.within_budget(bench):
+            whole.make_directories()
+    except MeasurementFailed:
+        pass                        # the pilot's run makes them, or sees git fail
+    try:
+        with gitbench.deadline(min(per_run, bench.budget.left())):
+            return WholeTree(whole, whole.run({}))
+    except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
+        # What the stopped run wrote is written back before a part is timed: a part's runs
+        # time their own write-back (gitbench.PartWrite), and the first would time this
+        # too (on the hdd bed at 20,000 files, after a whole-tree pilot stopped at 0.44 s,
+        # the part's warm-up pair did not fit a quarter of the 16 s left, where its runs
+        # take 0.24 s). Counted in the budget, not in any run; where the budget ends first,
+        # the trial's deadline (calibrate._bounded) stops it as it stops git.
+        gitbench.written_back(whole.clone)
+        return WholeTree(whole, None)
+
+
+def _per_run(bench: Bench, counts: int) -> float:
+    """What one run may cost (planner.run_share): the ladder's share of the budget left,
+    split between the counts, over bench.runs pairs and the warm-up pair; where that
+    cannot hold the pricing part and the workers have the most at stake, the budget
+    left."""
+    return planner.run_share(bench, _stakes(bench, len(bench.names)), counts)
+
+
+def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
+    """The entries of a part whose runs fit, sized for the counts that will be timed on
+    it: where the part is too small to give every count PART_FILES_PER_WORKER files, the
+    counts above become one (_part_counts), and the budget a second count would have had
+    goes to a larger part for the first (a second count is still timed where the ladder
+    finds it fits). Without this, at 20,000 files on the NFS-like bed, a 48-entry part was
+    sized for two counts, both capped to the same 6 workers, and half the share unused."""
+    entries = len(bench.names)
+    timed = len(counts)
+    while True:
+        n = min(entries - 1, int((_per_run(bench, timed) - fixed) / per_file))
+        distinct = len(dict.fromkeys(min(c, _part_top(n)) for c in counts))
+        if distinct >= timed or timed == 1:
+            return n
+        timed = distinct
+
+
+def _part_top(files: int) -> int:
+    return max(2, files // PART_FILES_PER_WORKER)
+
+
+def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
+    """The counts timed on a part of `files` files: none above PART_FILES_PER_WORKER files
+    a worker. More workers than that each start for a few files, which the whole tree's
+    never do: on the NFS-like bed at 20,000 files a 48-file part showed 25 workers 1.02x,
+    4-8 workers 1.3x, and the tree's own curve is nearly flat from 8 to 32 workers
+    (2.85x, 3.19x, 2.93x)."""
+    top = _part_top(files)
+    out = list(dict.fromkeys(min(c, top) for c in counts))
+    if out != counts:
+        bench.notes.append(f"{WORKERS}: on a part of {files} files, at most {top} workers "
+                           f"were timed ({PART_FILES_PER_WORKER} files a worker), not "
+                           + " and ".join(str(c) for c in counts if c > top))
+    return out
+
+
+def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
+    """The worker counts on a part: its files written, then its status. The part stands
+    for the whole tree written (a clone) where the profile weighs that, else for a
+    branch switch (a slice of the tree written, then the next status)."""
+    work = _on_part(route.part)
+    workload = CLONE if bench.counts(CLONE) else "checkout"
+    n = len(route.part.paths)
+    bench.notes.append(f"{WORKERS}: timed on a part of the tree, {n} of its "
+                       f"{route.part.entries} files (runs of consecutive entries from all "
+                       "over it): the whole tree written does not fit the budget")
+
+    statuses: Dict[str, List[float]] = {}     # worker count -> its timed runs' next statuses
+
+    def timed(cand: Dict[str, str], a_b: Callable[[Run, Run], Comparison],
+              before: Optional[Comparison] = None) -> List[Comparison]:
+        seen: Dict[str, List[float]] = {}
+
+        def run(c: Dict[str, str]) -> float:
+            t = work.run(c)
+            seen.setdefault(c.get(WORKERS, "1"), []).append(work.last_status)
+            return t
+
+        c = a_b(lambda: run({}), lambda: run(cand))
+        # The timed runs are the last of each side (after `before`'s, where resumed);
+        # the warm-up's (a first write at that count) are not among them.
+        for w, times, had in (("1", c.times_default, before and before.times_default),
+                              (cand[WORKERS], c.times_candidate,
+                               before and before.times_candidate)):
+            new = len(times) - len(had or ())
+            if new > 0:
+                statuses.setdefault(w, []).extend(seen.get(w, [])[-new:])
+        return [c]
+
+    def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
+        return timed(cand, lambda a, b: bench.ab(workload, {}, cand, a, b, files=n,
+                                                 warm_default=None if i else route.warm))
+
+    def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
+        return timed(cand, lambda a, b: bench.resume(these[0], a, b), these[0])
+
+    def trial(comparisons: Tuple[Comparison, ...]) -> Trial:
+        after = _status_after(statuses)
+        return Trial(WORKERS, comparisons,
+                     asdict(WorkersFacts(True, n, route.part.entries,
+                                         None if route.fixed is None else round(route.fixed, 4),
+                                         None if route.per_file is None
+                                         else round(route.per_file, 5),
+                                         {w: round(e.ratio, 3) for w, e in after.items()}
+                                         or None,
+                                         {w: e.verdict for w, e in after.items()} or None)))
+
+    ladder = Ladder(bench, counts, compare, resume)
+    ladder.climb()
+    return ladder.trial(trial)
+
+
+def _status_after(statuses: Dict[str, List[float]]) -> Dict[str, stats.RatioEstimate]:
+    """Each parallel count's next status against the one after a sequential write."""
+    one = statuses.get("1")
+    return {w: stats.compare(one, ts) for w, ts in statuses.items()
+            if w != "1" and one and ts}
+
+
+def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
+                   timed: WholeTree = WholeTree(None, None)
+                   ) -> Optional[Tuple[gitbench.TreeWrite, Optional[float]]]:
+    """The whole tree written as a clone writes it, then the next status (gitbench.TreeWrite),
+    with the seconds of a pilot run of it (Git's default), which the A/B takes as its
+    warm-up: `timed`'s, where _route timed one already. Else (no part could be made)
+    a run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
+    share: the ladder times a second count only where it fits, plan.LADDER). It is
+    priced from the batch: git's cost beside its files (size.fixed), the lstat of every
+    entry the next whole status makes (the preload sweep's engine pass), and the batch's
+    cost a file. That price is high where the batch's pathspec, matched against every
+    entry, costs more than its files (0.2 ms a file on tmpfs where the whole tree costs
+    0.09: the part it sized, 1,400 of 3,000 files, hid the gain of the whole), so where
+    the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
+    allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
+    would be no larger than the batch, which has then said all it can."""
+    if timed.seconds is not None:
+        return timed.work, timed.seconds
+    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
+    lstat = preload.whole_lstat(bench)
+    beside = size.fixed + (lstat or 0.0)
+    per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
+
+    def per_run() -> float:
+        return longest_run(bench.budget.left() / 2, bench.runs)
+
+    def fits(seconds: float) -> int:
+        # Unmeasured, the status is priced as the files again (the old, safe rule).
+        return (int((seconds - beside) / per_file) if lstat is not None
+                else int(seconds / (2 * per_file)))
+
+    allowance = per_run()
+    if fits(allowance * PILOT_SLACK) >= len(whole.paths):
+        try:
+            with gitbench.deadline(allowance):
+                return whole, whole.run({})
+        except gitbench.DeadlineReached:
+            # The whole tree took longer than the allowance: a floor on a file's price.
+            per_file = max(per_file, (allowance - beside) / len(whole.paths))
+        except MeasurementFailed:
+            return whole, None      # the A/B sees and reports git's failure
+    n = min(len(whole.paths) - 1, max(0, fits(per_run())))
+    if n <= (batch.files or 0):
+        bench.notes.append(f"{WORKERS}: whole-tree write not timed: the budget left fits "
+                           f"{n} files, no more than the batch; a larger --budget would time it")
+        return None
+    bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(whole.paths)} files "
+                       "(spread evenly) to fit the budget")
+    return _workload(bench, n, gitbench.TreeWrite), None
+
+
+def _tree_write(bench: Bench, work: gitbench.TreeWrite, cand: Dict[str, str],
+                warm: Optional[float]) -> Tuple[Comparison, ...]:
+    try:
+        return (bench.ab(CLONE, {}, cand, lambda: work.run({}), lambda: work.run(cand),
+                         files=len(work.paths), warm_default=warm),)
+    except OutOfBudget as e:
+        bench.notes.append(f"{WORKERS}={cand[WORKERS]}: whole-tree write not timed: {e}")
+        return ()

@@ -1,0 +1,214 @@
+"""Generalisation: git-tune on storage nobody tuned it for, beds drawn at random.
+
+Each bed is the latfs FUSE server with its delays drawn from a fixed seed (printed):
+lookup/getattr, create, readdir and data (open, read, write; fsync twice it) each
+0.1-3 ms on a log scale, drawn separately; the kernel's attribute cache and entry cache
+each on (1 s) or off; 1-64 server threads. The repository is generated at one of the
+sizes, flat (100 files a directory, one level) or deep (3 subdirectories and 4 files a
+directory, as deep as it takes).
+
+On each bed `recommend --budget B` runs (calibrate then recommend, timed), then real git
+times the whole tree written (`git checkout -f` after every tracked file was removed)
+then the next `git status -uno`, under Git's defaults, the recommendation, and every
+worker count of the grid: each once to rank them, then the defaults, the recommendation
+and the grid's two fastest interleaved for `--rounds` rounds. The grid's best is the
+fastest of those by its median. Per size the table gives the share of beds where:
+checkout.workers was decided by real git; the result is within 1.15 of the grid's best;
+it is slower than Git's defaults beyond noise (models/stats.compare).
+
+latfs delays LOOKUP and GETATTR alike (the high-level FUSE API hands both to getattr),
+so the two draws are one here: the lookup draw stands for both.
+
+    python3 bench/generalise.py [--tiny] [--seed 63] [--beds 12] [--sizes 4000 20000 100000]
+                                [--budget 20] [--rounds 3]
+"""
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Dict, List
+
+from common import (RESULTS, median, parser, remove, report, storage, timed, tracked)
+
+from testbeds.slow import Latency
+
+from git_tune import repogen
+from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure.record import Options
+from git_tune.models import stats
+
+WORKERS = "checkout.workers"
+NEXT_STATUS = ("git", "status", "-uno", "--porcelain")
+GRID = (2, 4, 8, 16, 32)
+NEAR_BEST = 1.15
+# Where the grid's best beats Git's defaults by this much, the workers are at stake.
+AT_STAKE = 1.3
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One bed of the family: the server's delays, its caches and threads, the repository."""
+    lookup_us: int
+    create_us: int
+    readdir_us: int
+    data_us: int
+    attr_cache: bool
+    entry_cache: bool
+    threads: int
+    files: int
+    shape: str
+
+    def latency(self) -> Latency:
+        return Latency(lookup_us=self.lookup_us, open_us=self.data_us, read_us=self.data_us,
+                       write_us=self.data_us, create_us=self.create_us,
+                       fsync_us=2 * self.data_us, readdir_us=self.readdir_us,
+                       attr_timeout=1.0 if self.attr_cache else 0.0,
+                       entry_timeout=1.0 if self.entry_cache else 0.0, negative_timeout=0.0,
+                       max_threads=self.threads)
+
+    def name(self) -> str:
+        caches = ("a" if self.attr_cache else "-") + ("e" if self.entry_cache else "-")
+        return (f"L{self.lookup_us / 1e3:.1f} C{self.create_us / 1e3:.1f} "
+                f"R{self.readdir_us / 1e3:.1f} D{self.data_us / 1e3:.1f} {caches} "
+                f"t{self.threads} {self.shape}")
+
+
+def draw(rng: random.Random, files: int, tiny: bool) -> Draw:
+    lo, hi = (20, 200) if tiny else (100, 3000)
+
+    def us() -> int:
+        return int(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    return Draw(us(), us(), us(), us(), rng.random() < 0.5, rng.random() < 0.5,
+                int(math.exp(rng.uniform(0, math.log(64)))), files, rng.choice(("flat", "deep")))
+
+
+def shape(d: Draw) -> repogen.RepoShape:
+    if d.shape == "flat":
+        return repogen.RepoShape(depth=1, width=max(1, d.files // 100), files=100)
+    return repogen.RepoShape.for_files(d.files, width=3, files=4)
+
+
+def whole_tree(repo: str, names: List[str], settings: Dict[str, str]) -> float:
+    """Every tracked file removed (untimed), written by `git checkout -f`, then the next
+    status: what a clone's checkout and the command after it cost."""
+    t = timed(["git", "checkout", "-q", "-f"], repo, settings,
+              setup=lambda: remove(repo, names))
+    return t + timed(NEXT_STATUS, repo, settings)
+
+
+def workers(settings: Dict[str, str]) -> int:
+    return int(settings.get(WORKERS, "1"))
+
+
+def grid_cell(w: int) -> Dict[str, str]:
+    return {} if w == 1 else {WORKERS: str(w)}
+
+
+def run_bed(d: Draw, budget: float, rounds: int) -> dict:
+    with storage("latfs-nocache", d.latency()) as mnt:
+        backing = os.path.join(os.path.dirname(mnt), "backing")
+        repogen.generate(os.path.join(backing, "repo"), shape(d), limit=d.files)
+        repo = os.path.join(mnt, "repo")
+        names = tracked(repo)
+        t0 = time.monotonic()
+        record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget),
+                               store=False)
+        rec = recommend(record).settings()
+        tune = time.monotonic() - t0
+        decided = (WORKERS in record.trials and WORKERS not in record.unfinished
+                   and bool(record.trials[WORKERS].comparisons))
+        ranked = {w: whole_tree(repo, names, grid_cell(w)) for w in (1,) + GRID}
+        top = sorted((w for w in GRID), key=ranked.get)[:2]
+        arms = {"defaults": {}, "git-tune": {WORKERS: str(workers(rec))} if workers(rec) > 1
+                else {}, **{f"grid {w}": grid_cell(w) for w in top}}
+        times: Dict[str, List[float]] = {k: [] for k in arms}
+        for i in range(rounds):
+            for k in (list(arms) if i % 2 == 0 else list(arms)[::-1]):
+                times[k].append(whole_tree(repo, names, arms[k]))
+    best = min((k for k in arms if k != "git-tune"), key=lambda k: median(times[k]))
+    verdict = stats.compare(times["defaults"], times["git-tune"]).verdict
+    return {"bed": d.name(), "draw": asdict(d), "tune_seconds": round(tune, 1),
+            "decided": decided, "settings": rec, "best": best,
+            "medians": {k: round(median(v), 3) for k, v in times.items()},
+            "times": times, "versus_defaults": verdict,
+            "unfinished": record.unfinished, "notes": list(record.notes)}
+
+
+def summary(rows: List[dict], files: int) -> List:
+    mine = [r for r in rows if r["draw"]["files"] == files]
+    if not mine:
+        return [files, 0, "-", "-", "-", "-"]
+    best = lambda r: r["medians"][r["best"]]
+    at_stake = [r for r in mine if r["medians"]["defaults"] / best(r) >= AT_STAKE]
+    near = [r for r in mine if r["medians"]["git-tune"] <= best(r) * NEAR_BEST]
+    slower = [r for r in mine if r["versus_defaults"] == stats.SLOWER]
+    share = lambda part, whole: f"{len(part)}/{len(whole)}" if whole else "-"
+    return [files, len(mine), share([r for r in at_stake if r["decided"]], at_stake),
+            share(near, mine), share(slower, mine),
+            f"{median([r['tune_seconds'] for r in mine]):.1f} s"]
+
+
+def stored(tiny: bool) -> List[dict]:
+    """The beds a run before this one stored (a run adds its beds to them, replacing a
+    bed of the same draw), so a long run interrupted keeps the beds it finished."""
+    path = os.path.join(RESULTS, f"generalise{'-tiny' if tiny else ''}.json")
+    try:
+        with open(path) as f:
+            return list(json.load(f)["data"]["beds"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: int,
+          tiny: bool) -> None:
+    table_rows = [summary(rows, n) for n in sizes]
+    notes = [f"seed {seed}, {len(rows)} beds, --budget {budget:g}, {rounds} interleaved "
+             f"rounds; reproduce: python3 bench/generalise.py --seed {seed} "
+             f"--beds {len(rows)} --sizes {' '.join(map(str, sizes))}"]
+    for r in rows:
+        m = r["medians"]
+        notes.append(
+            f"{r['bed']} ({r['draw']['files']} files): tuned in {r['tune_seconds']} s, "
+            f"workers decided {'yes' if r['decided'] else 'no'}, set "
+            f"{r['settings'].get(WORKERS, '-')}, grid best {r['best']}, git-tune "
+            f"{m['defaults'] / m['git-tune']:.2f}x Git's defaults and "
+            f"{m['git-tune'] / m[r['best']]:.2f} of the grid's best ({r['versus_defaults']} "
+            "against the defaults)")
+    report("generalise", "git-tune on beds drawn at random (whole tree then next status)",
+           ["files", "beds", "workers decided where >= 1.3x at stake",
+            "within 1.15 of the grid's best", "slower than defaults", "median tune wall"],
+           table_rows, {"beds": rows}, tiny, notes)
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=63)
+    p.add_argument("--beds", type=int, default=12, help="beds drawn (each a size in turn)")
+    p.add_argument("--skip", type=int, default=0, help="draw and skip the first N beds")
+    p.add_argument("--sizes", type=int, nargs="+", default=[4000, 20000, 100000])
+    p.add_argument("--budget", type=float, default=20.0)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    sizes = [300] if a.tiny else a.sizes
+    beds = 2 if a.tiny else a.beds
+    rounds = 1 if a.tiny else a.rounds
+    budget = 5.0 if a.tiny else a.budget
+    rng = random.Random(a.seed)
+    rows = [] if a.tiny else stored(a.tiny)
+    for i in range(beds):
+        d = draw(rng, sizes[i % len(sizes)], a.tiny)
+        if i < a.skip:
+            continue
+        print(f"bed {i + 1}/{beds}: {d.name()}, {d.files} files", flush=True)
+        r = run_bed(d, budget, rounds)
+        rows = [x for x in rows if x["bed"] != r["bed"] or x["draw"] != r["draw"]] + [r]
+        print(f"  tuned in {r['tune_seconds']} s, workers decided: {r['decided']}, "
+              f"medians {r['medians']}", flush=True)
+        write(rows, sizes, a.seed, budget, rounds, a.tiny)
+
+
+if __name__ == "__main__":
+    main()
