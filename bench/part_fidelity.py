@@ -24,7 +24,7 @@ import time
 from common import (ALL_BEDS, BedUnavailable, bed_latency, parser, repo_on, report,
                     settler, storage)
 
-from git_tune.advisor.keys.checkout import PART_FILES_PER_WORKER
+from git_tune.advisor.keys.checkout_trial import PART_FILES_PER_WORKER
 from git_tune.advisor.measure import gitbench
 from git_tune.models import stats
 from git_tune.models.stats import MIN_EFFECT
