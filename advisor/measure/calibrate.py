@@ -113,8 +113,7 @@ def _measure(bench: Bench, understood) -> None:
         pending.remove(entry)
         bench.pending = [e for e in pending if e.has_trial and e.key.name in understood]
         if entry.key.name in understood:
-            bench.trials_after = sum(1 for e in pending
-                                     if e.has_trial and e.key.name in understood)
+            bench.trials_after = len(bench.pending)
             _trial(bench, entry, entry.family in not_reached)
     _sharpen(bench, order)
     for family, later in bench.later:

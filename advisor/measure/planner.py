@@ -126,9 +126,9 @@ def run_share(bench, mine: Optional[float], counts: int) -> float:
     larger pricing part (the smallest comparison the planner prices) and no key still to
     run (bench.pending) has more at stake, all the budget left: the key with the most at
     stake is decided before keys with less start, or says how much budget it needs.
-    Still over bench.runs pairs, not the fewest a clear gain needs: a part shows less
-    of the gain than the tree, and one sized for those few pairs ran out at 1.49x in
-    3+3 runs where 1.5x would have ended it (docs/planner.md)."""
+    Still over bench.runs pairs, not the fewest a clear gain needs: a part shows less of
+    the gain than the tree, so its comparison must be able to reach a verdict without
+    ending early."""
     left = bench.budget.left()
     usual = longest_run(left * plan.LADDER / counts, bench.runs)
     if bench.prices is None or usual >= bench.prices.run(bench.prices.entries):
