@@ -35,9 +35,9 @@ def test_a_run_beyond_twice_its_price_prices_a_file_from_itself():
 def test_two_noisy_runs_never_price_a_file_at_nothing():
     """Where the larger run was no slower than the smaller (noise), a file still costs a
     tenth of the larger run's average."""
-    line = planner._line(6, 0.5, 48, 0.48)
-    assert line["per_file"] == 0.48 / 48 / 10
-    assert line["fixed"] >= 0
+    per_file, fixed = planner.line_through(6, 0.5, 48, 0.48)
+    assert per_file == 0.48 / 48 / 10
+    assert fixed >= 0
 
 
 def _bench(left: float, mine: float, others, prices=PRICED):

@@ -87,21 +87,14 @@ def _batch_files(bench: Bench) -> BatchSize:
         return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
     k_large = len(large.paths)
     # Priced by their walls: a run costs the budget its untimed removal of the files too.
-    per_file, fixed = _price(len(small.paths), small.last_wall, k_large, large.last_wall)
+    per_file, fixed = planner.line_through(len(small.paths), small.last_wall, k_large,
+                                           large.last_wall)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
     per_side = longest_run(bench.budget.left() * plan.CHECKOUT_BATCH, bench.runs)
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
-
-
-def _price(k_small: int, t_small: float, k_large: int, t_large: float) -> Tuple[float, float]:
-    """(seconds a file, seconds beside the files) from two sequential runs of k_small and
-    k_large files; a file costs at least a tenth of the larger run's average (the two
-    runs' noise can make their difference anything)."""
-    per_file = max((t_large - t_small) / max(1, k_large - k_small), t_large / k_large / 10)
-    return per_file, max(0.0, t_large - per_file * k_large)
 
 
 def _candidate(workers: int) -> Dict[str, str]:

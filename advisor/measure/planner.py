@@ -66,18 +66,18 @@ class Prices:
         priced = self.run(files)
         if files <= 0 or priced <= 0 or 1 / REPRICE <= seconds / priced <= REPRICE:
             return self
-        return dataclasses.replace(self, **_line(self.entries, self.run(self.entries),
-                                                 files, seconds))
+        per_file, fixed = line_through(self.entries, self.run(self.entries), files, seconds)
+        return dataclasses.replace(self, per_file=per_file, fixed=fixed)
 
 
-def _line(k0: int, t0: float, k1: int, t1: float) -> dict:
-    """fixed and per_file through two runs of k0 and k1 files; a file costs at least a
-    tenth of the larger run's average (two runs' noise can make their difference
-    anything)."""
+def line_through(k0: int, t0: float, k1: int, t1: float) -> Tuple[float, float]:
+    """(seconds a file, seconds beside the files) through two runs of k0 and k1 files; a
+    file costs at least a tenth of the larger run's average (two runs' noise can make
+    their difference anything), and the fixed cost is never negative."""
     if k1 < k0:
         k0, t0, k1, t1 = k1, t1, k0, t0
     per_file = max((t1 - t0) / max(1, k1 - k0), t1 / max(1, k1) / 10)
-    return {"per_file": per_file, "fixed": max(0.0, t1 - per_file * k1)}
+    return per_file, max(0.0, t1 - per_file * k1)
 
 
 def prices(bench) -> Prices:
@@ -104,11 +104,11 @@ def _measured(bench) -> Prices:
     k = len(part.paths)
     if large.last_wall <= bench.budget.left() * SMALL_PILOT and k > PRICE_SMALL:
         small, _ = _run_on(bench.ws.part(PRICE_SMALL))
-        line = _line(len(small.paths), small.last_wall, k, large.last_wall)
+        per_file, fixed = line_through(len(small.paths), small.last_wall, k, large.last_wall)
     else:
         fixed = 2 * start + large.last_write_back
-        line = {"fixed": fixed, "per_file": max(large.last_wall - fixed, 0.0) / max(1, k)}
-    return Prices(k, made, start, write_back=large.last_write_back, timed=timed, **line)
+        per_file = max(large.last_wall - fixed, 0.0) / max(1, k)
+    return Prices(k, made, start, fixed, per_file, large.last_write_back, timed)
 
 
 def _run_on(part: gitbench.Part) -> Tuple[gitbench.PartWrite, float]:
