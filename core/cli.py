@@ -436,7 +436,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
     from git_tune.views import verify_view
     after = verify_mod.values_to_verify(candidate)
     report = verify_mod.verify(repo, after, runs=runs, cold=cold,
-                               workloads=tuple(workloads) or verify_mod.all_workloads())
+                               workloads=tuple(workloads) or verify_mod.all_workloads(after))
     if plot_file:
         from git_tune import plot
         plot.verify(report.to_dict(), plot_file)

@@ -124,3 +124,43 @@ def generate(root: str, shape: RepoShape, limit: Optional[int] = None,
         git(root, "add", "-A")
         git(root, *_IDENTITY, "commit", "-q", "-m", "git-tune demo change")
     return root
+
+
+@dataclass(frozen=True)
+class LargeFiles:
+    """A repository that needs memory to pack: `versions` commits of `files` large text
+    files, each commit rewriting `changed` of their lines (git stores the versions as
+    deltas of one another), beside a binary file of random bytes rewritten each commit
+    (no delta: stored whole)."""
+    files: int = 2
+    size: int = 16 << 20
+    versions: int = 6
+    changed: float = 0.02
+    binary: int = 4 << 20
+    seed: int = 1
+
+
+def generate_large(root: str, shape: LargeFiles) -> str:
+    """Create the LargeFiles repository at root (its objects loose, as commits leave them)."""
+    os.makedirs(root, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    rng = random.Random(shape.seed)
+    width = 40      # bytes a line: 8-byte line number, 31 hex digits, newline
+
+    def line(i: int) -> bytes:
+        return b"%08d %031x\n" % (i, rng.getrandbits(124))
+    count = max(1, shape.size // width)
+    texts = [[line(i) for i in range(count)] for _ in range(shape.files)]
+    for v in range(shape.versions):
+        for f, lines in enumerate(texts):
+            if v:
+                for i in rng.sample(range(count), max(1, int(count * shape.changed))):
+                    lines[i] = line(i)
+            with open(os.path.join(root, f"large-{f}.txt"), "wb") as out:
+                out.write(b"".join(lines))
+        if shape.binary:
+            with open(os.path.join(root, "large.bin"), "wb") as out:
+                out.write(rng.randbytes(shape.binary))
+        git(root, "add", "-A")
+        git(root, *_IDENTITY, "-c", "gc.auto=0", "commit", "-q", "-m", f"version {v}")
+    return root

@@ -35,6 +35,24 @@ def format_version(v: Version) -> str:
     return ".".join(map(str, v))
 
 
+# A size as git reads one (config.c git_parse_ulong): digits, then k, m or g (binary).
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> Optional[int]:
+    """'64m' -> 67108864; None where git would not read it as a size."""
+    m = re.fullmatch(r"([0-9]{1,15})([kmg]?)", str(text).strip(), re.ASCII | re.IGNORECASE)
+    return int(m[1]) * SIZE_UNITS[m[2].lower()] if m else None
+
+
+def format_size(n: int) -> str:
+    """The shortest text git reads as n bytes: 67108864 -> '64m'."""
+    for unit in ("g", "m", "k"):
+        if n and n % SIZE_UNITS[unit] == 0:
+            return f"{n // SIZE_UNITS[unit]}{unit}"
+    return str(n)
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -85,6 +103,10 @@ class Key:
         elif self.type == "enum":
             if text in self.values:
                 return text
+        elif self.type == "size":
+            number = parse_size(text)
+            if number is not None and self.min <= number <= self.max:
+                return format_size(number)
         elif self.type in ("int", "bool-or-int"):
             if self.type == "bool-or-int" and text.lower() in ("true", "false"):
                 return self._explicit(text.lower())
@@ -124,6 +146,9 @@ class Key:
             return "true or false"
         if self.type == "enum":
             return " | ".join(self.values)
+        if self.type == "size":
+            return (f"a size from {format_size(self.min)} to {format_size(self.max)}, "
+                    "in bytes or with k, m or g")
         extra = " or true/false" if self.type == "bool-or-int" else ""
         return f"{self.min}..{self.max}{extra}"
 
@@ -158,13 +183,24 @@ def catalogue() -> Dict[str, Key]:
     return keys
 
 
+def _bound(k: dict, which: str) -> Optional[int]:
+    """A key's min or max: a number, or for a size a size's text ("64g")."""
+    value = k.get(which)
+    if value is None or k["type"] != "size":
+        return value
+    number = parse_size(str(value))
+    if number is None:
+        raise ValueError(f"{which} = {value!r} is not a size")
+    return number
+
+
 def _keys(raw: dict) -> Dict[str, Key]:
     keys = {}
     for name, k in raw["keys"].items():
         keys[name] = Key(
             name=name, type=k["type"], default=k["default"], since=parse_version(k["since"]),
             affects=tuple(k["affects"]), measured_by=k["measured_by"], facts=" ".join(k["facts"].split()),
-            min=k.get("min"), max=k.get("max"), values=tuple(k.get("values", ())),
+            min=_bound(k, "min"), max=_bound(k, "max"), values=tuple(k.get("values", ())),
             needs_index_rewrite=k.get("needs_index_rewrite", False),
             since_linux=parse_version(k["since_linux"]) if "since_linux" in k else None,
             not_written_because=" ".join(k.get("not_written_because", "").split()),

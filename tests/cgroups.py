@@ -27,11 +27,11 @@ def _v2_has(controller: str) -> bool:
         return controller in f.read().split()
 
 
-def unavailable(cpu: bool = False, pids: bool = False) -> str:
+def unavailable(cpu: bool = False, pids: bool = False, memory: bool = False) -> str:
     """Why the test cannot make such a group here, or "" when it can."""
     if os.geteuid() != 0:
         return "needs root to create cgroups"
-    for name, wanted in (("cpu", cpu), ("pids", pids)):
+    for name, wanted in (("cpu", cpu), ("pids", pids), ("memory", memory)):
         if wanted and not (os.path.exists(os.path.join(V1, name, "cgroup.procs"))
                            or _v2_has(name)):
             return f"no cgroup {name} controller mounted"
@@ -41,7 +41,8 @@ def unavailable(cpu: bool = False, pids: bool = False) -> str:
 class Group:
     """One test's child groups (one per v1 hierarchy, or one v2 group)."""
 
-    def __init__(self, cpu_quota: Optional[float] = None, pids_max: Optional[int] = None):
+    def __init__(self, cpu_quota: Optional[float] = None, pids_max: Optional[int] = None,
+                 memory_max: Optional[int] = None):
         self.name = f"git-tune-test-{uuid.uuid4().hex[:8]}"
         self.dirs: List[str] = []
         settings = []
@@ -51,6 +52,11 @@ class Group:
                              {"cpu.max": f"{int(cpu_quota * 100000)} 100000"}))
         if pids_max is not None:
             settings.append(("pids", {"pids.max": str(pids_max)}, {"pids.max": str(pids_max)}))
+        if memory_max is not None:
+            # No swap to spill into: past the limit the kernel kills, as in a container.
+            settings.append(("memory", {"memory.limit_in_bytes": str(memory_max),
+                                        "memory.memsw.limit_in_bytes?": str(memory_max)},
+                             {"memory.max": str(memory_max), "memory.swap.max?": "0"}))
         for controller, v1_files, v2_files in settings:
             v1 = os.path.join(V1, controller)
             if os.path.exists(os.path.join(v1, "cgroup.procs")):
@@ -63,8 +69,13 @@ class Group:
             os.mkdir(path)
             self.dirs.append(path)
         for name, value in files.items():
-            with open(os.path.join(path, name), "w") as f:
-                f.write(value)
+            optional = name.endswith("?")     # a file only some kernels have
+            try:
+                with open(os.path.join(path, name.rstrip("?")), "w") as f:
+                    f.write(value)
+            except OSError:
+                if not optional:
+                    raise
 
     def enter(self) -> None:
         """preexec_fn: move the new child into every group before it execs."""
@@ -92,8 +103,9 @@ class Group:
 
 
 @contextlib.contextmanager
-def group(cpu_quota: Optional[float] = None, pids_max: Optional[int] = None):
-    g = Group(cpu_quota, pids_max)
+def group(cpu_quota: Optional[float] = None, pids_max: Optional[int] = None,
+          memory_max: Optional[int] = None):
+    g = Group(cpu_quota, pids_max, memory_max)
     try:
         yield g
     finally:

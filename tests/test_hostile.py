@@ -201,7 +201,7 @@ def parsing_command(key, repo, tmp_path):
         return ["update-index", "--force-write-index"], {}
     if key == "index.threads":
         return ["ls-files"], {}
-    if key == "pack.threads":                           # pack-objects, started by repack
+    if key in ("pack.threads", "pack.windowMemory", "pack.deltaCacheSize"):  # pack-objects
         return ["repack", "-a", "-d", "-q"], {}
     return ["status", "--porcelain"], {}
 
@@ -211,6 +211,8 @@ def values_to_try(key):
         return ["true", "false", "yes", "0"]
     if key.type == "enum":
         return list(key.values)
+    if key.type == "size":
+        return [catalogue.format_size(key.min), catalogue.format_size(key.max), "64M"]
     out = [str(key.min), str(key.max), f"+{key.max}", f" {key.min}"]
     out += ["true", "false"] if key.type == "bool-or-int" else []
     # "As many as online CPUs" is refused (test_online_cpus_values_are_never_written).

@@ -91,6 +91,10 @@ class Bench:
     pending: List = field(default_factory=list)
     # This host's prices (planner.prices), measured on the first trial that asks.
     prices: Optional[Prices] = None
+    # Bytes this process may use (the cgroup's memory limit, else the host's available
+    # memory; 0: not known) and which of the two it is.
+    memory_limit: int = 0
+    memory_source: str = ""
 
     @property
     def worktree(self) -> str:

@@ -69,11 +69,13 @@ def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
 
 def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
     """One stored calibration per host, git, repository and workload profile (a profile
-    decides which workloads are measured)."""
+    decides which workloads are measured), and cgroup memory limit (a value sized inside
+    one limit is not evidence inside another: packmem)."""
     rep = report.repository
+    limit = report.host.memory_limit
     return (f"{fingerprint.of_report(report)}|{report.git.version}|"
             f"{rep.layout.git_dir if rep else None}|{rep.tracked_files if rep else None}|"
-            f"{workload}")
+            f"{workload}" + (f" in {limit} bytes" if limit else ""))
 
 
 def stored_git_dirs() -> Set[str]:
@@ -226,7 +228,10 @@ def bench_for(report: ProbeReport, opts: Options, budget: Budget,
                  pid_limit=report.host.cgroup.pids_max, stat_data=report.repository.stat_data,
                  online_cpus=report.host.logical_cpus,
                  latency={op: d["p50"] for op, d in where.latency.items() if d.get("p50")},
-                 untracked_walk=report.repository.untracked_walk)
+                 untracked_walk=report.repository.untracked_walk,
+                 memory_limit=report.host.memory_limit or report.host.memory_available,
+                 memory_source="the cgroup's memory limit" if report.host.memory_limit
+                 else "the host's available memory")
 
 
 def _bench_run(report: ProbeReport, opts: Options, budget: Budget,

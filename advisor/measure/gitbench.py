@@ -74,6 +74,18 @@ def deadline(seconds: float):
 RUN_TIMEOUT = 600
 
 
+def time_left() -> float:
+    """Seconds a git run may take from now: to the deadline, else RUN_TIMEOUT.
+    DeadlineReached where the deadline has passed."""
+    end = _deadline.get()
+    if end is None:
+        return RUN_TIMEOUT
+    left = end - plan.now()
+    if left <= 0:
+        raise DeadlineReached("the deadline came before the run")
+    return left
+
+
 def run_git(args: List[str], cwd: str, env: dict, timeout: Optional[float] = None,
             hooks: bool = True, input: Optional[str] = None,
             output: bool = False, repo: Optional[RepoLayout] = None,

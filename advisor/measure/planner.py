@@ -197,3 +197,14 @@ def within_budget(bench):
 def fits(bench, seconds: float, share: float) -> bool:
     """Whether `seconds` of work fit `share` of the budget left."""
     return seconds < bench.budget.left() * share
+
+
+# The most a trial's git run may peak at: this share of the memory this process may use
+# (the cgroup's limit, else what the host has available). A value whose run peaks above
+# it is never written, however fast; the rest is left to whatever runs beside git.
+MEMORY_SHARE = 0.5
+
+
+def memory_allowed(limit: int) -> int:
+    """Bytes a trial's git run may peak at, of `limit` this process may use."""
+    return int(limit * MEMORY_SHARE)

@@ -24,9 +24,13 @@ SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
 
 
-def all_workloads() -> Tuple[str, ...]:
-    """The workloads verify can time (models/workloads.toml's, and those keys bring)."""
-    return workloads_model.verified()
+def all_workloads(keys=None) -> Tuple[str, ...]:
+    """The workloads verify can time: models/workloads.toml's, and those keys bring
+    (with `keys`, those these keys bring only: a repack is not timed to verify a
+    checkout key)."""
+    table = workloads_model.table()
+    return tuple(w for w in workloads_model.verified()
+                 if keys is None or not table[w].key or table[w].key in keys)
 
 
 # The sides of a comparison as verify's report names them.
@@ -257,7 +261,7 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
            layout: Optional[repo_probe.RepoLayout] = None) -> VerifyReport:
     """`layout`: the repository as the command located it already (else repo's);
     `workloads`: those timed (by default every one verify can time)."""
-    workloads = all_workloads() if workloads is None else workloads
+    workloads = all_workloads(after) if workloads is None else workloads
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")

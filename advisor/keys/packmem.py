@@ -1,0 +1,241 @@
+"""pack.windowMemory and pack.deltaCacheSize: the memory `git pack-objects` may hold while
+it finds deltas (repack, gc), decided together by real git on this repository.
+
+Git sizes neither from the memory it may use: the window is unlimited per thread and the
+delta cache 256 MiB, so a window of large blobs holds ten of them per thread, and a
+container's repack is killed by the kernel. Real git decides, on pack-objects over the
+repository's largest objects (enough to fill every thread's window twice: what peaks
+does not grow with the rest of the repository), deltas found again as `repack -f` does,
+its output discarded. Every run's peak memory is measured beside its time (peak.run),
+and in a memory cgroup of its own where the kernel lets one be made.
+
+A run that peaks above planner.memory_allowed (or is killed there) fails. The candidate
+is the largest size, halved from what the allowed memory holds for each thread's window
+and the cache, whose run fits. Where Git's default fails and the candidate does not,
+the candidate is written whatever its speed; where both fit, the A/B's speed decides.
+"""
+import os
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional
+
+from git_tune.advisor.decide import advice
+from git_tune.advisor.keys.registry import Tuner
+from git_tune.advisor.measure import gitbench, peak, planner
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.advisor.measure.sweep import MeasurementFailed
+from git_tune.git import repo_environ
+from git_tune.models import catalogue
+from git_tune.probes.host import host_facts
+from git_tune.probes.repo import RepoLayout
+
+WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
+WORKLOAD = "repack"
+DEFAULT_WINDOW = 10         # pack.window's default (builtin/pack-objects.c)
+WINDOWS_FILLED = 2          # the sample fills each thread's window this many times
+SMALLEST = 1 << 20          # no candidate below 1m: the window would hold one object
+MIB = 1 << 20
+TRIAL_RANK = 2
+WHAT = {WORKLOAD: "git pack-objects of the largest objects, deltas found again "
+                  "(what git repack -adf and gc spend memory on)"}
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the trial recorded beside its comparison."""
+    limit: int = 0                  # bytes this process may use
+    limit_source: str = ""
+    allowed: int = 0                # bytes a run may peak at (planner.memory_allowed)
+    objects: int = 0                # in the sample
+    sample_bytes: int = 0
+    threads: int = 0
+    # Each value's first run ("default" for Git's): its peak bytes, and how it ended
+    # ("fits", "over" the allowed peak, "killed" there by the kernel).
+    peaks: Optional[Dict[str, int]] = None
+    ended: Optional[Dict[str, str]] = None
+    confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The objects pack-objects is timed on: a file of their names, one a line."""
+    names_file: str
+    objects: int
+    size: int
+
+
+def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
+    proc = gitbench.run_git(["config", "--type=int", "--get", name], repo.worktree,
+                            gitbench.config_env({}), hooks=False, output=True,
+                            repo=repo, ok=(0, 1))
+    text = proc.stdout.strip()
+    return int(text) if proc.returncode == 0 and text.lstrip("-").isdigit() else None
+
+
+def threads(repo: RepoLayout, online_cpus: Optional[int]) -> int:
+    """The threads pack-objects finds deltas with here: pack.threads where set, else
+    git's online CPUs (it reads no CPU quota)."""
+    set_here = _config_int(repo, "pack.threads")
+    return max(1, set_here or online_cpus or os.cpu_count() or 1)
+
+
+def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
+    """The largest objects, enough to fill each thread's window WINDOWS_FILLED times
+    (pack-objects orders objects by type, name and size, largest first, and splits them
+    between its threads), named in a file under `root`. MeasurementFailed where the
+    repository has no objects."""
+    window = _config_int(repo, "pack.window") or DEFAULT_WINDOW
+    want = WINDOWS_FILLED * (window + 1) * n_threads
+    out = gitbench.run_git(["cat-file", "--batch-all-objects",
+                            "--batch-check=%(objectsize) %(objectname)"],
+                           repo.worktree, gitbench.config_env({}), hooks=False,
+                           output=True, repo=repo).stdout
+    sized = []
+    for line in out.splitlines():
+        size, _, name = line.partition(" ")
+        if size.isdigit() and name:
+            sized.append((int(size), name))
+    if not sized:
+        raise MeasurementFailed("the repository has no objects to pack")
+    sized.sort(reverse=True)
+    chosen = sized[:want]
+    path = os.path.join(root, "packmem-objects")
+    with open(path, "w") as f:
+        f.writelines(f"{name}\n" for _, name in chosen)
+    return Sample(path, len(chosen), sum(s for s, _ in chosen))
+
+
+def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
+           seen: Optional[Dict[str, peak.PeakRun]] = None):
+    """A timed run of pack-objects on the sample: runner(settings, trace_file=None) ->
+    seconds; MeasurementFailed where it peaked above `allowed` (`within`: of what) or
+    was killed there, or git failed; DeadlineReached at the deadline. Each value's first
+    run is kept in `seen`."""
+    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
+        env = repo_environ(repo, gitbench.config_env(settings))
+        if trace_file:
+            env["GIT_TRACE2_EVENT"] = trace_file
+        r = peak.run(["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout",
+                      "-q"], repo.worktree, env, allowed, gitbench.time_left(),
+                     objects.names_file)
+        if seen is not None:
+            seen.setdefault(settings.get(WINDOW, "default"), r)
+        if r.timed_out:
+            raise gitbench.DeadlineReached("git pack-objects: stopped at the deadline")
+        if r.killed_at_limit or r.peak > allowed:
+            how = "killed by the kernel at" if r.killed_at_limit else \
+                f"peaked at {r.peak / MIB:.0f} MiB, above"
+            raise MeasurementFailed(f"git pack-objects {how} the {allowed / MIB:.0f} MiB "
+                                    f"a run may use ({planner.MEMORY_SHARE:.0%} of {within})")
+        if r.returncode != 0:
+            raise MeasurementFailed(f"git pack-objects failed: {r.stderr.strip()[:300]}")
+        return r.seconds
+    return run
+
+
+def ladder(allowed: int, n_threads: int) -> List[int]:
+    """The sizes tried, largest first: from the largest power of two whose window on
+    every thread and whose delta cache fit the allowed memory together, halved down to
+    SMALLEST (each run's measured peak decides; this only orders the tries)."""
+    size = SMALLEST
+    while (n_threads + 1) * (2 * size) * 2 <= allowed:
+        size *= 2
+    out = []
+    while size >= SMALLEST:
+        out.append(size)
+        size //= 2
+    return out
+
+
+def _settings(size: int) -> Dict[str, str]:
+    """Both keys at `size`; the cache no larger than git reads (an int: below 2g)."""
+    cache = min(size, catalogue.lookup(CACHE).max)
+    return {WINDOW: catalogue.format_size(size), CACHE: catalogue.format_size(cache)}
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    if not bench.memory_limit:
+        return Trial.not_run(WINDOW, "the memory this process may use could not be read")
+    allowed = planner.memory_allowed(bench.memory_limit)
+    n_threads = threads(bench.repo, bench.online_cpus)
+    try:
+        with planner.within_budget(bench):
+            objects = sample(bench.repo, bench.ws.root, n_threads)
+    except MeasurementFailed as e:
+        return Trial.not_run(WINDOW, f"nothing to pack ({e})")
+    seen: Dict[str, peak.PeakRun] = {}
+    run = runner(bench.repo, objects, allowed, bench.memory_source, seen)
+    with planner.within_budget(bench):
+        error, warm = gitbench.attempt(lambda: run({}))
+        cand = _fitting(run, allowed, n_threads)
+    if cand is None:
+        return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
+                             f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
+                             "may use; Git's defaults stand")
+    c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
+                 files=objects.objects, warm_default=warm)
+    return Trial(WINDOW, (c,), asdict(_facts(bench, objects, allowed, n_threads, seen)))
+
+
+def _fitting(run: Callable[[Dict[str, str]], float], allowed: int,
+             n_threads: int) -> Optional[Dict[str, str]]:
+    """The settings of the largest size on the ladder whose run fits; None where none
+    does."""
+    for size in ladder(allowed, n_threads):
+        settings = _settings(size)
+        if gitbench.attempt(lambda: run(settings))[0] is None:
+            return settings
+    return None
+
+
+def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
+           seen: Dict[str, peak.PeakRun]) -> TrialFacts:
+    def ended(r: peak.PeakRun) -> str:
+        return "killed" if r.killed_at_limit else "over" if r.peak > allowed else "fits"
+    confined = next((r.confined for r in seen.values() if r.confined), "")
+    return TrialFacts(bench.memory_limit, bench.memory_source, allowed, objects.objects,
+                      objects.size, n_threads, {v: r.peak for v, r in seen.items()},
+                      {v: ended(r) for v, r in seen.items()}, confined)
+
+
+def _decide(key, cal: Calibration, weights, value_of: Callable[[Dict[str, str]], str]):
+    t = cal.trials.get(WINDOW)
+    if t is None:
+        return advice.unmeasured(key)
+    f = t.facts_as(TrialFacts)
+    return advice.weighed(key, t, weights, value_of(t.main.candidate), WHAT,
+                          {"peaks": f.peaks, "ended": f.ended,
+                           "allowed": f.allowed, "limit": f.limit})
+
+
+def verify_runner(key, repo: RepoLayout, index_file: str):
+    """verify's runner for the repack workload: the same runs as the trial's, on the
+    user's repository, within the memory this host allows now."""
+    host = host_facts()
+    limit = host.memory_limit or host.memory_available
+    within = "the cgroup's memory limit" if host.memory_limit else "the host's available memory"
+    objects = sample(repo, os.path.dirname(index_file), threads(repo, host.logical_cpus))
+    return runner(repo, objects, planner.memory_allowed(limit), within)
+
+
+class WindowMemory(Tuner):
+    rank = TRIAL_RANK
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def verify_runner(self, key, repo, index_file):
+        return verify_runner(key, repo, index_file)
+
+    def decide(self, key, cal, weights):
+        return _decide(key, cal, weights, lambda cand: cand[WINDOW])
+
+
+class DeltaCacheSize(Tuner):
+    """Decided by pack.windowMemory's trial: the same runs set both."""
+
+    def decide(self, key, cal, weights):
+        return _decide(key, cal, weights, lambda cand: cand[CACHE])
+
+
+TUNERS = {WINDOW: WindowMemory(), CACHE: DeltaCacheSize()}

@@ -1,0 +1,151 @@
+"""Issue #64: git's pack memory sized by measurement, inside the memory git-tune may use.
+
+Real git on a generated repository that needs memory to pack (repogen.LargeFiles), real
+memory cgroups (tests/cgroups.py; skipped without root or the controller), the real CLI.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from git_tune import repogen
+from git_tune.advisor.keys import packmem
+from git_tune.advisor.measure import budget as plan, calibrate, gitbench, peak, planner
+from git_tune.advisor.measure.bench import Bench
+from git_tune.advisor.measure.record import Options
+from git_tune.errors import UsageError
+from git_tune.models import catalogue
+from git_tune.probes import repo as repo_probe
+from tests import cgroups
+
+GIT_TUNE = [sys.executable, "-m", "git_tune"]
+MIB = 1 << 20
+# Two 4 MiB text files in four versions and a 2 MiB binary in each: Git's defaults peak
+# near 100 MiB packing them, a 16m window near 40 MiB (measured; the test checks it).
+SHAPE = repogen.LargeFiles(size=4 << 20, versions=4, binary=2 << 20)
+
+
+@pytest.fixture(scope="module")
+def large_repo(tmp_path_factory):
+    return str(repogen.generate_large(str(tmp_path_factory.mktemp("mem") / "repo"), SHAPE))
+
+
+@pytest.mark.parametrize("text,canonical", [("64m", "64m"), ("64M", "64m"), ("1g", "1g"),
+                                            ("2048k", "2m"), ("1048576", "1m"),
+                                            (" 96m ", "96m")])
+def test_sizes_are_written_as_git_reads_them(text, canonical):
+    key = catalogue.lookup("pack.windowMemory")
+    assert key.validate(text) == canonical
+    # git reads the canonical text as the same number of bytes.
+    read = subprocess.run(["git", "-c", f"pack.windowMemory={canonical}", "config",
+                           "--type=int", "pack.windowMemory"], stdout=subprocess.PIPE,
+                          text=True, check=True).stdout.strip()
+    assert int(read) == catalogue.parse_size(text)
+
+
+@pytest.mark.parametrize("bad", ["64x", "-1m", "1.5m", "", "64 m", "m", "0", "100g",
+                                 "1" * 40, ["64m"], None])
+def test_a_size_git_would_not_read_or_out_of_range_is_refused(bad):
+    with pytest.raises(UsageError, match="pack.windowMemory"):
+        catalogue.lookup("pack.windowMemory").validate(bad)
+
+
+def test_a_runs_peak_is_measured_and_a_run_stopped_at_its_timeout(large_repo):
+    names = os.path.join(large_repo, ".git", "gt-objects")
+    with open(names, "w") as f:
+        f.write(subprocess.run(["git", "-C", large_repo, "rev-parse", "HEAD:large-0.txt"],
+                               stdout=subprocess.PIPE, text=True, check=True).stdout)
+    try:
+        r = peak.run(["pack-objects", "--stdout", "-q"], large_repo,
+                     gitbench.config_env({}), 1 << 40, 60, names)
+    finally:
+        os.unlink(names)
+    # The blob is 4 MiB, read whole: git's resident set holds it at least.
+    assert r.returncode == 0 and not r.timed_out and r.peak >= 4 * MIB, r
+    slow = peak.run(["-c", "alias.wait=!sleep 30", "wait"], large_repo,
+                    gitbench.config_env({}), 1 << 40, 0.5)
+    assert slow.timed_out and slow.seconds < 10, slow
+
+
+def _bench(tmp_path, repo: str, memory_limit: int) -> Bench:
+    report = calibrate.probe_repository(repo, 10)
+    layout = report.repository.layout
+    budget = plan.Budget(60)
+    b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
+              repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
+              Options(budget=60), budget, online_cpus=2, memory_limit=memory_limit,
+              memory_source="a test's limit")
+    os.makedirs(b.ws.root, exist_ok=True)
+    return b
+
+
+def test_a_limit_no_value_fits_keeps_gits_defaults_and_says_why(tmp_path, large_repo):
+    """Bad input: a limit below what any value fits (git itself needs more than 4 MiB)."""
+    bench = _bench(tmp_path, large_repo, 8 * MIB)
+    t = packmem.trial(catalogue.lookup("pack.windowMemory"), bench)
+    assert not t.comparisons and "no value from 1m up" in t.why_not_run, t
+
+
+def test_a_repository_without_objects_is_not_timed(tmp_path):
+    repo = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a").write_text("a\n")
+    subprocess.run(["git", "-C", str(repo), "add", "a"], check=True)
+    bench = _bench(tmp_path, str(repo), 1 << 30)
+    # One blob: packed in no time, with room to spare under Git's defaults: whatever
+    # the A/B says, no value is written because Git's default failed.
+    t = packmem.trial(catalogue.lookup("pack.windowMemory"), bench)
+    assert all(not c.fails for c in t.comparisons), t
+
+
+def test_in_a_memory_cgroup_defaults_are_killed_and_the_values_written_fit(large_repo,
+                                                                          tmp_path,
+                                                                          isolated_git):
+    why = cgroups.unavailable(memory=True)
+    if why:
+        pytest.skip(why)
+    repo = str(tmp_path / "repo")
+    subprocess.run(["cp", "-a", large_repo, repo], check=True)
+    limit = 192 * MIB
+    with cgroups.group(memory_max=limit) as g:
+        auto = subprocess.run(GIT_TUNE + ["auto", "--repo", repo, "--workload", "ci", "--yes",
+                                          "--json", "--budget", "60", "--scope", "local"],
+                              preexec_fn=g.enter, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=600)
+    assert auto.returncode == 0, auto.stderr
+    keys = {k["key"]: k for k in json.loads(auto.stdout)["recommendation"]["keys"]}
+    window, cache = keys["pack.windowMemory"], keys["pack.deltaCacheSize"]
+    assert window["status"] == "set" and cache["status"] == "set", window
+    assert "Git's default" in window["reason"], window
+    written = subprocess.run(["git", "-C", repo, "config", "pack.windowMemory"],
+                             stdout=subprocess.PIPE, text=True).stdout.strip()
+    assert written == window["value"]
+
+    allowed = int(limit * planner.MEMORY_SHARE)
+    defaults = ["-c", "pack.windowMemory=0", "-c", "pack.deltaCacheSize=256m"]
+    with cgroups.group(memory_max=allowed) as g:
+        def repack(*config):
+            fresh = str(tmp_path / f"copy{len(config)}")
+            subprocess.run(["cp", "-a", large_repo, fresh], check=True)
+            return subprocess.run(["git", "-C", fresh, *config, "repack", "-adfq"],
+                                  preexec_fn=g.enter, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=300)
+        killed = repack(*defaults)
+        fits = repack("-c", f"pack.windowMemory={window['value']}",
+                      "-c", f"pack.deltaCacheSize={cache['value']}")
+    assert killed.returncode != 0, "Git's defaults fit the allowed memory: no test"
+    assert fits.returncode == 0, fits.stderr
+
+
+def test_the_largest_sizes_tried_are_ones_git_reads(large_repo):
+    """A host with memory to spare: the ladder starts high, and the delta cache is an
+    int in git (2g is out of range), so it stops below that."""
+    top = packmem.ladder(1 << 40, 2)[0]
+    settings = packmem._settings(top)
+    assert catalogue.parse_size(settings["pack.windowMemory"]) == top
+    config = [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
+    proc = subprocess.run(["git", *config, "pack-objects", "--stdout", "-q"], cwd=large_repo,
+                          input=b"", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.returncode == 0 and b"out of range" not in proc.stderr, proc.stderr
