@@ -46,10 +46,12 @@ def chosen(repo: str, limit: int, budget: float):
         if box:
             box.remove()
     if out.returncode != 0:
-        return {}, f"recommend failed: {out.stderr.strip()[-200:]}"
-    keys = {k["key"]: k for k in json.loads(out.stdout)["keys"]}
+        return {}, {"reason": f"recommend failed: {out.stderr.strip()[-300:]}"}
+    rec = json.loads(out.stdout)
+    keys = {k["key"]: k for k in rec["keys"]}
     values = {k: keys[k]["value"] for k in KEYS if keys[k]["status"] == "set"}
-    return values, keys[KEYS[0]]["reason"]
+    return values, {"reason": keys[KEYS[0]]["reason"], "spent": rec.get("spent"),
+                    "notes": rec.get("notes")}
 
 
 def repack(source: str, scratch: str, settings: dict, limit: int) -> peak.PeakRun:
@@ -94,7 +96,7 @@ def main():
                      if after and not before.returncode and not after.returncode else "-")
             rows.append((name, ", ".join(f"{k}={v}" for k, v in values.items()) or
                          "Git's defaults", shown(before), shown(after) if after else "-", ratio))
-            data[name] = {"values": values, "reason": reason,
+            data[name] = {"values": values, **reason,
                           "defaults": before.__dict__, "git_tune": after.__dict__ if after else None}
     notes.append(f"repository: {shape.files} text files of {shape.size // MIB} MiB in "
                  f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "

@@ -88,16 +88,19 @@ def test_a_limit_no_value_fits_keeps_gits_defaults_and_says_why(tmp_path, large_
     assert not t.comparisons and "no value from 1m up" in t.why_not_run, t
 
 
-def test_a_repository_without_objects_is_not_timed(tmp_path):
-    repo = tmp_path / "empty"
+def test_small_objects_and_no_objects_leave_gits_defaults_with_the_reason(tmp_path):
+    """Bad input: a repository with no objects; and one whose largest objects fill a
+    window far below any limit (a limit never reached changes nothing: not timed)."""
+    repo = tmp_path / "r"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "a").write_text("a\n")
+    empty = packmem.trial(catalogue.lookup("pack.windowMemory"), _bench(tmp_path, str(repo),
+                                                                        1 << 30))
+    assert "no objects to pack" in empty.why_not_run, empty
     subprocess.run(["git", "-C", str(repo), "add", "a"], check=True)
-    bench = _bench(tmp_path, str(repo), 1 << 30)
-    # One blob: packed in no time, with room to spare under Git's defaults: whatever
-    # the A/B says, no value is written because Git's default failed.
-    t = packmem.trial(catalogue.lookup("pack.windowMemory"), bench)
-    assert all(not c.fails for c in t.comparisons), t
+    small = packmem.trial(catalogue.lookup("pack.windowMemory"),
+                          _bench(tmp_path / "again", str(repo), 1 << 30))
+    assert "no limit would be reached" in small.why_not_run, small
 
 
 def test_in_a_memory_cgroup_defaults_are_killed_and_the_values_written_fit(large_repo,

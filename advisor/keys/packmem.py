@@ -21,8 +21,10 @@ from typing import Callable, Dict, List, Optional
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys.registry import Tuner
 from git_tune.advisor.measure import gitbench, peak, planner
+from git_tune.advisor.measure.ab import least_seconds
 from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Trial
+from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Trial,
+                                             failed_comparison)
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.git import repo_environ
 from git_tune.models import catalogue
@@ -32,7 +34,7 @@ from git_tune.probes.repo import RepoLayout
 WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
 WORKLOAD = "repack"
 DEFAULT_WINDOW = 10         # pack.window's default (builtin/pack-objects.c)
-WINDOWS_FILLED = 2          # the sample fills each thread's window this many times
+WINDOWS_FILLED = 1          # the sample fills each thread's window this many times
 SMALLEST = 1 << 20          # no candidate below 1m: the window would hold one object
 MIB = 1 << 20
 TRIAL_RANK = 2
@@ -56,12 +58,17 @@ class TrialFacts:
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
 
 
+class OverMemory(MeasurementFailed):
+    """A run peaked above the memory it may use, or was killed there."""
+
+
 @dataclass(frozen=True)
 class Sample:
     """The objects pack-objects is timed on: a file of their names, one a line."""
     names_file: str
     objects: int
     size: int
+    window_bytes: int       # the `pack.window` largest objects' bytes: what one window holds
 
 
 def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
@@ -102,7 +109,8 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     path = os.path.join(root, "packmem-objects")
     with open(path, "w") as f:
         f.writelines(f"{name}\n" for _, name in chosen)
-    return Sample(path, len(chosen), sum(s for s, _ in chosen))
+    return Sample(path, len(chosen), sum(s for s, _ in chosen),
+                  sum(s for s, _ in chosen[:window]))
 
 
 def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
@@ -118,6 +126,7 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
         r = peak.run(["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout",
                       "-q"], repo.worktree, env, allowed, gitbench.time_left(),
                      objects.names_file)
+        gitbench.ran()
         if seen is not None:
             seen.setdefault(settings.get(WINDOW, "default"), r)
         if r.timed_out:
@@ -125,7 +134,7 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
         if r.killed_at_limit or r.peak > allowed:
             how = "killed by the kernel at" if r.killed_at_limit else \
                 f"peaked at {r.peak / MIB:.0f} MiB, above"
-            raise MeasurementFailed(f"git pack-objects {how} the {allowed / MIB:.0f} MiB "
+            raise OverMemory(f"git pack-objects {how} the {allowed / MIB:.0f} MiB "
                                     f"a run may use ({planner.MEMORY_SHARE:.0%} of {within})")
         if r.returncode != 0:
             raise MeasurementFailed(f"git pack-objects failed: {r.stderr.strip()[:300]}")
@@ -166,22 +175,45 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     seen: Dict[str, peak.PeakRun] = {}
     run = runner(bench.repo, objects, allowed, bench.memory_source, seen)
     with planner.within_budget(bench):
-        error, warm = gitbench.attempt(lambda: run({}))
-        cand = _fitting(run, allowed, n_threads)
+        try:
+            warm, error = run({}), None
+        except OverMemory as e:
+            warm, error = None, str(e)
+        # Where Git's defaults fit, only a size below what one window of the largest
+        # objects holds can change what pack-objects does (a limit it never reaches is
+        # no limit), and speed decides, by an A/B the default's run prices.
+        below = objects.window_bytes if error is None else None
+        if below is not None and below <= SMALLEST:
+            return Trial.not_run(WINDOW, f"Git's defaults peaked at {seen['default'].peak / MIB:.0f} "
+                                 f"MiB, within the {allowed / MIB:.0f} MiB a run may use, and a "
+                                 f"window of the largest objects holds {below / MIB:.1f} MiB: "
+                                 "no limit would be reached")
+        if below is not None:
+            planner.afford(bench, warm + least_seconds(warm))
+        cand = _fitting(run, allowed, n_threads, below)
     if cand is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
                              "may use; Git's defaults stand")
-    c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
-                 files=objects.objects, warm_default=warm)
+    if error is not None:
+        # Git's defaults do not fit, the candidate's run did: that decides, whatever the
+        # speeds (no more runs are owed: a peak is the objects', not the moment's).
+        fitted = seen[cand[WINDOW]]
+        c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error, (fitted.seconds,),
+                              objects.objects)
+    else:
+        c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
+                     files=objects.objects, warm_default=warm)
     return Trial(WINDOW, (c,), asdict(_facts(bench, objects, allowed, n_threads, seen)))
 
 
-def _fitting(run: Callable[[Dict[str, str]], float], allowed: int,
-             n_threads: int) -> Optional[Dict[str, str]]:
-    """The settings of the largest size on the ladder whose run fits; None where none
-    does."""
+def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: int,
+             below: Optional[int] = None) -> Optional[Dict[str, str]]:
+    """The settings of the largest size on the ladder (below `below`, where given) whose
+    run fits; None where none does."""
     for size in ladder(allowed, n_threads):
+        if below is not None and size >= below:
+            continue
         settings = _settings(size)
         if gitbench.attempt(lambda: run(settings))[0] is None:
             return settings
@@ -202,6 +234,8 @@ def _decide(key, cal: Calibration, weights, value_of: Callable[[Dict[str, str]],
     t = cal.trials.get(WINDOW)
     if t is None:
         return advice.unmeasured(key)
+    if t.why_not_run:
+        return advice.not_set(key, "not set: " + t.why_not_run, dict(t.facts))
     f = t.facts_as(TrialFacts)
     return advice.weighed(key, t, weights, value_of(t.main.candidate), WHAT,
                           {"peaks": f.peaks, "ended": f.ended,

@@ -152,10 +152,16 @@ def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional
     t0 = time.perf_counter()
     run_git(args, cwd, env, repo=repo, ok=ok)
     took = time.perf_counter() - t0
+    ran()
+    return took
+
+
+def ran() -> None:
+    """A timed git run has ended: after_each_run's hook (the budget's tick, a progress
+    bar) is called. Runners that start git themselves call it too."""
     hook = _after_run.get()
     if hook:
         hook()
-    return took
 
 
 def trace_phases(trace_file: str) -> Dict[str, float]:
