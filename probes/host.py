@@ -159,6 +159,10 @@ def host_facts(root: str = "/") -> HostFacts:
         notes.append(f"CPU affinity allows {affinity} of {logical} CPUs")
     vm = psutil.virtual_memory()
     memory_limit = limits.memory_limit if limits.memory_limit and limits.memory_limit < vm.total else None
+    if memory_limit:
+        notes.append(f"cgroup v{limits.version} memory limit of {memory_limit / 2 ** 20:.0f} MiB: "
+                     "git sizes its pack memory from the host, not from it (pack.windowMemory "
+                     "and pack.deltaCacheSize are sized within it)")
     try:
         load = tuple(round(x, 2) for x in os.getloadavg())
     except OSError:

@@ -113,6 +113,13 @@ def test_in_a_memory_cgroup_defaults_are_killed_and_the_values_written_fit(large
     subprocess.run(["cp", "-a", large_repo, repo], check=True)
     limit = 192 * MIB
     with cgroups.group(memory_max=limit) as g:
+        probe = subprocess.run(GIT_TUNE + ["probe", "--repo", repo, "--json"],
+                               preexec_fn=g.enter, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=600)
+        assert probe.returncode == 0, probe.stderr
+        host = json.loads(probe.stdout)["host"]
+        assert host["memory_limit"] == limit
+        assert any("memory limit of 192 MiB" in n for n in host["notes"]), host["notes"]
         auto = subprocess.run(GIT_TUNE + ["auto", "--repo", repo, "--workload", "ci", "--yes",
                                           "--json", "--budget", "60", "--scope", "local"],
                               preexec_fn=g.enter, stdout=subprocess.PIPE,

@@ -103,10 +103,10 @@ def _candidate(workers: int) -> Dict[str, str]:
 
 def _trial_workers(bench: Bench) -> Optional[Trial]:
     """Real git writes files sequentially against the engine's pick of workers, then
-    against twice the pick. The engine orders worker counts well where they matter most
-    (latfs) but its threads start cheaper than Git's worker processes: on tmpfs and the
-    disk git's best count was twice the pick (bench/fidelity.py, bench/tuner_quality.py),
-    so real git sees both and the profile's objective chooses (chosen()). Where the
+    against twice the pick. The engine's threads start cheaper than Git's worker
+    processes, so git's best count can lie above the engine's (docs/planner.md,
+    "Figures behind checkout_trial"): real git times both and the profile's objective
+    chooses (chosen()). Where the
     whole tree fits the budget, a batch and the whole tree are timed in a scratch clone;
     where it does not (slow storage, a large repository), a part of the tree (_route)."""
     s = bench.sweeps.get("checkout")
@@ -126,9 +126,8 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
 
     def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
         # The batch's extensions share the budget left with the whole tree's comparison
-        # after it, as with a trial after this one: at the budget's end on tmpfs at
-        # 20,000 files, 4 workers' batch (3% slower by its median, within noise) took
-        # 10 more pairs, and the tree's comparison was then 0.9-1.0 s short.
+        # after it, as with a trial after this one: a batch within noise must not take
+        # the pairs the tree's comparison needs.
         then = 1 if bench.counts(CLONE) and (not tree or tree[0]) else 0
         c = bench.ab("checkout", {}, cand, lambda: batch.run({}), lambda: batch.run(cand),
                      files=len(batch.paths), warm_default=None if i else size.warm,
@@ -164,9 +163,8 @@ class Ladder:
     plan.LADDER of the budget left when it starts (climb). What that share left out waits
     for the budget's end (step, called by calibrate once every key has had its trial): a
     count not timed, then the count faster by its median but within noise, with more runs
-    (resume(candidate, its comparisons)). On the hdd bed at 20,000 files, 2 workers took
-    5.4-5.9 s of a 20 s budget, 4 (the grid's best) were not timed, and the calibration
-    ended with 5-7 s unspent."""
+    (resume(candidate, its comparisons)): no count is left untimed while the budget has
+    seconds to spare."""
 
     def __init__(self, bench: Bench, counts: List[int], compare: Compare, resume: Resume):
         self.bench, self.counts = bench, list(counts)
@@ -360,8 +358,7 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
     A tree that does not fit a run was timed before as an evenly spread slice of it in
     the full repository, whose pathspec git matches against every entry and whose next
     status reads every entry: costs that grow with the repository, the same on both
-    sides, diluting the write's gain (on tmpfs at 20,000 files a 400-file slice took
-    0.22-0.44 s a run, the whole tree 0.85 s; a part of 6,000 entries takes 0.3 s)."""
+    sides, diluting the write's gain."""
     whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
     try:
         with planner.within_budget(bench):
@@ -374,9 +371,8 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
     except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
         # What the stopped run wrote is written back before a part is timed: a part's runs
         # time their own write-back (gitbench.PartWrite), and the first would time this
-        # too (on the hdd bed at 20,000 files, after a whole-tree pilot stopped at 0.44 s,
-        # the part's warm-up pair did not fit a quarter of the 16 s left, where its runs
-        # take 0.24 s). Counted in the budget, not in any run; where the budget ends first,
+        # too, pricing the part's runs far above their cost. Counted in the budget, not
+        # in any run; where the budget ends first,
         # the trial's deadline (calibrate._bounded) stops it as it stops git.
         gitbench.written_back(whole.clone)
         return WholeTree(whole, None)
@@ -395,8 +391,7 @@ def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -
     it: where the part is too small to give every count PART_FILES_PER_WORKER files, the
     counts above become one (_part_counts), and the budget a second count would have had
     goes to a larger part for the first (a second count is still timed where the ladder
-    finds it fits). Without this, at 20,000 files on the NFS-like bed, a 48-entry part was
-    sized for two counts, both capped to the same 6 workers, and half the share unused."""
+    finds it fits): no share is sized for a count that would be capped to another."""
     entries = len(bench.names)
     timed = len(counts)
     while True:
@@ -414,9 +409,7 @@ def _part_top(files: int) -> int:
 def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
     """The counts timed on a part of `files` files: none above PART_FILES_PER_WORKER files
     a worker. More workers than that each start for a few files, which the whole tree's
-    never do: on the NFS-like bed at 20,000 files a 48-file part showed 25 workers 1.02x,
-    4-8 workers 1.3x, and the tree's own curve is nearly flat from 8 to 32 workers
-    (2.85x, 3.19x, 2.93x)."""
+    never do. (A rule to replace: docs/planner.md, "Not done yet".)"""
     top = _part_top(files)
     out = list(dict.fromkeys(min(c, top) for c in counts))
     if out != counts:
@@ -500,9 +493,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     priced from the batch: git's cost beside its files (size.fixed), the lstat of every
     entry the next whole status makes (the preload sweep's engine pass), and the batch's
     cost a file. That price is high where the batch's pathspec, matched against every
-    entry, costs more than its files (0.2 ms a file on tmpfs where the whole tree costs
-    0.09: the part it sized, 1,400 of 3,000 files, hid the gain of the whole), so where
-    the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
+    entry, costs more than its files, so where the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
     allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
     would be no larger than the batch, which has then said all it can."""
     if timed.seconds is not None:

@@ -278,8 +278,7 @@ class Workspace:
                 _part_repo(self.layout, template)
                 self._part_git = _files_below(os.path.join(template, ".git"))
             # The first part's git directory, written again: `git init` probes the file
-            # system (links, case, the executable bit), which on an NFS-like bed without
-            # attribute caching took 0.55 s a part. Each file is made relative to its
+            # system (links, case, the executable bit) at every part. Each file is made relative to its
             # directory, so no path is looked up from the root again.
             _write_below(os.path.join(dest, ".git"), self._part_git)
             _part_index(dest, records)
@@ -311,9 +310,7 @@ class Workspace:
         Git's preload starts as many threads for an index of that size as for any
         larger one, and each thread's slice holds the sample's entries as the whole
         index's would; what grows with the repository is the index read and written
-        around the lstats, on both sides alike: on the NFS-like bed at 100,000 entries
-        0.056 s to make a sample and 0.17 s a run, where the confirmation's share had
-        1.27 s for 6 runs."""
+        around the lstats, on both sides alike."""
         if self._frame is None:
             plain = _plain(self.listed())
             # [] where there is no frame: the whole index is the samples' own.
@@ -325,9 +322,7 @@ class Workspace:
         """The which-th of disjoint samples of n entries of fresh_frame (sample_entries),
         its stat data as the user's index has them: nothing meets its files before a
         timed run does. Made from a copy of the frame in which every entry is marked
-        (made once), its sample's marks cleared: on the NFS-like bed at 20,000 entries
-        0.03 s a sample in the host's temporary directory, where marking all but the
-        sample on the bed took 0.08 s. The caller removes its index file."""
+        (made once), its sample's marks cleared. The caller removes its index file."""
         frame = self.fresh_frame()
         records = sample_entries(frame or self.listed(), n, which=which)
         if self._all_marked is None:
@@ -462,8 +457,7 @@ class FilesWritten:
         (git's racy check is to the second: is_racy_stat without USE_NSEC), else
         RACY_SECONDS after it. The clocks' offset is taken as the index's mtime less
         `at`, which is at most the real one (the index was written before `at`): the
-        wait is never short. On the NFS-like bed a part's wait was 0.66 s of its untracked
-        cache trial's 3.3 s."""
+        wait is never short, and no longer than the racy second needs."""
         if self.index_mtime is None:
             return self.at + RACY_SECONDS
         return self.at + min(RACY_SECONDS, 1 - self.index_mtime % 1 + CLOCK_TICK)
@@ -501,10 +495,8 @@ class Part:
     def present_files(self) -> FilesWritten:
         """The part's files as the last workload there left them, where it wrote them all
         and its write with Git's defaults is known (a checkout trial's runs on this very
-        part), else written now. Files already written have been ageing since: on the
-        NFS-like bed at 20,000 files, the untracked cache's part was the workers'
-        48-entry part, written again (0.23 s) and then waited for (1.05 s) while the
-        workers' last write was already older than that."""
+        part), else written now. Files already written have been ageing since, so the
+        racy wait after them is shorter or none."""
         if self.files is None:
             return self.write_files()
         return self.files
@@ -638,8 +630,7 @@ def _part_repo(layout: RepoLayout, dest: str) -> None:
     """git init (no templates) with the user's objects as alternates, filter drivers off
     (without_filters), and an empty index: the git directory every part is a copy of.
     HEAD stays unborn: a commit of the part needs its trees written as loose objects,
-    which on the NFS-like bed took 3.4 s for 100 entries and 6.2 s for 300, more than a
-    timed run; what a trial times there (the files written, the next status's refresh of
+    which on slow storage costs more than a timed run; what a trial times there (the files written, the next status's refresh of
     every entry) does not read HEAD's trees (the index's cache-tree answers the diff
     against HEAD in a real work tree, an unborn HEAD in the part)."""
     env = config_env({})
