@@ -90,6 +90,8 @@ def main():
                              "memory controller are needed); row skipped")
                 continue
             values, reason = got
+            if not values:
+                notes.append(f"{name}: {reason['reason']}")
             before = repack(repo, d, DEFAULTS, limit)
             after = repack(repo, d, {**DEFAULTS, **values}, limit) if values else None
             # The same values with no limit: what the limit itself costs them.
