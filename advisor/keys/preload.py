@@ -104,8 +104,7 @@ def lstat_pass(bench: Bench) -> Optional[float]:
 def stakes(key, bench: Bench) -> Optional[float]:
     """What turning preload off could save a status at most: its lstat pass at Git's
     thread count (nothing where the sweep shows off cannot win). Before the sweep, that
-    pass by the probe's lstat latency: on the NFS-like bed without attribute caching a
-    few percent of a tree written, whose trial then goes first (issue #30)."""
+    pass by the probe's lstat latency."""
     if "preload" in bench.sweeps and _hopeless(bench):
         return 0.0
     return lstat_pass(bench)
@@ -126,11 +125,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     First one thread against Git's count on a part (_part), which is all the trial
     needs when it rules preload off out. Where it does not, the same two on the whole
     tree (_whole). The search over threads is a finding only either way, and waits
-    until every trial has had the budget (bench.later). On the NFS-like bed it took
-    1.6 s of a 20 s budget before checkout.workers, whose real-git runs were then a
-    second short; on the disk at 100,000 files, where the part rules nothing out, its
-    whole share (1.6 s) before preload's trial and the index keys', which the budget's
-    end then left 0.1-0.7 s short."""
+    until every trial has had the budget (bench.later): a finding never takes what a
+    decision needs."""
     if not bench.names:
         return None
     names = bench.names
@@ -156,9 +152,8 @@ def sweep(bench: Bench) -> Optional[Sweep]:
 def _confirm_in_share(bench: Bench, record: Sweep, share: Share) -> None:
     """Where the part has ruled off out, real git's confirmation in what the sweep's share
     has left, where that holds its price: the key is then decided by git whatever the
-    trials after it spend (its stakes are none, so its trial comes last; on the NFS-like
-    bed at 20,000 files a 20 s budget had nothing left by then: the workers took 12 s,
-    the untracked cache 4.5). A confirmation the share cannot finish is dropped, and the
+    trials after it spend (its stakes are none, so its trial comes last, where the
+    budget may have nothing left). A confirmation the share cannot finish is dropped, and the
     trial tries again as the last of its rank."""
     bench.sweeps["preload"] = record        # what _hopeless and the sample's size read
     if git_threads(len(bench.names)) < 2 or not _hopeless(bench) or bench.cold:
@@ -205,8 +200,7 @@ def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
 
     Behind a network file system's attribute cache (NFS acregmin, FUSE
     attr_timeout) a pass is hot or cold depending on how long ago the last one
-    ran, which made the measured surface timing noise (bench/search_strategies.py
-    on latfs). There each measured pass follows an unmeasured one, so all are
+    ran, which makes the measured surface timing noise. There each measured pass follows an unmeasured one, so all are
     hot, unless --cold makes them all cold."""
     opts, names = bench.options, bench.names
     listing = names[:MAX_PRELOAD_PATHS]
@@ -296,19 +290,15 @@ def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
 def _part(bench: Bench, listing, share: Share) -> tuple:
     """One thread against Git's count on two disjoint parts of PART_FILES spread over the
     tree, each lstat-ed once as git meets it (no pass before: on NFS and FUSE a second
-    pass is served from the attribute cache, which made one thread look 20x faster than
-    six on the NFS-like bed while git status with preload off was 3x slower). Git's
+    pass is served from the attribute cache, and one thread would look faster than it
+    is). Git's
     count runs first, so the directories it looked up favour one thread; and each of
     Git's threads gets fewer entries than on the whole tree, so its start costs weigh
     more: the ratio errs towards one thread, never towards a wrong "off is hopeless".
     One thread stopped by the share's end counts by the files it did (at least
-    PART_DONE of them), scaled to the part: on an NFS-like bed without attribute caching
-    its 300 lstats outlasted the whole share, and status with preload off then spent a
-    second share's worth on its warm-up alone before real git was priced out.
+    PART_DONE of them), scaled to the part, so a slow lstat cannot outlast the share.
     One thread still going at stats.CLEARLY times Git's count stops there: off cannot
-    win, and the time is what it had taken (a lower bound; on the NFS-like bed at
-    100,000 files the part took 1.1 s of a 20 s budget, most of it one thread's 300
-    lookups, while the index keys were a second short).
+    win, and the time is what it had taken (a lower bound).
     Returns (files, Git's count, one thread) in seconds, and the files one thread had
     done where it was stopped at CLEARLY times Git's count (else None)."""
     step = max(1, len(listing) // (2 * PART_FILES))
@@ -349,8 +339,7 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
 def _hopeless(bench: Bench) -> Optional[str]:
     """Why turning preload off cannot make status faster here, from the sweep
     (_off_cannot_win). Everything else status does is the same work on both sides, so
-    real git is not spent on it (on the NFS-like bed one status with preload off took
-    longer than a 20 s budget)."""
+    real git is not spent on it."""
     s = bench.sweeps.get("preload")
     if s is None or bench.pid_limit is not None:
         return None    # under a pid limit Git's threads may fail where the engine's did not
@@ -455,7 +444,7 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
 
 # The sample's size: a serial lstat of it (preload off) takes about this share of the
 # budget; a comparison that drops off as clearly slower (3 pairs) then takes about 1.5%
-# of it (at 2%, 1.6 s on the NFS-like bed at 20,000 files)...
+# of it...
 SAMPLE_SHARE = 0.005
 # ... and each of Git's preload threads has at least this many of its entries.
 SAMPLE_PER_THREAD = 5
@@ -504,8 +493,7 @@ def _confirmation_price(bench: Bench, n: Optional[int], left: float) -> float:
 def _fresh_sample_seconds(bench: Bench, n: Optional[int]) -> float:
     """Seconds the making of a run's own sample index takes, as the last one made took
     (one is made where none has been: on network storage each run has one,
-    gitbench.fresh_files_diff; 30 ms a run on the NFS-like bed at 20,000 entries, more
-    than half the sample's run with preload on); 0 elsewhere."""
+    gitbench.fresh_files_diff); 0 elsewhere."""
     if n is None or bench.storage_class != "network":
         return 0.0
     if bench.ws.fresh_seconds is None:
@@ -540,8 +528,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if chosen.status == advice.SET and ruled_out:
         # Real git's runs meet the same entries again, from the attribute and inode
         # caches; the engine's part met them the first time, as a status does once the
-        # caches have let them go (on the NFS-like bed, off looked no slower hot while one
-        # thread was 1.5-3x slower cold). Off is set only where both agree.
+        # caches have let them go, and the two can disagree. Off is set only where both
+        # agree.
         return advice.not_set(key, f"not set: {chosen.reason}; but {ruled_out} "
                                    "on entries met the first time", ev)
     return chosen

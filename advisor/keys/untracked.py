@@ -85,8 +85,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
         return _compare(bench, bench.repo, copies, warm, TrialFacts(works))
     except OutOfBudget as whole:
         # The probe's walk said the whole tree fits, and its A/B's warm-up found its runs
-        # longer than what is left (the walk reads no index and lstats no entry; on the
-        # hdd bed at 100,000 files the A/B was 5.1 s short): a part, where one still fits.
+        # longer than what is left (the walk reads no index and lstats no entry): a part,
+        # where one still fits.
         try:
             return _trial_on_part(key, bench, works)
         except OutOfBudget:
@@ -97,10 +97,8 @@ def _compare(bench: Bench, where, copies, warm: Optional[float], facts: TrialFac
     """The gain on a status with untracked files; only a gain needs its costs weighed:
     without one Git's default stands anyway. The costs are timed once every key has had
     its trial (bench.sharpen), one workload a step: until then the trial stands on its
-    gain, and the advice names the costs not timed. Timed at once, on the NFS-like bed
-    at 20,000 files a part's gain (1.7x, 2.2 s) and its costs (1.8 s) left the index
-    keys' trials (0.4-0.6 s each) out; and where a cost's A/B did not fit, the gain's
-    runs were dropped with it."""
+    gain, and the advice names the costs not timed: the costs never take the trials
+    after this one, and a cost's A/B that does not fit never drops the gain's runs."""
     gain = _ab(bench, "untracked", copies, warm, where)
     costs = (tuple(w for w in COSTS if bench.counts(w))
              if gain.estimate is not None and gain.estimate.verdict == stats.FASTER else ())
@@ -155,9 +153,7 @@ def _ab(bench: Bench, workload: str, copies, warm: Optional[float] = None,
 def _lstats_past_reach(bench: Bench) -> bool:
     """Whether, on network storage, a status's lstat of every entry (preload.lstat_pass)
     alone is PILOT_SKIP times the longest run the whole tree's trial could fit: its
-    pilot (_pilot) could only be stopped (on the NFS-like bed at 20,000 and 100,000
-    files, 0.45 s every time, and the whole index's copy made for it 0.1-0.17 s; the
-    lstat pass 1.1 and 5.5 s). On network storage only: there the probe's lstats went to
+    pilot (_pilot) could only be stopped. On network storage only: there the probe's lstats went to
     the server, as a status's do once the attribute cache has let them go; a local inode
     cache keeps what the probe met cold, and a status there may be many times quicker."""
     if bench.storage_class != "network":
@@ -188,9 +184,8 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
     with untracked files without the cache, stopped where a run is too slow for the
     trial's full runs to fit (ab.full_seconds: whether its warm-up will show a gain clear
     enough for fewer is not known before it): its seconds, the A/B's warm-up, or
-    _WholeTooSlow. Priced by the quickest verdict's runs (ab.least_seconds), on the hdd
-    bed at 100,000 files the whole status passed its pilot, and its A/B then found its
-    runs 6.1 s short of what was left: the key undecided, where a part would have fit.
+    _WholeTooSlow. Priced by the full runs, not the quickest verdict's, so a whole status
+    that passes its pilot does not leave the key undecided where a part would have fit.
     The probe's walk may have run colder than the trial's will, so it does not decide
     alone. None where the probe's walk says the trial fits."""
     most = _run_limit(bench)
@@ -212,9 +207,7 @@ def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
     as plan.UNTRACKED_PART of the budget left affords (_sized_part). What the cache saves
     (a directory's read, for a stat of it) and what it costs (its extension, read and
     written with the index) both grow with the directories, so the part's verdict stands
-    for the tree's; the user's untracked files are not in the part. Before this, on the
-    hdd bed at 100,000 files, a whole status with untracked files did not fit a 20 s
-    budget's rest (7 s short) and the key was left undecided."""
+    for the tree's; the user's untracked files are not in the part."""
     entries = len(bench.ws.listed())
     sized = _sized_part(key, bench, entries,
                         plan.now() + bench.budget.left() * plan.UNTRACKED_PART)
@@ -245,9 +238,7 @@ def _sized_part(key, bench: Bench, entries: int, share_end: float) -> _PricedPar
     price (_step_price) and the one wait for the files to age fit. A part is priced by
     its files' write and the A/B's least runs of a status there (right after the write:
     racily clean, so its files are read again, which prices it high). A larger part
-    tells more of the tree: on the hdd bed at 100,000 files the whole tree's status was
-    1.84x faster with the cache, a part of 48 entries showed no change, of 300 1.23x
-    and of 3,000 1.32x (bench/untracked_part.py); git's start weighs on a small part."""
+    tells more of the tree: git's start weighs on a small part (bench/untracked_part.py)."""
     if share_end - plan.now() < gitbench.RACY_SECONDS:
         # Not even the wait for a part's files to age fits: nothing is made.
         raise OutOfBudget(gitbench.RACY_SECONDS / plan.UNTRACKED_PART - bench.budget.left())
@@ -269,9 +260,7 @@ def _sized_part(key, bench: Bench, entries: int, share_end: float) -> _PricedPar
         n = min(entries, size * PART_STEP)
         if plan.now() + _step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
             break
-    # The wait and the A/B's least runs must fit what is left, or neither is spent: on
-    # the NFS-like bed at 100,000 files a 48-entry part waited, then its A/B's warm-up
-    # found its runs 0.6 s short, and the index keys after it were 0.1-0.2 s short.
+    # The wait and the A/B's least runs must fit what is left, or neither is spent.
     needed = max(0.0, made.ready_at - time.time()) + made.runs
     if needed > bench.budget.left():
         raise OutOfBudget(needed - bench.budget.left())
@@ -292,10 +281,8 @@ def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
     if left_there:
         # Files a checkout trial's runs left have been ageing since: what is left of the
         # wait is short, and is the one the A/B needs anyway. Settled first, its status
-        # is priced as its runs will run, not racily clean (on the NFS-like bed, 48
-        # entries: 0.43 s, its runs 0.13-0.29), and is the A/B's first run of Git's
-        # default. There, at 20,000 files, the racy price, the refresh and the warm-up
-        # took 0.75 s; the rest of the wait, the refresh and the settled price 0.5 s.
+        # is priced as its runs will run, not racily clean, and is the A/B's first run
+        # of Git's default.
         part.settle_index()
     status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
     return _PricedPart(part, files.ready_at(), files.seconds, least_seconds(status),
