@@ -87,19 +87,15 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Option
     """Where a part capped the counts real git timed (PART_FILES_PER_WORKER files a
     worker) below the engine's pick, and real git showed the capped count faster beyond
     noise, the engine's ranking chooses the count, up to EXTRAPOLATE times the count
-    real git timed: on the NFS-like bed at 20,000 files a 48-entry part timed at most 6
-    workers, which gave 1.17 of the best count of a grid on the whole tree (16; 8 gave
-    1.12). Only where the engine's own writes hid more latency than its threads had
+    real git timed. Only where the engine's own writes hid more latency than its threads had
     cores (one thread against its pick faster by more than the cores): there the writes
     wait on the storage, not the CPU, a worker process's start costs little beside them,
-    and the engine ranks worker counts as git does (latfs: Spearman 1.00,
-    bench/fidelity.py). On tmpfs and the disk, where it does not, the speedup never
-    passes the cores and real git's count stands.
+    and the engine ranks worker counts as git does (bench/fidelity.py). Where it does
+    not, the speedup never passes the cores and real git's count stands.
 
     The engine times writes only, not the next status, which re-reads what a burst of
-    writes left racily clean: on an NFS-like bed without attribute caching the whole
-    tree then status took 27.3 s with 4 workers and 41.2 s with 16, though 16 wrote
-    faster (issue #30). So where the part's own next status after the timed count took
+    writes left racily clean, so more workers can write faster and still lose the
+    sequence. So where the part's own next status after the timed count took
     more than KNEE longer than after the sequential write, real git's count stands; and
     never more than EXTRAPOLATE times it, whatever the engine's ranking."""
     f = _facts(s)
@@ -133,10 +129,8 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Option
 
 def _status_paid(w: str, facts: WorkersFacts) -> Optional[float]:
     """The part's next status after `w` workers against after a sequential write, where
-    it took more than KNEE longer, beyond the noise of its runs; else None. By medians
-    alone, a few statuses 1.18x slower on the NFS-like bed without attribute caching
-    kept 6 workers at 30 and 60 s where 20 s had set 8 (1.02 of the grid's best against
-    1.07-1.15): more budget, a worse count. A record from before the verdict was kept is
+    it took more than KNEE longer, beyond the noise of its runs; else None (by medians
+    alone, more budget could choose a worse count). A record from before the verdict was kept is
     read as it was then."""
     slowdown = (facts.status_slowdown or {}).get(w)
     if slowdown is None or slowdown <= 1 + KNEE:
@@ -173,9 +167,7 @@ def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
 
 def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str, str]]:
     """A part's runs are few and short, and on a busy host a real gain can stay within
-    their noise: at 100,000 files on the NFS-like bed under load, 6 workers on a 48-entry
-    part were not faster beyond noise, and Git's one worker was kept at 3.25x the whole
-    tree's best. Where the part's count was faster by its median, not slower beyond
+    their noise. Where the part's count was faster by its median, not slower beyond
     noise, and the engine's writes hid more latency than its cores (the storage's wait,
     where it ranks counts as git does), the user's switches on the whole tree ask again."""
     facts, c = t.facts_as(WorkersFacts), t.main

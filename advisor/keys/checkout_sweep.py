@@ -46,8 +46,7 @@ def checkout_batch(target: str, paths, sizes, budget: float,
                    limits: engine.Limits = engine.NO_LIMITS) -> Tuple[list, list]:
     """Size the batch so about ten single-worker measurements fit the budget, from a
     small pilot write; where a warm-up (allocator, journal, dentry caches) of WARM_FILES
-    costs under a tenth of the budget, it follows. On an NFS-like bed with a deep tree a
-    file costs 15 ms: the 200-file warm-up alone took twice a 10 s budget's share."""
+    costs under a tenth of the budget, it follows."""
     pilot = min(len(paths), ENGINE_PILOT)
     t = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
                         limits=limits).wall
@@ -56,11 +55,10 @@ def checkout_batch(target: str, paths, sizes, budget: float,
     if per_file * warm <= budget / 10:
         t = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
                             limits=limits).wall
-        # The warm-up prices a file too, from ten times the files: on the disk a file
-        # of the first 20 took 0.06 ms, of 200 0.56 ms and of 2,000 1.2 ms (each in a
-        # directory of its own, the journal busier the more are written). Priced by the
-        # pilot alone, the sweep's first count took its whole share, and a sweep of one
-        # count predicts nothing.
+        # The warm-up prices a file too, from ten times the files: a file's cost can
+        # grow with the files written (the journal busier the more are written), and
+        # priced by the pilot alone the sweep's first count could take its whole share:
+        # a sweep of one count predicts nothing.
         per_file = max(per_file, t / max(1, warm))
     keep = min(len(paths), max(MIN_ENGINE_BATCH, int(budget / 10 / per_file)))
     return paths[:keep], sizes[:keep]
@@ -84,9 +82,7 @@ def sweep_strategy(name: str, dims: List[Dim], seed: int) -> search.Strategy:
     """The checkout sweep's search: every octave first (top ... 8, 4, 2 threads, after
     Git's 1), then the strategy's picks. A short share measures a handful of counts, and
     _beyond_the_part reads the ranking between the count real git timed on a part and
-    twice it: random picks had left 1, 3, 25 and 27 threads at 20,000 files on the
-    NFS-like bed, no count in (6, 12], and 6 workers stood at 1.16 of the whole tree's
-    best. The most threads first: where they matter (writes that wait on the storage)
+    twice it, so every interval (w, 2w] holds a measured count. The most threads first: where they matter (writes that wait on the storage)
     they cost least."""
     (dim,) = dims
     return search.Seeded(search.make(name, dims, seed),
@@ -143,10 +139,8 @@ def _stakes(bench: Bench, files: int) -> Optional[float]:
     The engine's writes are not all of git's work: git's workers also read and inflate
     each blob, work that spreads over the CPUs wherever the writes wait or not. So the
     stakes are at least the CPUs' share of the engine's one-thread write (1 - 1/cores),
-    whatever the engine's threads gained: on the disk at 100,000 files they gained
-    nothing (their writes land in the page cache), the workers' trial went after every
-    other key's and the budget's end left it undecided, where real git's whole tree
-    then status is 1.6-1.7x faster with 4 workers (bench/part_fidelity.py)."""
+    whatever the engine's threads gained (where their writes land in the page cache they
+    gain nothing, while git's workers still spread the inflating)."""
     if "checkout" not in bench.sweeps:
         create = bench.latency.get("create")
         return files * create if create else None
@@ -177,10 +171,8 @@ def _engine_per_file(bench: Bench) -> float:
 def _engine_pick(s: Sweep) -> int:
     """The worker count the ladder starts from: the fewest the engine measured within
     KNEE of its fastest. Git's workers are processes, dearer to start than the engine's
-    threads, so among counts the engine cannot tell apart the fewest serve git best: on
-    tmpfs on two cores the engine's fastest was 7 threads on a flat curve, and git's best
-    2 workers (bench/tuner_quality.py); the cost model's parallelism, fitted to a few
-    points, moved from 4 to 32 between runs on the NFS-like bed and cannot say this."""
+    threads, so among counts the engine cannot tell apart the fewest serve git best; the
+    cost model's parallelism, fitted to a few points, is too unstable to say this."""
     medians = _engine_medians(s)
     if not medians:
         return max(2, s.best[WORKERS])

@@ -46,10 +46,7 @@ class Runs:
     pairs for a comparison still within noise, while they fit budget.EXTEND of what is
     left (a noisy disk needs 10-15 runs a side to tell a 20% gain, bench/tuner_quality.py)
     times extend_share: the share of it one trial may take where others wait for it.
-    More runs on a comparison within noise are worth less than a trial not yet run: on
-    the disk at 100,000 files, two extensions of a part's workers A/B (no change, 15
-    pairs) took 6 s of a 20 s budget, and preload and the index keys were then not
-    reached."""
+    More runs on a comparison within noise are worth less than a trial not yet run."""
 
     runs: int
     seed: int = 0
@@ -136,7 +133,7 @@ def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
 
     `warm_default`: Git's default has just run this very workload (a pilot), in that
     many seconds: it stands for the warm-up's default side, whose run would only
-    repeat it (on the NFS-like bed, a second of a 20 s budget)."""
+    repeat it."""
     w = _warm_up(run_default, run_candidate, warm_default, how)
     if w.error_default and w.error_candidate:
         raise MeasurementFailed(f"git failed with Git's default and with {candidate}: "
@@ -166,8 +163,7 @@ def _fewest_pairs(default: float, candidate: float, how: Runs) -> int:
     pairs, a candidate clearly slower in EARLY_RUNS (it is then dropped and Git's
     default kept: real git's confirmation of what the engine ruled out, keys/preload.py,
     is priced so). Whether they do end it is the runs' business, not the warm-up's (one
-    pair is noisier than the median of three: on the NFS-like bed a 1.52x checkout gain
-    showed 1.33-1.50x in its warm-ups)."""
+    pair is noisier than the median of three)."""
     if how.stop_early and default > candidate * stats.APART:
         return stats.CLEAR_RUNS
     if how.stop_early and candidate > default * stats.APART:
@@ -180,8 +176,8 @@ class WarmUp:
     """The warm-up pair: git's error on each side (None: it worked), the seconds each
     side's run measured itself (what the runs compare), and the pair's wall seconds,
     what it cost the budget (a run's own set-up, such as removing the files a checkout
-    writes, is outside its measured time: 0.35 s a run on an NFS-like bed without
-    attribute caching, which made a 1.40x warm-up look 1.19x)."""
+    writes, is outside its measured time, and pricing by it would make a gain look
+    smaller)."""
     error_default: Optional[str]
     error_candidate: Optional[str]
     default: Optional[float]
@@ -200,8 +196,7 @@ def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float]
         # The fewest pairs a verdict needs come after the warm-up, each priced at it:
         # a warm-up past a quarter of what is left (CLEAR_RUNS pairs; a third where
         # the caller expects the candidate dropped in EARLY_RUNS: how.fewest) already
-        # says "does not fit" (on the NFS-like bed, status with preload off ran 5 s of
-        # a 17 s remainder to say it).
+        # says "does not fit", without running on to say it.
         with how.within(left / (how.fewest + 1)):
             error_default, default = ((None, warm_default) if warm_default is not None
                                       else gitbench.attempt(run_default))
@@ -314,9 +309,7 @@ def _verdict_out_of_reach(ta: List[float], tb: List[float], how: Runs, pair: flo
     stats.CLEAR_RUNS in all where every run so far is stats.APART from the other side's
     (EARLY_RUNS where the candidate's are the slower), else stats.MIN_RUNS. Under a
     budget, the pairs it cannot reach would only take what the keys after it could
-    decide with (on an NFS-like bed under load, a 48-entry part 1.4x faster in 3 pairs,
-    short of the 1.5x a 3-pair verdict needs, ran on to the budget's end, and no other
-    key was decided)."""
+    decide with."""
     if not how.stop_early or math.isinf(how.left()):
         return False
     slower = min(tb) > max(ta) * stats.APART      # the candidate, every run so far
