@@ -82,6 +82,10 @@ class Workloads:
             "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
             "index": (["ls-files"], {}),
             "write": (["update-index", "--force-write-index"], {}),
+            # pack.windowMemory's own workload: every object packed again, the pack
+            # discarded (the repository's objects stay as they are).
+            "repack": (["pack-objects", "--revs", "--all", "--no-reuse-delta", "--stdout",
+                        "-q"], {}),
         }[name]
         return timed(["git", *cmd], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
