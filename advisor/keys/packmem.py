@@ -12,7 +12,9 @@ and in a memory cgroup of its own where the kernel lets one be made.
 A run that peaks above planner.memory_allowed (or is killed there) fails. The candidate
 is the largest size, halved from what the allowed memory holds for each thread's window
 and the cache, whose run fits. Where Git's default fails and the candidate does not,
-the candidate is written whatever its speed; where both fit, the A/B's speed decides.
+the candidate is written whatever its speed. Where Git's defaults fit, nothing is timed
+further: a smaller window is faster only by finding fewer deltas (a larger pack), which
+these runs do not weigh.
 """
 import os
 from dataclasses import asdict, dataclass
@@ -21,7 +23,6 @@ from typing import Callable, Dict, List, Optional
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys.registry import Tuner
 from git_tune.advisor.measure import gitbench, peak, planner
-from git_tune.advisor.measure.ab import least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Trial,
                                              failed_comparison)
@@ -68,7 +69,6 @@ class Sample:
     names_file: str
     objects: int
     size: int
-    window_bytes: int       # the `pack.window` largest objects' bytes: what one window holds
 
 
 def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
@@ -109,8 +109,7 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     path = os.path.join(root, "packmem-objects")
     with open(path, "w") as f:
         f.writelines(f"{name}\n" for _, name in chosen)
-    return Sample(path, len(chosen), sum(s for s, _ in chosen),
-                  sum(s for s, _ in chosen[:window]))
+    return Sample(path, len(chosen), sum(s for s, _ in chosen))
 
 
 def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
@@ -176,44 +175,35 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     run = runner(bench.repo, objects, allowed, bench.memory_source, seen)
     with planner.within_budget(bench):
         try:
-            warm, error = run({}), None
+            run({})
+            error = None
         except OverMemory as e:
-            warm, error = None, str(e)
-        # Where Git's defaults fit, only a size below what one window of the largest
-        # objects holds can change what pack-objects does (a limit it never reaches is
-        # no limit), and speed decides, by an A/B the default's run prices.
-        below = objects.window_bytes if error is None else None
-        if below is not None and below <= SMALLEST:
-            return Trial.not_run(WINDOW, f"Git's defaults peaked at {seen['default'].peak / MIB:.0f} "
-                                 f"MiB, within the {allowed / MIB:.0f} MiB a run may use, and a "
-                                 f"window of the largest objects holds {below / MIB:.1f} MiB: "
-                                 "no limit would be reached")
-        if below is not None:
-            planner.afford(bench, warm + least_seconds(warm))
-        cand = _fitting(run, allowed, n_threads, below)
+            error = str(e)
+        if error is None:
+            # Memory is not at stake. A smaller window would be faster only by finding
+            # fewer deltas: a larger pack, which fetches, clones and the disk live with
+            # and these runs do not weigh.
+            return Trial.not_run(WINDOW, f"Git's defaults fit: pack-objects peaked at "
+                                 f"{seen['default'].peak / MIB:.0f} MiB of the "
+                                 f"{allowed / MIB:.0f} MiB a run may use")
+        cand = _fitting(run, allowed, n_threads)
     if cand is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
                              "may use; Git's defaults stand")
-    if error is not None:
-        # Git's defaults do not fit, the candidate's run did: that decides, whatever the
-        # speeds (no more runs are owed: a peak is the objects', not the moment's).
-        fitted = seen[cand[WINDOW]]
-        c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error, (fitted.seconds,),
-                              objects.objects)
-    else:
-        c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
-                     files=objects.objects, warm_default=warm)
+    # Git's defaults do not fit, the candidate's run did: that decides, whatever the
+    # speeds (no more runs are owed: a peak is the objects', not the moment's).
+    fitted = seen[cand[WINDOW]]
+    c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error, (fitted.seconds,),
+                          objects.objects)
     return Trial(WINDOW, (c,), asdict(_facts(bench, objects, allowed, n_threads, seen)))
 
 
-def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: int,
-             below: Optional[int] = None) -> Optional[Dict[str, str]]:
-    """The settings of the largest size on the ladder (below `below`, where given) whose
-    run fits; None where none does."""
+def _fitting(run: Callable[[Dict[str, str]], float], allowed: int,
+             n_threads: int) -> Optional[Dict[str, str]]:
+    """The settings of the largest size on the ladder whose run fits; None where none
+    does."""
     for size in ladder(allowed, n_threads):
-        if below is not None and size >= below:
-            continue
         settings = _settings(size)
         if gitbench.attempt(lambda: run(settings))[0] is None:
             return settings
