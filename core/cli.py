@@ -208,7 +208,8 @@ def plot_option(f):
 PHASES = {"settle": "waiting for the disk", "preload": "timing git status",
           "checkout": "timing checkouts", "index": "timing index reads",
           "untracked": "timing the untracked cache", "fsmonitor": "timing fsmonitor",
-          "pack": "timing clone's indexing", "validate": "checking with real git",
+          "pack": "timing clone's indexing", "packmem": "measuring repack memory",
+          "validate": "checking with real git",
           "done": "done"}
 
 
