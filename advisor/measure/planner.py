@@ -199,12 +199,6 @@ def fits(bench, seconds: float, share: float) -> bool:
     return seconds < bench.budget.left() * share
 
 
-def afford(bench, seconds: float) -> None:
-    """OutOfBudget, with the seconds short, where `seconds` of work do not fit the
-    budget left: a trial that cannot finish is not started."""
-    if seconds > bench.budget.left():
-        raise OutOfBudget(seconds - bench.budget.left())
-
 
 # The most a trial's git run may peak at: this share of the memory this process may use
 # (the cgroup's limit, else what the host has available). A value whose run peaks above
