@@ -4,8 +4,8 @@ it finds deltas (repack, gc), decided together by real git on this repository.
 Git sizes neither from the memory it may use: the window is unlimited per thread and the
 delta cache 256 MiB, so a window of large blobs holds ten of them per thread, and a
 container's repack is killed by the kernel. Real git decides, on pack-objects over the
-repository's largest objects (enough to fill every thread's window twice: what peaks
-does not grow with the rest of the repository), deltas found again as `repack -f` does,
+repository's largest objects (enough to fill every thread's window: what peaks does
+not grow with the rest of the repository), deltas found again as `repack -f` does,
 its output discarded. Every run's peak memory is measured beside its time (peak.run),
 and in a memory cgroup of its own where the kernel lets one be made.
 
@@ -134,7 +134,7 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
             how = "killed by the kernel at" if r.killed_at_limit else \
                 f"peaked at {r.peak / MIB:.0f} MiB, above"
             raise OverMemory(f"git pack-objects {how} the {allowed / MIB:.0f} MiB "
-                                    f"a run may use ({planner.MEMORY_SHARE:.0%} of {within})")
+                             f"a run may use ({planner.MEMORY_SHARE:.0%} of {within})")
         if r.returncode != 0:
             raise MeasurementFailed(f"git pack-objects failed: {r.stderr.strip()[:300]}")
         return r.seconds
