@@ -4,6 +4,7 @@ and lstat-ed by the next status) is the part's, whatever the size of the reposit
 Real git, generated repositories, trace2's own counts."""
 import json
 import os
+import statistics
 
 from git_tune.advisor.keys import checkout_sweep, checkout_trial
 from git_tune import repogen
@@ -27,10 +28,15 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         assert part.paths[0] != part.paths[-1] and part.paths[-1] > part.paths[60]
         work = gitbench.PartWrite(part.worktree, part.paths, str(scratch))
         timed = work.run({})
-        # What a run costs the budget (the removal before it included) is what the
-        # trials are priced by: never less than what it timed. Its seconds hold the
-        # write-back the run left (a sync of its file system, waited for).
-        assert work.last_wall >= timed > work.last_status + work.last_write_back
+        # What a run costs the budget (the removal before it and the status after it
+        # included) is what the trials are priced by. Its timed seconds are the write
+        # and the write-back it left (a sync of its file system, waited for), not the
+        # status, which is kept apart.
+        assert work.last_wall >= timed + work.last_status
+        assert timed > work.last_write_back and work.last_status > 0
+        work.with_status = False
+        timed = work.run({})
+        assert work.last_status is None and work.last_wall >= timed
         assert work.last_write_back > 0
         written = sum(len(fs) for d, _, fs in os.walk(part.worktree) if "/.git" not in d + "/")
         # What the next status does there, as git counts it (trace2): entries read, lstat.
@@ -74,7 +80,7 @@ def engine_sweep(engine_seconds, cores):
 
 
 def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None,
-                      statuses=None):
+                      statuses=None, entries=20000):
     """A recorded calibration whose workers trial ran on a 48-entry part (at most 6
     workers timed there) and whose engine sweep measured these seconds per thread count;
     status_slowdown: the part's next status after 6 workers against after one, as a
@@ -87,12 +93,14 @@ def _part_calibration(engine_seconds, cores, part_times, status_slowdown=None,
         recorded = Calibration.from_json(json.load(f)["calibration"])
     sweep = engine_sweep(engine_seconds, cores)
     default, six = part_times
-    facts = {"next_status": True, "part": 48, "entries": 20000,
+    facts = {"next_status": True, "part": 48, "entries": entries,
              "status_slowdown": {"6": status_slowdown} if status_slowdown else None}
     if statuses:
         after = checkout_trial._status_after({"1": statuses[0], "6": statuses[1]})
         facts.update(status_slowdown={w: e.ratio for w, e in after.items()},
-                     status_verdict={w: e.verdict for w, e in after.items()})
+                     status_verdict={w: e.verdict for w, e in after.items()},
+                     status_seconds={"1": statistics.median(statuses[0]),
+                                     "6": statistics.median(statuses[1])})
     trial = Trial(checkout.WORKERS, (comparison("clone", {}, {checkout.WORKERS: "6"},
                                                 default, six, files=48),), facts)
     return Calibration(**{**recorded.__dict__, "sweeps": {"checkout": sweep},
@@ -152,6 +160,32 @@ def test_a_next_status_slower_only_within_its_noise_does_not_hold_the_count_back
     assert (w, a.value) == (6, "6") and "beyond the statuses' noise" in a.reason, a.reason
     w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.18), weights)
     assert (w, a.value) == (6, "6"), a.reason
+
+
+def test_the_racy_reread_after_a_faster_write_is_weighed_once_against_the_trees_gain():
+    """#63: a part's runs time the write; the next status's re-read of what a burst left
+    racily clean is a cost of the burst's last second, not of every file. Against the
+    gain a file times a tree of 20,000 files it is small, and the count is set; against
+    a tree hardly larger than the part, it outweighs the gain, and Git's default stays
+    with both figures in the reason."""
+    from git_tune.advisor.decide import advice
+    from git_tune.advisor.keys import checkout
+    from git_tune.models import catalogue, workloads
+    key, weights = catalogue.lookup(checkout.WORKERS), workloads.weights("mixed")
+    cpu = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}
+    faster = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.52, 0.53, 0.51, 0.52, 0.52])
+    racy = ([0.20, 0.21, 0.20, 0.22, 0.20], [0.80, 0.82, 0.79, 0.81, 0.80])
+    w, a = checkout.chosen(key, _part_calibration(cpu, 8, faster, statuses=racy), weights)
+    assert (w, a.status) == (6, advice.SET), a.reason
+    w, a = checkout.chosen(key, _part_calibration(cpu, 8, faster, statuses=racy, entries=60),
+                           weights)
+    assert a.status != advice.SET and "racily clean" in a.reason, a.reason
+    assert "60 files" in a.reason
+    # No re-read to pay: the small tree keeps the count.
+    level = ([0.20, 0.21, 0.20, 0.22, 0.20], [0.20, 0.21, 0.21, 0.20, 0.22])
+    w, a = checkout.chosen(key, _part_calibration(cpu, 8, faster, statuses=level, entries=60),
+                           weights)
+    assert (w, a.status) == (6, advice.SET), a.reason
 
 
 def test_what_the_part_left_open_is_the_agents_question():

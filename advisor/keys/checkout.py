@@ -6,6 +6,7 @@ it fits, on a part of it where not. The decision is the profile's objective over
 counts real git timed, extended by the engine's ranking beyond what a part could time.
 """
 import dataclasses
+import statistics
 from typing import Dict, List, Optional, Tuple
 
 from git_tune.advisor.decide import advice
@@ -51,8 +52,8 @@ def _timed(c: Comparison, w: int, t: Trial) -> str:
     """What real git timed in comparison c of the workers trial t, at w workers."""
     f = t.facts_as(WorkersFacts)
     if f.part:
-        return (f"writing {c.files} of the tree's {f.entries} files (a part) "
-                f"then git status of them, {w} workers")
+        return (f"writing {c.files} of the tree's {f.entries} files (a part), {w} workers "
+                "(its next git status weighed apart)")
     if c.workload == CLONE:
         return f"writing {c.files} files then git status, {w} workers"
     then = ", then git status of them" if f.next_status else ""
@@ -67,7 +68,8 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     t = advice.trial_of(key, cal)
     if t is None or not t.comparisons:
         return None, advice.unmeasured(key)
-    verdicts = [(w, _advice_for(key, w, g, cal, weights),
+    facts = t.facts_as(WorkersFacts)
+    verdicts = [(w, _unless_racy(key, w, g, facts, _advice_for(key, w, g, cal, weights)),
                  advice.weighted_ratio(g.comparisons, weights))
                 for w, g in sorted(by_count(t).items())]
     kept = [v for v in verdicts if v[1].status == advice.SET] or verdicts[:1]
@@ -76,10 +78,42 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     if others and a.status == advice.SET:
         a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
                                           + ", ".join(others) + ")")
-    facts = t.facts_as(WorkersFacts)
     if a.status == advice.SET and facts.part:
         return _beyond_the_part(w, a, facts, cal.sweeps.get("checkout"))
     return w, a
+
+
+def _unless_racy(key, w: int, t: Trial, facts: WorkersFacts, a: advice.KeyAdvice
+                 ) -> advice.KeyAdvice:
+    """a, or where a part set `w` and the next status pays more than the write saves
+    the tree (_racy_reread), Git's default with that reason."""
+    costly = _racy_reread(w, t.main, facts) if a.status == advice.SET and facts.part else None
+    return advice.not_set(key, costly, a.evidence) if costly else a
+
+
+def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
+    """Why `w` workers are not set where the next status's racy re-read would cost the
+    tree more than the write saves it; None where it does not.
+
+    A part's runs time the write alone. After a burst of writes, the files written
+    within the index's last second are racily clean and the next status reads them
+    again; a faster write leaves more of them. That is a cost of the burst's last second,
+    not of every file: the part's status after `w` workers, over the one after a
+    sequential write, scaled by how many more files that second holds in the tree than
+    in the part (the part's write at `w` took under a second: 1 / its seconds), is set
+    against the write's gain a file times the tree's files."""
+    seconds = facts.status_seconds or {}
+    if str(w) not in seconds or "1" not in seconds or not c.times_candidate:
+        return None
+    write = statistics.median(c.times_candidate)
+    extra = (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
+    saved = ((statistics.median(c.times_default) - write) * facts.entries / facts.part
+             if facts.entries else 0.0)
+    if extra <= 0 or extra < saved:
+        return None
+    return (f"{w} workers wrote a part of {facts.part} files faster, but the next git "
+            f"status re-read what the burst left racily clean: about {extra:.2f} s more, "
+            f"against {saved:.2f} s the write saves the tree's {facts.entries} files")
 
 
 def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Optional[Sweep]

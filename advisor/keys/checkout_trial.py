@@ -27,6 +27,11 @@ PILOT_FILES = 50           # the restore that prices a file before the batch is 
 PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
 PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
 PART_OVERRUN = 2           # a part's first run past this many runs' share: sized again
+# A part's status after the write is run after this many runs of each count, its first
+# (the warm-up, or the pilot's for Git's default), not after the timed runs: what it
+# shows is a fixed cost of the burst, weighed once (checkout.chosen), and the pairs a
+# verdict needs are priced without it.
+STATUS_RUNS = 1
 # The worker counts' rounds together (batch and tree write at each count) share
 # plan.LADDER of what is left when they start: parallel checkout holds the largest
 # gains on slow storage, and the keys after it (index threads, the untracked cache) keep
@@ -60,6 +65,8 @@ class WorkersFacts:
     # records: None, their medians alone were taken).
     status_slowdown: Optional[Dict[str, float]] = None
     status_verdict: Optional[Dict[str, str]] = None
+    # On a part: each count's next status, median seconds ("1": after a sequential write).
+    status_seconds: Optional[Dict[str, float]] = None
 
 
 def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.CheckoutWorkload:
@@ -264,6 +271,7 @@ class Route:
     warm: Optional[float]
     per_file: Optional[float]   # the pilots' price of a run: seconds a file,
     fixed: Optional[float]      # and beside the files (None: one pilot only)
+    warm_status: Optional[float] = None     # the part's status after the pilot's run
 
 
 @dataclass(frozen=True)
@@ -329,7 +337,7 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
         else:
             repriced = prices.repriced(n, work.last_wall)
             if repriced.run(n) <= per_run * PART_OVERRUN:
-                return dataclasses.replace(route, warm=warm)
+                return dataclasses.replace(route, warm=warm, warm_status=work.last_status)
         smaller = _sized_part(bench, counts, repriced)
         if len(smaller.part.paths) >= n:
             return route
@@ -342,7 +350,8 @@ def _sized_part(bench: Bench, counts: List[int], prices: planner.Prices) -> Rout
     with its run as the A/B's warm-up, where a new one would not hold PART_GROWTH times
     its entries or cannot be made."""
     n = _part_size(bench, counts, prices.per_file, prices.fixed)
-    priced = Route(bench.ws.part(prices.entries), prices.timed, prices.per_file, prices.fixed)
+    priced = Route(bench.ws.part(prices.entries), prices.timed, prices.per_file, prices.fixed,
+                   prices.status)
     if n < prices.entries * PART_GROWTH:
         return priced
     try:
@@ -420,9 +429,11 @@ def _part_counts(bench: Bench, counts: List[int], files: int) -> List[int]:
 
 
 def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
-    """The worker counts on a part: its files written, then its status. The part stands
-    for the whole tree written (a clone) where the profile weighs that, else for a
-    branch switch (a slice of the tree written, then the next status)."""
+    """The worker counts on a part: its files written and written back, timed; the
+    status after them run after the first STATUS_RUNS runs of each count and kept apart,
+    the racy re-read a faster write leaves weighed once (checkout.chosen). The part stands for
+    the whole tree written (a clone) where the profile weighs that, else for a branch
+    switch (a slice of the tree written, then the next status)."""
     work = _on_part(route.part)
     workload = CLONE if bench.counts(CLONE) else "checkout"
     n = len(route.part.paths)
@@ -430,53 +441,54 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
                        f"{route.part.entries} files (runs of consecutive entries from all "
                        "over it): the whole tree written does not fit the budget")
 
-    statuses: Dict[str, List[float]] = {}     # worker count -> its timed runs' next statuses
+    # worker count -> the part's next statuses after its first runs (STATUS_RUNS)
+    statuses: Dict[str, List[float]] = ({"1": [route.warm_status]}
+                                       if route.warm_status is not None else {})
 
-    def timed(cand: Dict[str, str], a_b: Callable[[Run, Run], Comparison],
-              before: Optional[Comparison] = None) -> List[Comparison]:
-        seen: Dict[str, List[float]] = {}
-
+    def timed(cand: Dict[str, str], a_b: Callable[[Run, Run], Comparison]) -> List[Comparison]:
         def run(c: Dict[str, str]) -> float:
+            w = c.get(WORKERS, "1")
+            work.with_status = len(statuses.get(w, ())) < STATUS_RUNS
             t = work.run(c)
-            seen.setdefault(c.get(WORKERS, "1"), []).append(work.last_status)
+            if work.last_status is not None:
+                statuses.setdefault(w, []).append(work.last_status)
             return t
 
-        c = a_b(lambda: run({}), lambda: run(cand))
-        # The timed runs are the last of each side (after `before`'s, where resumed);
-        # the warm-up's (a first write at that count) are not among them.
-        for w, times, had in (("1", c.times_default, before and before.times_default),
-                              (cand[WORKERS], c.times_candidate,
-                               before and before.times_candidate)):
-            new = len(times) - len(had or ())
-            if new > 0:
-                statuses.setdefault(w, []).extend(seen.get(w, [])[-new:])
-        return [c]
+        return [a_b(lambda: run({}), lambda: run(cand))]
 
     def compare(i: int, cand: Dict[str, str]) -> List[Comparison]:
         return timed(cand, lambda a, b: bench.ab(workload, {}, cand, a, b, files=n,
-                                                 warm_default=None if i else route.warm))
+                                                 warm_default=None if i else route.warm,
+                                                 warm_does_more=True))
 
     def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
-        return timed(cand, lambda a, b: bench.resume(these[0], a, b), these[0])
-
-    def trial(comparisons: Tuple[Comparison, ...]) -> Trial:
-        after = _status_after(statuses)
-        return Trial(WORKERS, comparisons,
-                     asdict(WorkersFacts(True, n, route.part.entries,
-                                         None if route.fixed is None else round(route.fixed, 4),
-                                         None if route.per_file is None
-                                         else round(route.per_file, 5),
-                                         {w: round(e.ratio, 3) for w, e in after.items()}
-                                         or None,
-                                         {w: e.verdict for w, e in after.items()} or None)))
+        return timed(cand, lambda a, b: bench.resume(these[0], a, b))
 
     ladder = Ladder(bench, counts, compare, resume)
     ladder.climb()
-    return ladder.trial(trial)
+    return ladder.trial(lambda comparisons: Trial(WORKERS, comparisons,
+                                                  asdict(_part_facts(route, statuses))))
+
+
+def _part_facts(route: Route, statuses: Dict[str, List[float]]) -> WorkersFacts:
+    """What a trial on route's part records: the part, its pilots' prices, and the next
+    statuses after each count."""
+    after = _status_after(statuses)
+    return WorkersFacts(True, len(route.part.paths), route.part.entries,
+                        None if route.fixed is None else round(route.fixed, 4),
+                        None if route.per_file is None else round(route.per_file, 5),
+                        {w: round(e.ratio, 3) for w, e in after.items()} or None,
+                        # A verdict only where the statuses were enough for one:
+                        # else their medians alone are read (checkout._status_paid).
+                        {w: e.verdict for w, e in after.items()
+                         if stats.conclusive(statuses["1"], statuses[w])} or None,
+                        {w: round(statistics.median(ts), 4) for w, ts in statuses.items()
+                         if ts} or None)
 
 
 def _status_after(statuses: Dict[str, List[float]]) -> Dict[str, stats.RatioEstimate]:
-    """Each parallel count's next status against the one after a sequential write."""
+    """Each parallel count's next status against the one after a sequential write (its
+    verdict stays "no change" on fewer runs than stats.conclusive needs)."""
     one = statuses.get("1")
     return {w: stats.compare(one, ts) for w, ts in statuses.items()
             if w != "1" and one and ts}

@@ -121,7 +121,7 @@ def _side(run: Run, side: str) -> Run:
 
 def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
         run_default: Run, run_candidate: Run, how: Runs, *, files: Optional[int] = None,
-        warm_default: Optional[float] = None) -> Comparison:
+        warm_default: Optional[float] = None, warm_does_more: bool = False) -> Comparison:
     """Real git, interleaved (ABBA): Git's default against the candidate.
 
     Keeping Git's default needs no proof, changing it does, so under a budget the runs
@@ -133,8 +133,10 @@ def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
 
     `warm_default`: Git's default has just run this very workload (a pilot), in that
     many seconds: it stands for the warm-up's default side, whose run would only
-    repeat it."""
-    w = _warm_up(run_default, run_candidate, warm_default, how)
+    repeat it. `warm_does_more`: the warm-up's runs do work the timed runs do not (a
+    part's status after its first runs), so the pairs are priced by what the warm-up
+    timed, not by its wall."""
+    w = _warm_up(run_default, run_candidate, warm_default, how, warm_does_more)
     if w.error_default and w.error_candidate:
         raise MeasurementFailed(f"git failed with Git's default and with {candidate}: "
                                 f"{w.error_default}")
@@ -186,8 +188,9 @@ class WarmUp:
 
 
 def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float],
-             how: Runs) -> WarmUp:
-    """The warm-up pair (`warm_default`: the default side's seconds, already run)."""
+             how: Runs, by_timed: bool = False) -> WarmUp:
+    """The warm-up pair (`warm_default`: the default side's seconds, already run);
+    `by_timed`: its wall is what the runs timed (run's warm_does_more)."""
     left = how.left()
     if left <= 0:
         raise OutOfBudget(None)
@@ -206,6 +209,8 @@ def _warm_up(run_default: Run, run_candidate: Run, warm_default: Optional[float]
         # At least that per pair, for the warm-up and the minimum runs.
         raise OutOfBudget((now() - t0) * (how.runs + 1) - left) from None
     wall = (t1 - t0 if warm_default is None else warm_default) + now() - t1
+    if by_timed and default is not None and candidate is not None:
+        wall = default + candidate
     return WarmUp(error_default, error_candidate, default, candidate, wall)
 
 

@@ -125,17 +125,18 @@ class Bench:
            run_default: Callable[[], float], run_candidate: Callable[[], float],
            files: Optional[int] = None, extensions: int = 2,
            warm_default: Optional[float] = None, slower_expected: bool = False,
-           then: int = 0) -> Comparison:
+           then: int = 0, warm_does_more: bool = False) -> Comparison:
         """Real git, Git's default against the candidate, under this calibration's budget,
         runs and seed (ab.run); `slower_expected`: the engine has shown the candidate
         clearly slower, and the warm-up may take what leaves room for the pairs that drop
         it (ab.Runs.fewest); `then`: comparisons of the same trial still to run after this
-        one, which its extensions share the budget left with as with the trials after it."""
+        one, which its extensions share the budget left with as with the trials after it;
+        `warm_does_more`: the warm-up's runs do more than the timed runs (ab.run)."""
         how = self._runs(extensions, then)
         if slower_expected:
             how = dataclasses.replace(how, fewest=ab.EARLY_RUNS)
         return ab.run(workload, default, candidate, run_default, run_candidate, how,
-                      files=files, warm_default=warm_default)
+                      files=files, warm_default=warm_default, warm_does_more=warm_does_more)
 
     def resume(self, c: Comparison, run_default: Callable[[], float],
                run_candidate: Callable[[], float]) -> Comparison:

@@ -817,18 +817,23 @@ class WholeTreeWrite(TreeWrite):
 
 
 class PartWrite(WholeTreeWrite):
-    """Every file of a part written, its status, then the write-back the two left behind,
-    timed together. A part stands for a burst many times its size, whose write-back
-    grows with it while the cache that absorbs it does not: the whole tree pays its
-    write-back during the run and the next command, a part left to the cache pays none.
-    On the hdd bed at 100,000 files a 1,051-entry part was written and its status run in
-    43 ms at 1, 2 and 4 workers alike (41 µs a file) and its write-back then took 0.46,
-    0.53 and 0.47 s; the whole tree costs 210-320 µs a file, and 2 workers made it
-    0.69x as fast as 1. Timed with its write-back the part shows that verdict (2 workers
-    0.90x). Where storage writes back quickly (tmpfs, latfs, the disk: 13-44 ms after
-    1,000-4,000 files) the write-back adds little; and no run pays for the one before."""
+    """Every file of a part written and the write-back that left behind, timed together;
+    then, where `with_status`, the part's whole status, run and kept apart (last_status).
+
+    The write is what worker counts change. The status after it is common mode but for
+    one thing: files written within the index's last second are racily clean and read
+    again, and a faster write leaves more of them. That is a fixed cost of a burst, not
+    a cost a file, so a trial weighs it once against the write's gain (checkout.chosen)
+    instead of adding the part's status, a share of which grows with the part and not
+    with the tree, to every run.
+
+    The write-back is timed with the write: a part stands for a burst many times its
+    size, whose write-back grows with it while the cache that absorbs it does not, so a
+    part left to the cache would hide what slow storage charges the tree (docs/planner.md,
+    "Figures behind gitbench")."""
 
     last_write_back: Optional[float] = None    # the last run's write-back, seconds
+    with_status: bool = True                   # run the part's status after the write
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str,
                  part: Optional[Part] = None):
@@ -840,16 +845,22 @@ class PartWrite(WholeTreeWrite):
         before = self.part.files if self.part else None
         if self.part:
             self.part.files = None      # removed first: missing until the run has ended
-        seconds = super().run(settings, trace_file, settle)
+        started = plan.now()
+        self._remove()
+        if settle:
+            settle()
+        write = timed_git(self._write(), self.clone, settings, trace_file=trace_file)
         self.last_write_back = written_back(self.clone)
-        self.last_wall += self.last_write_back
+        self.last_status = (timed_git(self._next_status(), self.clone, settings)
+                            if self.with_status else None)
+        self.last_wall = plan.now() - started
         if self.part:
             # A write with Git's defaults prices writing them again; a parallel one does
             # not, and the last such price stands (None: the part has none yet).
-            wrote = seconds - self.last_status if not settings else (before and before.seconds)
+            wrote = write if not settings else (before and before.seconds)
             self.part.files = (None if wrote is None else
                                FilesWritten.now(self.part.index_file, wrote))
-        return seconds + self.last_write_back
+        return write + self.last_write_back
 
 
 def written_back(path: str) -> float:

@@ -54,6 +54,7 @@ class Prices:
     per_file: float
     write_back: float       # of the larger part's run
     timed: float            # the larger part's run as a trial times it (Git's default)
+    status: Optional[float] = None  # the larger part's status after that run
 
     def run(self, files: int) -> float:
         """A sequential run on a part of `files` files, as the budget pays for it."""
@@ -108,7 +109,8 @@ def _measured(bench) -> Prices:
     else:
         fixed = 2 * start + large.last_write_back
         per_file = max(large.last_wall - fixed, 0.0) / max(1, k)
-    return Prices(k, made, start, fixed, per_file, large.last_write_back, timed)
+    return Prices(k, made, start, fixed, per_file, large.last_write_back, timed,
+                  large.last_status)
 
 
 def _run_on(part: gitbench.Part) -> Tuple[gitbench.PartWrite, float]:
