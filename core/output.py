@@ -26,14 +26,26 @@ def width() -> Optional[int]:
     return None
 
 
+# Marks a line fit() must leave as it is (a diff of bytes written: wrapped, it would
+# show lines the file does not hold).
+VERBATIM = "\0"
+
+
+def verbatim(text: str) -> str:
+    """text, each line marked for fit() to leave unwrapped."""
+    return "\n".join(VERBATIM + line for line in text.split("\n"))
+
+
 def fit(text: str, columns: Optional[int]) -> str:
     """Every line at most `columns` wide: a longer one is wrapped at spaces (a word
-    longer than the line is cut), its continuations indented under its text."""
-    if not columns:
-        return text
+    longer than the line is cut), its continuations indented under its text; a line
+    marked verbatim() is shown whole."""
     out: List[str] = []
     for line in text.split("\n"):
-        if len(line) <= columns:
+        if line.startswith(VERBATIM):
+            out.append(line[len(VERBATIM):])
+            continue
+        if not columns or len(line) <= columns:
             out.append(line)
             continue
         lead = line[:len(line) - len(line.lstrip())]

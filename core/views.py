@@ -2,7 +2,7 @@
 import time
 from typing import List
 
-from git_tune.output import counted, seconds, size
+from git_tune.output import counted, seconds, size, verbatim
 
 
 def _lat(latency: dict, op: str) -> str:
@@ -184,7 +184,7 @@ def write_view(r: dict, footer: bool = True) -> str:
     if not p["changes"]:
         out.append("nothing to change")
         return "\n".join(out)
-    out.append(p["diff"].rstrip())
+    out.append(verbatim(p["diff"].rstrip()))
     w = r.get("written")
     if w:
         out.append(w["message"] + (f" (backup: {w['backup']})" if w["backup"] else ""))
@@ -386,7 +386,7 @@ def apply_view(r: dict, show_diff: bool) -> str:
         out.append("already applied: nothing to change")
         return "\n".join(out)
     if show_diff or r["check"]:
-        out.append(p["diff"].rstrip())
+        out.append(verbatim(p["diff"].rstrip()))
     if r["check"]:
         out.append("would change (--check: nothing was written)")
     elif r["written"]:

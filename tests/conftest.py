@@ -20,6 +20,10 @@ def _isolate(home, set_env):
     # A test's claim is what auto writes, not whether the machine was idle meanwhile;
     # the busy-host tests unset it (tests/test_terminal.py).
     set_env("GIT_TUNE_WRITE_WHEN_BUSY", "1")
+    # Output is read unwrapped unless a test asks for a width (a parallel runner's workers
+    # inherit one).
+    set_env("COLUMNS", None)
+    set_env("LINES", None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -99,8 +99,10 @@ def test_profile_text_with_newlines_is_refused(home, small_repo, tmp_path, where
     assert snapshot(home) == before
 
 
-def test_profile_file_name_reaches_only_a_comment(home, small_repo, tmp_path):
+def test_profile_file_name_reaches_only_a_comment(home, small_repo, tmp_path, monkeypatch):
     # A name may hold anything but '/' and NUL: it is rendered, escaped, into a comment.
+    # On a narrow terminal, where people's text is wrapped and the diff is not.
+    monkeypatch.setenv("COLUMNS", "60")
     path = tmp_path / "p\n[core]\n\tfsmonitor = touch pwned\n.json"
     path.write_text(json.dumps(profile_for(small_repo, {"checkout.workers": "4"})))
     # --force: apply re-probes the storage, and a loaded machine's disk can be classed
