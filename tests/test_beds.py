@@ -11,6 +11,9 @@ from git_tune import repogen
 from testbeds import BedUnavailable, Latency, latfs
 from testbeds.mount import available, bed
 
+# Its claims are measurements under a budget or a limit: run alone (tools/test).
+pytestmark = pytest.mark.alone
+
 FAST_NFS = Latency(lookup_us=1000, open_us=500, read_us=100, write_us=100, create_us=500,
                    fsync_us=500, readdir_us=500, attr_timeout=0, entry_timeout=0, negative_timeout=0)
 

@@ -24,6 +24,9 @@ from git_tune.probes.scratch import PREFIX
 from tests.conftest import git_out, sigint_default
 from tests.test_hostile import parsing_command
 
+# Its claims are measurements under a budget or a limit: run alone (tools/test).
+pytestmark = pytest.mark.alone
+
 
 def tree_state(repo):
     """Everything a calibration must leave as it was: index bytes, files, status."""

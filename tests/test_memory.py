@@ -20,6 +20,9 @@ from git_tune.models import catalogue
 from git_tune.probes import repo as repo_probe
 from tests import cgroups
 
+# Its claims are measurements under a budget or a limit: run alone (tools/test).
+pytestmark = pytest.mark.alone
+
 GIT_TUNE = [sys.executable, "-m", "git_tune"]
 MIB = 1 << 20
 # Two 4 MiB text files in four versions and a 2 MiB binary in each: Git's defaults peak

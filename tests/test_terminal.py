@@ -113,6 +113,7 @@ def _busy_fraction(seconds: float = 1.0) -> float:
     return psutil.cpu_percent(interval=seconds) / 100
 
 
+@pytest.mark.alone     # loads the machine itself
 def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     """Busy loops on every core during the calibration: the result says it is not to be
     trusted, why, and what to do. Before that, on this host as it is: said only when the
@@ -289,6 +290,7 @@ def test_the_progress_bar_fits_80_columns_and_redraws_in_place(small_repo, tmp_p
     assert len(bar_lines) == 1, len(bar_lines)
 
 
+@pytest.mark.alone     # loads the machine itself
 def test_five_runs_beside_a_steady_cpu_hog_agree(toy_env):
     """A busy loop on one core, as a build on a laptop: five runs of auto (--yes) all
     write nothing and say why, the same way; the repository's config stays as it was."""
