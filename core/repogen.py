@@ -74,9 +74,8 @@ def git(repo, *args, env=None, check=True, capture=True) -> subprocess.Completed
 
 
 # The commit's automatic maintenance (gc --auto past 6,700 loose objects) runs before the
-# commit returns, not detached: a background gc packing a 20,000-file repository had gone
-# on into the benchmark's timings and past the bed's removal (it left .git/objects/info
-# behind in /var/tmp).
+# commit returns, not detached: a background gc would go on into a benchmark's timings
+# and past the removal of the repository (leaving .git/objects/info behind).
 _IDENTITY = ["-c", "user.name=git-tune", "-c", "user.email=git-tune@localhost",
              "-c", "commit.gpgsign=false", "-c", "gc.autoDetach=false",
              "-c", "maintenance.autoDetach=false"]

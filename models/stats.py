@@ -18,9 +18,8 @@ MIN_RUNS = 5
 # runs a side that is a verdict of its own (3 against 3 in this order by chance alone: 1
 # in 20; a 1.22x gap between the closest runs and 1.5x between the medians besides, which
 # no noise of a few percent explains), so a large gain is not paid for with MIN_RUNS runs
-# of a 10-second checkout. The margin was 1.5x between the closest runs until the NFS-like
-# bed's 50-file checkout, 1.52x faster with 8 workers in 3 pairs (closest runs 1.44x
-# apart), left its largest gain at Git's default at the default budget.
+# of a 10-second checkout (docs/planner.md, "Figures behind the A/B's rules": why the
+# closest runs need APART, not CLEARLY).
 CLEARLY = 1.5
 APART = CLEARLY ** 0.5
 CLEAR_RUNS = 3

@@ -152,8 +152,8 @@ def skip_hash(scratch: Optional[str]) -> Tuple[Optional[bool], str]:
     """Whether this git honours index.skipHash, from what it writes: an index in a
     throw-away repository, whose trailer is zeros when the hash was skipped. The
     repository goes in the system's temporary directory where it can: what git writes
-    is git's, not the file system's, and on an NFS-like bed without attribute caching
-    its `git init` in the repository's scratch took 0.9 s of a 20 s budget."""
+    is git's, not the file system's, and a `git init` on network storage without
+    attribute caching costs a round trip a file."""
     with scratch_dir([tempfile.gettempdir()]) as tmp:    # removed even if killed: next run
         if tmp:
             return _skip_hash_in(tmp)

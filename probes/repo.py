@@ -156,7 +156,7 @@ def _untracked(layout: RepoLayout, allowance: Optional[float]
 def _loose_objects(layout: RepoLayout) -> Optional[int]:
     """Loose objects, estimated as `git gc --auto` does (too_many_loose_objects): the
     entries of objects/17 times 256. `git count-objects -v` stats every loose object,
-    which took 4.5 s for a fresh 3,000-file repository on the NFS-like bed."""
+    a round trip each on network storage."""
     try:
         names = os.listdir(os.path.join(layout.common_dir, "objects", "17"))
     except FileNotFoundError:

@@ -51,9 +51,9 @@ def _measure_read_only(sample_files: Sequence[str], base: str,
                        allowance: Optional[float] = None) -> Dict[str, dict]:
     """Only lookups can be measured where nothing may be written. With `allowance`, as
     many of the sample as a pilot of PILOT["samples"] lookups says fit half of it (the
-    misses take the other half), each call stopped at the allowance: on the hdd bed at
-    100,000 files, during a write-back, the whole sample's lookups took 12.9 s of a 20 s
-    budget's 2 s probe. The files measured follow the pilot's, whose lookups the cache
+    misses take the other half), each call stopped at the allowance: during a
+    write-back, a whole sample's lookups can take many times the probe's share. The
+    files measured follow the pilot's, whose lookups the cache
     now holds (their second lookup would time the cache, not the storage)."""
     if not sample_files:
         return {}

@@ -51,7 +51,7 @@ SLOT_COMMANDS = 6
 MAX_PAIRS = 20              # then the approved value stays: no gain shown
 # Pairs whose 95% interval lies within this of 1 settle it sooner: the value in force
 # stays, since no gain worth a change is left to find (two counts the user's commands
-# cannot tell apart, on the NFS-like bed 0.93-1.00 against 0.94-0.99 ms an entry).
+# cannot tell apart).
 EQUIVALENT = 0.05
 APPROVED, CANDIDATE = "approved", "candidate"
 

@@ -47,14 +47,12 @@ def _threads_shape(value: str) -> IndexShape:
 
 def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine load of the real index rewritten with an offset table: threads and allocator.
-    The index copies it and the trials load (git update-index on every entry: 0.1-0.15 s
-    each at 100,000 entries) are made first, in its share: after the search they had
-    put the sweep 45% past its share there, and the index keys' trials 0.1 s short.
-    Before the trials only what they need is measured (_quick: each thread count once,
-    with Git's allocator); the search over both dimensions is a finding, which waits
-    until every trial has had the budget (bench.later): at stake is one load of the index,
-    milliseconds, and on the NFS-like bed at 100,000 files the search took 0.9 s of a
-    20 s budget before the index keys' trials, which it then left 0.1-0.2 s short."""
+    The index copies it and the trials load (git update-index on every entry) are made
+    first, in its share, so the search cannot push them past it. Before the trials only
+    what they need is measured (_quick: each thread count once, with Git's allocator);
+    the search over both dimensions is a finding, which waits until every trial has had
+    the budget (bench.later): at stake is one load of the index, milliseconds
+    (docs/planner.md, "Figures behind the index sweep's rules")."""
     opts, ws = bench.options, bench.ws
     share = planner.sweep_share(bench, "index")
     blocks = max(4, 2 * bench.cores)
@@ -80,8 +78,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
 
     quick = _quick(blocks, engine_measure(load), share)
     # The v4 parse is a finding only (the advice's evidence is the v4 copy's size), so it
-    # waits with the search: two loads, 0.05 s on the NFS-like bed at 100,000 entries,
-    # where index.version's trial was 0.0-0.2 s short.
+    # waits with the search: two loads the trials may need more.
     facts = Facts(blocks_read[-1] if blocks_read else read(ieot).ieot_blocks,
                   len(bench.names), os.path.getsize(v2), os.path.getsize(v4),
                   parse(v2), None)

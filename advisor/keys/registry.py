@@ -55,9 +55,8 @@ class Tuner:
         """Seconds the key's trial needs at least (ab.least_seconds of its cheapest run),
         from what the engine or git measured so far (None: not known). A trial priced
         above the budget left is not started: the record says how many seconds it was
-        short, and what it would have spent goes to the trials that fit (on the NFS-like
-        bed at 100,000 files, a status with untracked files cannot be timed in a 20 s
-        budget, and starting it only to stop at its warm-up left the index keys none)."""
+        short, and what it would have spent goes to the trials that fit: a trial started
+        only to stop at its warm-up takes what the keys after it could decide with."""
         return None
 
     def decide(self, key: Key, cal, weights: Dict[str, float]):

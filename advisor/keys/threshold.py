@@ -51,8 +51,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
     if parallel.status != advice.SET:
         # The threshold does nothing where parallel checkout is off (_decide_threshold):
         # its batches wait for the budget's end, where the workers' further runs may set
-        # a count (on the hdd bed at 100,000 files, 1 worker kept, they were 2 s short of
-        # a 20 s budget that the other keys could have had).
+        # a count; timed now, they would take what the other keys could have had.
         bench.sharpen[THRESHOLD] = lambda: _retimed_threshold(bench, None)
         return Trial.not_run(THRESHOLD, "not timed while no worker count was set (its "
                              "batches are timed at the count chosen)")
@@ -256,10 +255,8 @@ class Threshold(registry.Tuner):
         file), at the part's fastest sequential run: a part is gitbench.PART_RUNS runs
         of consecutive entries, each in directories of their own, so the tiny batch's
         part has as many directories as the pilot's, and git's start-up is no less on
-        fewer files. On the NFS-like bed at 20,000 files the 20-file batch took 0.79 s
-        a run where the 48-file part's took 0.59-0.73: priced at its files' share of
-        that (0.42), the trial started with 3.7 s left and stopped 1.9 s short after
-        0.9 s (at 100,000 files, before any price, 1-2 s short after 0.5-1.0 s)."""
+        fewer files: priced at its files' share, the trial starts where it cannot finish
+        (docs/planner.md, "Figures behind the threshold's rules")."""
         workers = bench.trials.get(WORKERS)
         f = workers.facts_as(WorkersFacts) if workers else None
         if f is None:

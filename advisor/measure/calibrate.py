@@ -38,9 +38,8 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     (safe.directory, a broken config) is the error, in git's words. With the calibration
     budget, the probe's timed parts take about plan.PROBE of it (it counts against it),
     after the repository's file system has written back earlier writes (settle's share of
-    the budget, counted too, as timings["settle"]): on the hdd bed, during the write-back
-    of a fresh 100,000-file repository, the probe's fsyncs took 6.1 s of a 10 s budget.
-    Where it is still writing back, the probe writes nothing there, and calibrate times
+    the budget, counted too, as timings["settle"]): during a write-back the probe's own
+    fsyncs wait on it. Where it is still writing back, the probe writes nothing there, and calibrate times
     nothing unless its own wait sees the flush end."""
     gitinfo.require_git()
     path = os.path.abspath(repo or os.getcwd())
@@ -93,10 +92,8 @@ def stored_git_dirs() -> Set[str]:
 def _measure(bench: Bench, understood) -> None:
     """Every key's trial (registry.trial_order, stakes first: next_trial), each family's
     engine sweep just before its first, and last the sweeps a family left for after the
-    trials (findings no trial needs). A family later in the order then never spends the budget before an
-    earlier one's trials: with every sweep first, the index sweep's share went before
-    checkout.workers' real-git runs, which on the NFS-like bed missed the default budget
-    by a second. A key whose candidate is what lets git run here at all (Git's default
+    trials (findings no trial needs). A family later in the order then never spends the
+    budget before an earlier one's trials. A key whose candidate is what lets git run here at all (Git's default
     failed, the candidate worked) is required by every later trial, so theirs are not
     the same failure."""
     # Every sweeping family has its keys in trial_order(): each sweep is reached there.
@@ -239,7 +236,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
     """The sweeps and trials, in a scratch directory on the repository's file system, once
     that file system has written back earlier writes (settle's share of the budget). Where
     it has not, nothing is timed, not even a scratch directory made: what would be is
-    the flush (on the hdd bed, removing an empty scratch directory took 7.7 s then)."""
+    the flush."""
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
     done = settle.wait(layout.worktree, budget.left() * plan.SETTLE) \

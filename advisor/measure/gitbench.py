@@ -380,9 +380,8 @@ class Workspace:
     def clone(self) -> str:
         """A --shared, no-checkout clone whose index is a copy of the user's (HEAD and what
         is staged) but whose files are absent. The copy keeps the index's cache-tree,
-        without which every status there walks HEAD's trees again (1.5 s a status on the
-        NFS-like bed with loose objects); `git read-tree HEAD`, which reads every tree
-        (3.2 s there), is left for an index git cannot use as a copy (a split index's
+        without which every status there walks HEAD's trees again; `git read-tree HEAD`,
+        which reads every tree, is left for an index git cannot use as a copy (a split index's
         shared part stays behind) or whose entries a checkout cannot simply write
         (unmerged). A sparse checkout's skip-worktree entries stay skipped, as in the
         user's checkouts."""
@@ -565,10 +564,8 @@ def fresh_files_diff(ws: Workspace, n: int):
     """files_diff, each run on a sample of n entries of its own (Workspace.fresh_sample,
     made before the timer starts and removed after): every run meets its entries as a
     whole status meets them, not from the cache the run before it filled. Behind an
-    attribute cache that expires by time (NFS acregmin, FUSE attr_timeout: 1 s on the
-    NFS-like bed) a sample of 100 entries timed over and over is served from the cache,
-    while a whole status of 20,000 outlasts it: the same sample each run showed preload
-    off no slower there, where on the whole tree it is 10x slower."""
+    attribute cache that expires by time (NFS acregmin, FUSE attr_timeout) a sample
+    timed over and over is served from the cache, while a whole status outlasts it."""
     made = itertools.count()
 
     def run(settings: Settings, trace_file: Optional[str] = None) -> float:
@@ -589,8 +586,7 @@ CLOCK_TICK = 0.02
 
 # Runs of consecutive entries keep a part's directory locality like the whole tree's
 # (git's checkout caches the leading directories it has made or seen): files spread one
-# by one each sit in a directory of their own, which on the NFS-like bed made a file
-# cost 50 ms to git where the whole tree's cost 12.
+# by one each sit in a directory of their own, and each costs git a directory's lookups.
 PART_RUNS = 16
 
 
@@ -763,8 +759,7 @@ class CheckoutWorkload:
 
     last_status: Optional[float] = None    # the last run's next status, seconds
     # The last run's seconds on the budget's clock, its untimed removal included: what a
-    # run costs the budget (on the hdd bed, a 9,700-file part's runs took 0.44 s, their
-    # wall 0.49 s, and a ladder sized by the former had no room for its second count).
+    # run costs the budget, which a ladder is sized by.
     last_wall: Optional[float] = None
 
     def run(self, settings: Settings, trace_file: Optional[str] = None,
@@ -805,9 +800,8 @@ class WholeTreeWrite(TreeWrite):
         """Every directory of the tree made, untimed, by git writing one file of each
         (`checkout-index --stdin`: no pathspec, and git's own checks of the paths). A
         fresh clone's first write makes every directory; the runs after it find them
-        (the removal between runs leaves them), so a first run taken as a pilot prices
-        the runs too high: on the hdd bed at 3,000 files 0.45 s against runs of 0.17 s,
-        on the NFS-like bed at 20,000 files 51.6 s against 46.9-47.7 s."""
+        (the removal between runs leaves them), so a first run taken as a pilot would
+        price the runs too high."""
         one_per_directory = {os.path.dirname(p): p for p in self.paths}
         one_per_directory.pop("", None)
         if one_per_directory:

@@ -3,11 +3,8 @@ earlier commands left in the page cache?
 
 A burst of writes (a fresh clone, a build) is written back by the kernel seconds
 later. On a slow disk that write-back holds the journal, and every file created or
-removed meanwhile waits for it: on the one-spindle hdd bed, right after 20,000 files
-were generated, the engine removed 2,000 scratch files in 12.4 s (it had written them
-in 0.06 s), and a 10 s calibration took 15.8-17.0 s. After a `sync` of the same file
-system (7.3 s), the same calibration took 10.3 s (bench/calibrate_speed.py). What is
-timed during such a flush is the flush, not git, and no deadline can interrupt a
+removed meanwhile waits for it (docs/planner.md, "Figures behind the wait for
+write-back"). What is timed during such a flush is the flush, not git, and no deadline can interrupt a
 system call that waits on it: so the flush is waited for first, within a share of
 the budget, and where it takes longer nothing is timed.
 """
