@@ -18,6 +18,7 @@ from git_tune.advisor.measure.search import Dim
 from git_tune.advisor.measure.sweep import (engine_measure, by_point as sweep_points,
                                             run as run_sweep)
 from git_tune.models import costmodel
+from git_tune.models.storage import NETWORK
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
@@ -66,7 +67,7 @@ def checkout_batch(target: str, paths, sizes, budget: float,
 
 def max_workers(bench: Bench) -> int:
     # Threads writing to a network server can usefully exceed the cores.
-    return 32 if bench.storage_class == "network" else max(4, min(32, 4 * bench.cores))
+    return 32 if bench.storage_class == NETWORK else max(4, min(32, 4 * bench.cores))
 
 
 def octaves(top: int) -> List[int]:

@@ -23,6 +23,7 @@ from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.models import workloads
+from git_tune.models.storage import NETWORK
 
 KEY = "core.fsmonitor"
 # First: its trial times only status runs, and on a large local tree it is the biggest
@@ -61,7 +62,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     fresh = _fresh_clones(bench.options.workload)
     if fresh:          # not measured: the decision could only be "not set"
         return Trial.not_run(key.name, fresh)
-    if bench.storage_class == "network":
+    if bench.storage_class == NETWORK:
         # inotify sees only this host's writes; git 2.55's is_remote_fs() treats Lustre,
         # GPFS, CephFS, BeeGFS and 9p (WSL's /mnt/c) as local and runs the daemon there.
         return Trial.not_run(key.name, "the work tree is on network or shared storage, where "

@@ -23,6 +23,7 @@ from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResul
 from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
 from git_tune.models import stats
+from git_tune.models.storage import NETWORK
 
 KEY = "core.preloadIndex"
 MAX_PRELOAD_PATHS = 200000
@@ -204,7 +205,7 @@ def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
     hot, unless --cold makes them all cold."""
     opts, names = bench.options, bench.names
     listing = names[:MAX_PRELOAD_PATHS]
-    network = bench.storage_class == "network"
+    network = bench.storage_class == NETWORK
     dims = _dims(len(names))
     cold_note = None
     lstat_once = _lstat(bench, share)
@@ -246,7 +247,7 @@ def _whole(bench: Bench, listing, share: Share) -> dict:
     off cannot win whatever the rest would show. A pass the share stops is not
     counted: {} where Git's count did not fit, and the part's comparison stands."""
     git_n = git_threads(len(bench.names))
-    network = bench.storage_class == "network"
+    network = bench.storage_class == NETWORK
 
     def once(threads: int, timeout: float):
         limits = engine.Limits(timeout=max(0.001, min(timeout, share.left())))
@@ -389,7 +390,7 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
     """The A/B on the whole tree (n None) or on a sample of n entries; from a cold cache
     where the profile starts cold (preload's threads overlap the lstat misses: 1.33x on a
     cold disk, nothing hot)."""
-    fresh = n is not None and bench.storage_class == "network"
+    fresh = n is not None and bench.storage_class == NETWORK
     if n is None:
         index = bench.ws.index_copy("plain")
         st, target = gitbench.status(bench.repo, index, untracked=False), None
@@ -494,7 +495,7 @@ def _fresh_sample_seconds(bench: Bench, n: Optional[int]) -> float:
     """Seconds the making of a run's own sample index takes, as the last one made took
     (one is made where none has been: on network storage each run has one,
     gitbench.fresh_files_diff); 0 elsewhere."""
-    if n is None or bench.storage_class != "network":
+    if n is None or bench.storage_class != NETWORK:
         return 0.0
     if bench.ws.fresh_seconds is None:
         os.unlink(bench.ws.fresh_sample(n, 0).index_file)

@@ -27,6 +27,7 @@ from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Comparison, Trial
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats
+from git_tune.models.storage import NETWORK
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
@@ -156,7 +157,7 @@ def _lstats_past_reach(bench: Bench) -> bool:
     pilot (_pilot) could only be stopped. On network storage only: there the probe's lstats went to
     the server, as a status's do once the attribute cache has let them go; a local inode
     cache keeps what the probe met cold, and a status there may be many times quicker."""
-    if bench.storage_class != "network":
+    if bench.storage_class != NETWORK:
         return False
     most = _run_limit(bench)
     if most is None:

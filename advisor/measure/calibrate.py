@@ -29,6 +29,7 @@ from git_tune.models import workloads
 from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
 from git_tune.probes.report import ProbeReport, probe
 from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
+from git_tune.models.storage import NETWORK
 
 RESULT_MAX_AGE = 7 * 86400
 
@@ -273,7 +274,7 @@ def _local_scratch(report: ProbeReport, layout: repo_probe.RepoLayout) -> Iterat
         apart = os.stat(tmp).st_dev != os.stat(layout.worktree).st_dev
     except OSError:
         apart = False
-    if report.primary_storage().storage_class != "network" or not apart:
+    if report.primary_storage().storage_class != NETWORK or not apart:
         yield None
         return
     with scratch_dir([tmp]) as local:
