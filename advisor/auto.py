@@ -255,7 +255,7 @@ def _take_back(plan, prov: configwrite.Provenance, repo: str, first_write: bool,
     """Undo the write of `plan`, which its verification read `slower`: the confirmation
     disagrees with the trial that chose the values, and they are not kept on a
     contradiction. Through the same safe path: where it was git-tune's first write to
-    the scope, revert (the files as before it); else the values it changed put back to
+    the scope, revert (the files as they were before it); else the values it changed put back to
     those it found, every other value as it is now. What auto reports of it."""
     if first_write:
         revert.revert(plan.scope)

@@ -144,7 +144,7 @@ def one_measurement_at_a_time(common_dir: str) -> Iterator[None]:
         fd = os.open(os.path.join(directory, hashlib.sha256(os.fsencode(common_dir)).hexdigest()[:24]),
                      os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
-        yield          # no cache to lock in: measure as before, unserialised
+        yield          # no cache to lock in: measure, unserialised
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

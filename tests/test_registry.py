@@ -181,6 +181,36 @@ def test_no_function_is_longer_than_60_lines():
     assert not long, long
 
 
+# Words that tell a story where a docstring or comment should state a contract: a bed a
+# figure was measured on, the history of a rule, an issue's number (#66).
+DIARY = re.compile(r"\bbed\b|\bas before\b|\bthis session\b|\bissue #\d|\(#\d+\b",
+                   re.IGNORECASE)
+
+
+def _prose(path):
+    """(line, text) of every docstring and comment in the file at path."""
+    import io
+    import tokenize
+    text = open(path).read()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield node.body[0].lineno, doc
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+
+
+def test_docstrings_and_comments_state_contracts_not_a_diary():
+    """No bed, no history, no issue number in the package's docstrings and comments: the
+    figures behind a rule are in docs/planner.md, its history in git log."""
+    found = [f"{os.path.relpath(path, ROOT)}:{line}: {m.group(0)!r}"
+             for path in _sources() for line, text in _prose(path)
+             for m in DIARY.finditer(text)]
+    assert not found, found
+
+
 def _key_uses(tree, keys):
     """String constants naming a Git key where code decides on them: comparisons
     (==, !=, in), subscripts, .get()/.pop() and literal tuples/lists/sets used in tests."""

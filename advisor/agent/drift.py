@@ -1,4 +1,4 @@
-"""When the answer has changed (issue #33): what the user's own commands say about the
+"""When the answer has changed: what the user's own commands say about the
 values git-tune wrote, and whether now is a quiet moment to measure again.
 
 A write is drifting where the git the user's commands run is not the git it was

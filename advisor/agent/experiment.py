@@ -1,4 +1,4 @@
-"""Online comparison of two values on the user's own commands (issue #33).
+"""Online comparison of two values on the user's own commands.
 
 Where a calibration left a key undecided, or decided it on a part of the tree, the
 user's own commands are free evidence: on the real tree, the real cache, the real mix.
@@ -636,7 +636,7 @@ def _put_back(exp: Experiment) -> str:
                             per_repo=entry.per_repo, writer=configwrite.EXPERIMENT,
                             touches=(exp.key,))
     if not plan.settings and not plan.per_repo and exp.entry is None:
-        revert.revert(entry.scope)          # nothing of anyone's left there: as before
+        revert.revert(entry.scope)          # nothing of anyone's left there: all reverted
     else:
         configwrite.apply(plan, prov, cwd=exp.repo)
     return f"{exp.key} put back to {exp.approved or 'Git default'}; the other values kept"

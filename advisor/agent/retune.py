@@ -1,4 +1,4 @@
-"""Measure again and re-apply, on the agent's own, where a write has drifted (issue #33).
+"""Measure again and re-apply, on the agent's own, where a write has drifted.
 
 The bounds are bpftune's: the agent re-decides only keys whose values change nothing but
 speed (catalogue `changes` empty: checkout.workers, the threshold, preload, index

@@ -19,7 +19,7 @@ from git_tune.models.catalogue import Key
 
 class Status(enum.StrEnum):
     """What the advice does with the key. A str: the JSON forms, the views and stored
-    profiles say "set", "not set" and "not offered" as before."""
+    profiles say "set", "not set" and "not offered"."""
     SET = "set"
     NOT_SET = "not set"
     NOT_OFFERED = "not offered"

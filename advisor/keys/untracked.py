@@ -321,7 +321,7 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if facts.costs_not_timed:
         where += ("; its cost on " + ", ".join(WHAT[w] for w in facts.costs_not_timed)
                   + " not timed: the budget ended first")
-    # The part's facts only where there was one: a whole tree's evidence is as before.
+    # The part's facts only where there was one: a whole tree's evidence leaves them out.
     evidence = {k: v for k, v in asdict(facts).items()
                 if v is not None or k not in ("part", "entries", "costs_not_timed")}
     return advice.weighed(key, t, weights, "true", WHAT, evidence,

@@ -727,8 +727,7 @@ class CheckoutWorkload:
     """Restore K missing files with `git checkout -- <paths>` (seed 001's threshold study),
     then the next `git status -uno` of those paths, timed together: files written within
     the index's last second are racily clean, so that status re-reads their contents, and
-    workers that finish sooner can leave it more to re-read (issue #11: 590 entries, 6.3 s
-    on NFS). The rest of the tree costs the next status the same on both sides of an A/B,
+    workers that finish sooner can leave it more to re-read. The rest of the tree costs the next status the same on both sides of an A/B,
     so its pathspec is the batch (status refreshes only what its pathspec names)."""
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str):
