@@ -183,7 +183,7 @@ def test_no_function_is_longer_than_60_lines():
 
 # Words that tell a story where a docstring or comment should state a contract: a bed a
 # figure was measured on, the history of a rule, an issue's number (#66).
-DIARY = re.compile(r"\bbed\b|\bas before\b|\bthis session\b|\bissue #\d|\(#\d+\b",
+DIARY = re.compile(r"\bbed\b|\bas before\b|\bthis session\b|\bissue\s+#\d|\(#\d+\b",
                    re.IGNORECASE)
 
 
@@ -200,6 +200,15 @@ def _prose(path):
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT:
             yield tok.start[0], tok.string
+
+
+def test_every_built_in_key_module_declares_typed_tuners():
+    """A built-in key's parts are a registry.Tuner's methods (TUNERS), never looked up by
+    name on its module (ModuleTuner is for a plug-in's key)."""
+    from git_tune.advisor.keys import registry
+    by_name = [e.key.name for e in registry.entries()
+               if e.module is not None and isinstance(e.tuner, registry.ModuleTuner)]
+    assert not by_name, by_name
 
 
 def test_docstrings_and_comments_state_contracts_not_a_diary():

@@ -24,6 +24,7 @@ from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.models import workloads
 from git_tune.models.storage import NETWORK
+from git_tune.advisor.keys import registry
 
 KEY = "core.fsmonitor"
 # First: its trial times only status runs, and on a large local tree it is the biggest
@@ -126,3 +127,21 @@ def after_revert(key, value: str):
         return []
     stopped = daemon.stop_unwanted()
     return [f"stopped the fsmonitor daemon of {d}" for d in stopped]
+
+
+class Fsmonitor(registry.Tuner):
+    """core.fsmonitor: git's own daemon against none, where git offers it here."""
+
+    rank = TRIAL_RANK
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+    def after_revert(self, key, value: str):
+        return after_revert(key, value)
+
+
+TUNERS = {KEY: Fsmonitor()}

@@ -22,6 +22,7 @@ from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.advisor.write import safefile
 from git_tune.probes import repo as repo_probe
+from git_tune.advisor.keys import registry
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
@@ -212,3 +213,18 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                                     f"{mib:.1f} MiB (what clone and fetch spend their CPU "
                                     "on)"},
                           {"seconds_by_count": f.seconds_by_count})
+
+
+class Threads(registry.Tuner):
+    """pack.threads: timed on a sample pack whose deltas the runs keep; decided from it."""
+
+    rank = TRIAL_RANK
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+
+TUNERS = {KEY: Threads()}

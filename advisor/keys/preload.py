@@ -24,6 +24,7 @@ from git_tune.advisor.measure.record import Calibration, Sweep, Trial
 from git_tune.advisor.measure.search import Dim
 from git_tune.models import stats
 from git_tune.models.storage import NETWORK
+from git_tune.advisor.keys import registry
 
 KEY = "core.preloadIndex"
 MAX_PRELOAD_PATHS = 200000
@@ -549,3 +550,21 @@ def findings(cal: Calibration) -> List[str]:
             f"{counted(f.git_threads, 'thread')} ({took(f.git_default)}), one thread: "
             f"{took(f.single_thread)}. Git has no key for the thread count."]
 
+
+class PreloadIndex(registry.Tuner):
+    """core.preloadIndex: the engine's lstat pass, then real git's status on a part or a sample."""
+
+    def stakes(self, key, bench):
+        return stakes(key, bench)
+
+    def price(self, key, bench):
+        return price(key, bench)
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+
+TUNERS = {KEY: PreloadIndex()}

@@ -94,8 +94,9 @@ class Tuner:
         return None
 
     def open_question(self, key: Key, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
-        """What the calibration left open for the user's own commands to settle (issue
-        #33): (a value for the agent to compare with the one in force, why), or None.
+        """What the calibration left open for the user's own commands to settle (the
+        agent's experiment): (a value for the agent to compare with the one in force,
+        why), or None.
         Where the budget decided on a part and extrapolated, or could not decide."""
         return None
 

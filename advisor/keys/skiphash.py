@@ -16,6 +16,7 @@ from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.gitbench import IndexShape
 from git_tune.advisor.measure.record import Calibration, Trial
 from git_tune.probes import gitinfo
+from git_tune.advisor.keys import registry
 
 KEY = "index.skipHash"
 COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read such an "
@@ -55,3 +56,18 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           {"write": "writing the index (git update-index --force-write-index)"},
                           asdict(t.facts_as(TrialFacts)), suffix=COMPAT)
 
+
+class SkipHash(registry.Tuner):
+    """index.skipHash: the index written without its trailing hash."""
+
+    def index_shape(self, key, value: str):
+        return index_shape(key, value)
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+
+TUNERS = {KEY: SkipHash()}

@@ -28,6 +28,7 @@ from git_tune.advisor.measure.record import Calibration, Comparison, Trial
 from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats
 from git_tune.models.storage import NETWORK
+from git_tune.advisor.keys import registry
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
@@ -327,3 +328,24 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     return advice.weighed(key, t, weights, "true", WHAT, evidence,
                           suffix=where + "; bypassed by `git status -uall`")
 
+
+class UntrackedCache(registry.Tuner):
+    """core.untrackedCache: status with untracked files, on the tree or on a part of it."""
+
+    def index_shape(self, key, value: str):
+        return index_shape(key, value)
+
+    def price(self, key, bench):
+        return price(key, bench)
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def open_question(self, key, cal, weights):
+        return open_question(key, cal, weights)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+
+TUNERS = {KEY: UntrackedCache()}
