@@ -904,4 +904,8 @@ ON_INDEX = {
     "untracked": lambda repo, index: status(repo, index, untracked=True),
     "index": index_load,
     "write": index_write,
+    # Exit 1 is git's answer "the work tree differs" (an unstaged change, a merge or
+    # rebase in progress), not a failure.
+    "diff": lambda repo, index: on_copy(["diff", "--quiet", "--exit-code"], repo, index,
+                                        ok=(0, 1)),
 }

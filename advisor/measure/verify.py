@@ -188,11 +188,6 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
     cmd = workloads_model.command(name)
     if name in gitbench.ON_INDEX:
         return cmd, gitbench.ON_INDEX[name](ws.layout, index)
-    if name == "diff":
-        # Exit 1 is git's answer "the work tree differs" (an unstaged change, a merge
-        # or rebase in progress), not a failure.
-        return cmd, gitbench.on_copy(["diff", "--quiet", "--exit-code"], ws.layout, index,
-                                     ok=(0, 1))
     if name == "switch":
         return cmd, switch.run
     found = registry.workload_runner(name, ws.layout, index)
