@@ -576,7 +576,7 @@ def _finish(exp: Experiment, keep: str, why: str) -> dict:
 
 def _leftovers(exp: Experiment) -> str:
     """What the candidate's slots may have left in the repository's index once the key is
-    Git's default again (revert.INDEX_LEFTOVERS), said with the command that removes it:
+    Git's default again (Tuner.index_leftover), said with the command that removes it:
     git-tune does not write the user's index."""
     if exp.reverts_with is None:
         return ""

@@ -249,6 +249,10 @@ class Version(registry.Tuner):
     def on_disk(self, key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
         return _version_on_disk(value, repo)
 
+    def index_leftover(self, key, value: str) -> Optional[str]:
+        return ("indexes rewritten as version 4 stay so (`git update-index --index-version 2` "
+                "in each repository)" if value == "4" else None)
+
 
 class ManyFiles(registry.Tuner):
     """feature.manyFiles: never trialled, it bundles keys git-tune decides one by one."""

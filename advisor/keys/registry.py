@@ -87,6 +87,11 @@ class Tuner:
         """End what the reverted value started; sentences saying what."""
         return []
 
+    def index_leftover(self, key: Key, value: str) -> Optional[str]:
+        """What the value leaves in an index git wrote under it, which a revert of the
+        config does not undo, said with the command that does; None where nothing."""
+        return None
+
     def verify_runner(self, key: Key, repo, index_file: str):
         """For a key that brings its own workload (catalogue [workload]): the timed runner
         `verify` calls, runner(settings, trace_file=None) -> seconds, on the user's
@@ -106,7 +111,8 @@ class Tuner:
 
 
 PARTS = ("trial", "stakes", "price", "decide", "verify_workloads", "index_shape",
-         "rewrite_index", "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question")
+         "rewrite_index", "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question",
+         "index_leftover")
 
 
 class ModuleTuner(Tuner):
@@ -192,6 +198,9 @@ class Entry:
 
     def after_revert(self, value: str) -> List[str]:
         return self.tuner.after_revert(self.key, value)
+
+    def index_leftover(self, value: str) -> Optional[str]:
+        return self.tuner.index_leftover(self.key, value)
 
     def open_question(self, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
         return self.tuner.open_question(self.key, cal, weights)

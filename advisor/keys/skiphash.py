@@ -60,6 +60,10 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 class SkipHash(registry.Tuner):
     """index.skipHash: the index written without its trailing hash."""
 
+    def index_leftover(self, key, value: str):
+        return ("indexes written meanwhile end in a zero trailer until git next writes them "
+                "(`git update-index --force-write-index`)" if value.lower() == "true" else None)
+
     def index_shape(self, key, value: str):
         return index_shape(key, value)
 

@@ -344,6 +344,11 @@ class UntrackedCache(registry.Tuner):
     def open_question(self, key, cal, weights):
         return open_question(key, cal, weights)
 
+    def index_leftover(self, key, value: str):
+        return ("indexes written meanwhile keep their untracked-cache extension (`git "
+                "update-index --no-untracked-cache` removes it)"
+                if value.lower() == "true" else None)
+
     def decide(self, key, cal, weights):
         return decide(key, cal, weights)
 

@@ -21,25 +21,17 @@ class RevertResult:
     kept_edits: Optional[str] = None  # a backup of git-tune's files as someone had edited them
 
 
-# What a value leaves in an index git already wrote under it: revert restores config
-# files, and git keeps these until the index is written otherwise. Said, with the
-# command that undoes it (git-tune never writes the user's index unasked).
-INDEX_LEFTOVERS = {
-    ("core.untrackedcache", "true"): "indexes written meanwhile keep their untracked-cache "
-        "extension (`git update-index --no-untracked-cache` removes it)",
-    ("index.version", "4"): "indexes rewritten as version 4 stay so (`git update-index "
-        "--index-version 2` in each repository)",
-    ("index.skiphash", "true"): "indexes written meanwhile end in a zero trailer until git "
-        "next writes them (`git update-index --force-write-index`)",
-    ("core.splitindex", "true"): "split indexes and their sharedindex.* files stay until "
-        "`git update-index --no-split-index`",
-}
-
-
 def index_leftovers(undone: List[Dict[str, str]]) -> List[str]:
-    """What the reverted values may have left in indexes, each said once."""
-    seen = {(k.lower(), str(v).lower()) for values in undone for k, v in values.items()}
-    return [text for kv, text in INDEX_LEFTOVERS.items() if kv in seen]
+    """What the reverted values may have left in indexes git already wrote under them,
+    each said once with the command that undoes it (each key's Tuner.index_leftover):
+    revert restores config files, and git-tune never writes the user's index unasked."""
+    out: List[str] = []
+    for k, v in sorted({(k, str(v)) for values in undone for k, v in values.items()}):
+        e = registry.find(k)
+        text = e.index_leftover(v) if e else None
+        if text and text not in out:
+            out.append(text)
+    return out
 
 
 def nothing_to_revert(scope: Optional[Scope]) -> RevertResult:
