@@ -11,7 +11,7 @@ import pytest
 
 from git_tune.advisor.keys import checkout_trial
 from git_tune.advisor.keys import checkout, registry
-from git_tune.advisor.measure import budget as plan, calibrate, gitbench
+from git_tune.advisor.measure import budget as plan, calibrate, gitbench, planner
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options, Trial
@@ -181,7 +181,8 @@ def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rn
         def resume(cand, these):
             w = int(cand[checkout.WORKERS])
             return [bench.resume(these[0], run(seconds[1]), run(seconds[w]))]
-        ladder = checkout_trial.Ladder(bench, [w for w in seconds if w > 1], compare, resume)
+        ladder = planner.Ladder(bench, checkout.WORKERS, checkout_trial._candidate,
+                                 [w for w in seconds if w > 1], compare, resume)
         ladder.climb()
         return ladder.trial(lambda comparisons: Trial(key.name, comparisons))
     module.trial = trial
@@ -233,7 +234,7 @@ def test_a_gain_within_noise_gets_more_runs_from_what_the_budget_leaves(monkeypa
     # (ab.Runs.extend_share); what that key leaves does.
     bench, used = _calibrate_ladder(12, monkeypatch, noise=0.3, seconds=seconds)
     more = bench.trials["toy.workers"].main
-    assert checkout_trial._within_noise(first), first.estimate
+    assert planner.within_noise(first), first.estimate
     assert len(more.times_default) > len(first.times_default)
     assert more.times_default[:len(first.times_default)] == first.times_default
     assert "toy.index" in bench.trials and used <= 12 * 1.25

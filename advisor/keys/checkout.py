@@ -14,10 +14,11 @@ from git_tune.advisor.keys import registry
 from git_tune.advisor.keys.checkout_sweep import (KNEE, WORKERS, _engine_medians,
                                                   _engine_pick, _facts, _saved, _stakes)
 from git_tune.advisor.keys.checkout_trial import (CLONE, WorkersFacts, _part_top,
-                                                  _trial_workers, _within_noise)
+                                                  _trial_workers)
 # The family's engine sweep (registry.sweepers finds it here) and the threshold's key
 # name, which other modules read from the workers' module.
 from git_tune.advisor.keys.checkout_sweep import THRESHOLD, sweep  # noqa: F401
+from git_tune.advisor.measure import planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial
 from git_tune.models import stats
@@ -206,7 +207,7 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
     where it ranks counts as git does), the user's switches on the whole tree ask again."""
     facts, c = t.facts_as(WorkersFacts), t.main
     w = c.candidate.get(WORKERS)
-    if not facts.part or s is None or w is None or not _within_noise(c):
+    if not facts.part or s is None or w is None or not planner.within_noise(c):
         return None
     # One thread's time over the pick's: _saved is 0 where either is unmeasured.
     hidden, cores = 1 / (1 - _saved(s)), _facts(s).cores

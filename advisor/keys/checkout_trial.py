@@ -9,7 +9,7 @@ import dataclasses
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from git_tune.advisor.keys import preload
 from git_tune.advisor.keys.checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
@@ -151,116 +151,13 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         work = {"checkout": batch, CLONE: tree[0][0] if tree and tree[0] else None}
         return [bench.resume(c, lambda w=work[c.workload]: w.run({}),
                              lambda w=work[c.workload]: w.run(cand))
-                if _within_noise(c) and work.get(c.workload) else c for c in these]
+                if planner.within_noise(c) and work.get(c.workload) else c for c in these]
 
-    ladder = Ladder(bench, counts, compare, resume)
+    ladder = planner.Ladder(bench, WORKERS, _candidate, counts, compare, resume)
     ladder.climb()
     # Records from before the batch was timed with its next status lack this fact.
     return ladder.trial(lambda comparisons: Trial(WORKERS, comparisons,
                                                   asdict(WorkersFacts(next_status=True))))
-
-
-Compare = Callable[[int, Dict[str, str]], List[Comparison]]
-Resume = Callable[[Dict[str, str], List[Comparison]], List[Comparison]]
-
-
-class Ladder:
-    """The worker counts real git times, in order, each through compare(i, candidate)
-    (its comparisons, the main one first), while one more count like those so far fits
-    plan.LADDER of the budget left when it starts (climb). What that share left out waits
-    for the budget's end (step, called by calibrate once every key has had its trial): a
-    count not timed, then the count faster by its median but within noise, with more runs
-    (resume(candidate, its comparisons)): no count is left untimed while the budget has
-    seconds to spare."""
-
-    def __init__(self, bench: Bench, counts: List[int], compare: Compare, resume: Resume):
-        self.bench, self.counts = bench, list(counts)
-        self.compare, self.resume = compare, resume
-        self.timed: Dict[int, List[Comparison]] = {}
-        self.untimed: List[int] = []
-        self.resumed: Set[int] = set()
-
-    def comparisons(self) -> Tuple[Comparison, ...]:
-        return tuple(c for w in self.counts if w in self.timed for c in self.timed[w])
-
-    def climb(self) -> None:
-        bench = self.bench
-        start, allowance = plan.now(), bench.budget.left() * plan.LADDER
-        for i, w in enumerate(self.counts):
-            spent = plan.now() - start
-            if i and spent / i * (i + 1) > allowance:
-                bench.notes.append(f"{WORKERS}={w} not timed in its share: {self.counts[0]} "
-                                   f"workers took {spent:.1f} s, and another count would "
-                                   f"pass the {plan.LADDER:.0%} of the budget left that the "
-                                   "worker counts share (it waits for what the other keys "
-                                   "leave)")
-                self.untimed = self.counts[i:]
-                return
-            try:
-                these = self.compare(i, _candidate(w))
-            except OutOfBudget as e:
-                if not self.timed:
-                    raise
-                bench.notes.append(f"{WORKERS}={w} not timed: {e}")
-                self.untimed = self.counts[i:]
-                return
-            self.timed[w] = these
-            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
-                return       # more workers fail as well, or cost more still
-
-    def trial(self, make: Callable[[Tuple[Comparison, ...]], Trial]) -> Trial:
-        """The trial of the counts timed so far (make(comparisons)); where something is
-        left for the budget's end, bench.sharpen answers it again after one more step."""
-        def sharpen() -> Optional[Trial]:
-            return make(self.comparisons()) if self.step() else None
-        trial = make(self.comparisons())
-        if self.untimed or self._to_resume() is not None:
-            self.bench.sharpen[trial.key] = sharpen
-        return trial
-
-    def step(self) -> bool:
-        """One more thing timed: the next count not timed, else more runs for the count
-        _to_resume names; False where nothing is left."""
-        if self.untimed:
-            w = self.untimed.pop(0)
-            these = self.compare(max(1, len(self.timed)), _candidate(w))
-            self.bench.notes.append(f"{WORKERS}={w} timed with what the other keys left")
-            self.timed[w] = these
-            if these[0].fails or these[0].stopped == STOPPED_SLOWER:
-                self.untimed = []
-            return True
-        w = self._to_resume()
-        if w is None:
-            return False
-        self.resumed.add(w)
-        self.timed[w] = self.resume(_candidate(w), self.timed[w])
-        self.bench.notes.append(f"{WORKERS}={w}: faster by its median but within noise, "
-                                "more runs with what the other keys left")
-        return True
-
-    def _to_resume(self) -> Optional[int]:
-        """The count faster by its median than Git's default but within noise, the
-        fastest such not resumed yet; None where a count already shown faster was faster
-        still by its median (more runs could not make this one the choice)."""
-        def speedup(w: int) -> float:
-            e = self.timed[w][0].estimate
-            return e.speedup if e else 0.0
-        noisy = [w for w, cs in self.timed.items()
-                 if w not in self.resumed and any(_within_noise(c) for c in cs)]
-        if not noisy:
-            return None
-        best = max(noisy, key=speedup)
-        shown = [w for w, cs in self.timed.items() if cs[0].estimate is not None
-                 and cs[0].estimate.verdict == stats.FASTER and speedup(w) >= speedup(best)]
-        return None if shown else best
-
-
-def _within_noise(c: Comparison) -> bool:
-    """Faster by its median than Git's default beyond stats.MIN_EFFECT, but not beyond
-    its runs' noise: more runs could decide it."""
-    return (c.estimate is not None and not c.fails and c.stopped != STOPPED_SLOWER
-            and c.estimate.verdict == stats.NO_CHANGE
-            and c.estimate.speedup > 1 + stats.MIN_EFFECT)
 
 
 @dataclass(frozen=True)
@@ -464,7 +361,7 @@ def _trial_on_part(bench: Bench, route: Route, counts: List[int]) -> Trial:
     def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
         return timed(cand, lambda a, b: bench.resume(these[0], a, b))
 
-    ladder = Ladder(bench, counts, compare, resume)
+    ladder = planner.Ladder(bench, WORKERS, _candidate, counts, compare, resume)
     ladder.climb()
     return ladder.trial(lambda comparisons: Trial(WORKERS, comparisons,
                                                   asdict(_part_facts(route, statuses))))
