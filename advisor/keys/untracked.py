@@ -13,13 +13,12 @@ files does not fit the budget left, all of that is timed on a part of the work t
 sized to it (_trial_on_part).
 """
 import dataclasses
-import time
 from dataclasses import asdict, dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.keys import preload
-from git_tune.advisor.measure import budget as plan, gitbench
+from git_tune.advisor.measure import budget as plan, gitbench, planner
 from git_tune.advisor.measure.ab import (STOPPED_SLOWER, OutOfBudget, full_seconds,
                                          least_seconds, longest_run)
 from git_tune.advisor.measure.bench import Bench
@@ -206,13 +205,13 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
 def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
     """The cache timed on a part of the work tree (gitbench.Part: runs of consecutive
     entries spread over the index, so whole directories as the tree has them), as large
-    as plan.UNTRACKED_PART of the budget left affords (_sized_part). What the cache saves
+    as plan.UNTRACKED_PART of the budget left affords (planner.grown_part). What the cache saves
     (a directory's read, for a stat of it) and what it costs (its extension, read and
     written with the index) both grow with the directories, so the part's verdict stands
     for the tree's; the user's untracked files are not in the part."""
     entries = len(bench.ws.listed())
-    sized = _sized_part(key, bench, entries,
-                        plan.now() + bench.budget.left() * plan.UNTRACKED_PART)
+    sized = planner.grown_part(bench, entries, plan.UNTRACKED_PART, PART_PILOT, PART_STEP,
+                               lambda n: _priced_part(key, bench, n))
     part = sized.part
     copies = tuple(bench.ws.index_copy(f"uc-{v}", index_shape(key, v), part)
                    for v in ("false", "true"))
@@ -223,58 +222,7 @@ def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
                     TrialFacts(works, len(part.paths), entries))
 
 
-@dataclass(frozen=True)
-class _PricedPart:
-    part: gitbench.Part
-    ready_at: float         # when its index may be settled (FilesWritten.ready_at)
-    wrote: float            # the write's seconds
-    runs: float             # the least runs of the A/B of one status there (ab.least_seconds)
-    # The status that priced it, where its index was settled first (files a checkout
-    # trial left there): a run of Git's default as the A/B's are (None: racily clean).
-    warm: Optional[float]
-
-
-def _sized_part(key, bench: Bench, entries: int, share_end: float) -> _PricedPart:
-    """The largest part that fits by share_end, its files settled (Part.settle_index):
-    from PART_PILOT entries, PART_STEP times larger at each step while the next step's
-    price (_step_price) and the one wait for the files to age fit. A part is priced by
-    its files' write and the A/B's least runs of a status there (right after the write:
-    racily clean, so its files are read again, which prices it high). A larger part
-    tells more of the tree: git's start weighs on a small part (bench/untracked_part.py)."""
-    if share_end - plan.now() < gitbench.RACY_SECONDS:
-        # Not even the wait for a part's files to age fits: nothing is made.
-        raise OutOfBudget(gitbench.RACY_SECONDS / plan.UNTRACKED_PART - bench.budget.left())
-    steps: List[Tuple[int, float]] = []
-    made: Optional[_PricedPart] = None
-    n = min(PART_PILOT, entries)
-    while True:
-        try:
-            with gitbench.deadline(share_end - plan.now()):
-                priced = _priced_part(key, bench, n)
-        except gitbench.DeadlineReached:
-            if made is None:
-                raise OutOfBudget(None) from None
-            break
-        made, size = priced, len(priced.part.paths)
-        steps.append((size, priced.wrote + priced.runs))
-        if size >= entries or size < n:
-            break           # every entry, or every regular file, is in the part
-        n = min(entries, size * PART_STEP)
-        if plan.now() + _step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
-            break
-    # The wait and the A/B's least runs must fit what is left, or neither is spent.
-    needed = max(0.0, made.ready_at - time.time()) + made.runs
-    if needed > bench.budget.left():
-        raise OutOfBudget(needed - bench.budget.left())
-    try:
-        with gitbench.deadline(bench.budget.left()):
-            made.part.settle_index()
-    except gitbench.DeadlineReached:
-        raise OutOfBudget(None) from None
-    return made
-
-
-def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
+def _priced_part(key, bench: Bench, n: int) -> planner.PricedPart:
     """A part of n entries with its files written (or as a checkout trial's runs there
     left them: Part.present_files), priced by one status with untracked files there."""
     part = bench.ws.part(n)
@@ -287,19 +235,8 @@ def _priced_part(key, bench: Bench, n: int) -> _PricedPart:
         # of Git's default.
         part.settle_index()
     status = gitbench.status(part, part.index_file, untracked=True)({KEY: "false"})
-    return _PricedPart(part, files.ready_at(), files.seconds, least_seconds(status),
+    return planner.PricedPart(part, files.ready_at(), files.seconds, least_seconds(status),
                        status if left_there else None)
-
-
-def _step_price(steps: List[Tuple[int, float]], n: int) -> float:
-    """What a part of n entries is priced at from the parts priced so far: in proportion
-    to the last one's price from a single step (git's start counted as if it grew with
-    the entries: high), else on the line through the last two, never below the last."""
-    (n1, p1), = steps[-1:]
-    if len(steps) == 1:
-        return p1 * n / n1
-    n0, p0 = steps[-2]
-    return max(p1, p1 + (p1 - p0) / (n1 - n0) * (n - n1))
 
 
 def open_question(key, cal: Calibration, weights):

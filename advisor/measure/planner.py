@@ -23,6 +23,7 @@ end.
 import contextlib
 import dataclasses
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
@@ -248,6 +249,72 @@ def within_noise(c: Comparison) -> bool:
     return (c.estimate is not None and not c.fails and c.stopped != STOPPED_SLOWER
             and c.estimate.verdict == stats.NO_CHANGE
             and c.estimate.speedup > 1 + stats.MIN_EFFECT)
+
+
+def step_price(steps: List[Tuple[int, float]], n: int) -> float:
+    """What a part of n entries is priced at from the parts priced so far: in proportion
+    to the last one's price from a single step (git's start counted as if it grew with
+    the entries: high), else on the line through the last two, never below the last."""
+    (n1, p1), = steps[-1:]
+    if len(steps) == 1:
+        return p1 * n / n1
+    n0, p0 = steps[-2]
+    return max(p1, p1 + (p1 - p0) / (n1 - n0) * (n - n1))
+
+
+@dataclass(frozen=True)
+class PricedPart:
+    """A part made and priced for a trial that grows its part (grown_part)."""
+
+    part: gitbench.Part
+    ready_at: float         # when its index may be settled (FilesWritten.ready_at)
+    wrote: float            # the write's seconds
+    runs: float             # the least runs of the A/B of one status there (ab.least_seconds)
+    # The status that priced it, where its index was settled first (files a checkout
+    # trial left there): a run of Git's default as the A/B's are (None: racily clean).
+    warm: Optional[float]
+
+
+def grown_part(bench, entries: int, share: float, first: int, step: int,
+               priced: Callable[[int], PricedPart]) -> PricedPart:
+    """The largest part that fits `share` of the budget left, its files settled
+    (Part.settle_index): from `first` entries, `step` times larger at each step while the
+    next step's price (step_price) and the one wait for the files to age fit. A part is
+    priced by `priced(entries)`: its files' write and the A/B's least runs there. A larger
+    part tells more of the tree: git's start weighs on a small part
+    (bench/untracked_part.py)."""
+    share_end = plan.now() + bench.budget.left() * share
+    if share_end - plan.now() < gitbench.RACY_SECONDS:
+        # Not even the wait for a part's files to age fits: nothing is made.
+        raise OutOfBudget(gitbench.RACY_SECONDS / share - bench.budget.left())
+    steps: List[Tuple[int, float]] = []
+    made: Optional[PricedPart] = None
+    n = min(first, entries)
+    while True:
+        try:
+            with gitbench.deadline(share_end - plan.now()):
+                made_now = priced(n)
+        except gitbench.DeadlineReached:
+            if made is None:
+                raise OutOfBudget(None) from None
+            break
+        made, size = made_now, len(made_now.part.paths)
+        steps.append((size, made_now.wrote + made_now.runs))
+        if size >= entries or size < n:
+            break           # every entry, or every regular file, is in the part
+        n = min(entries, size * step)
+        if plan.now() + step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
+            break
+    # The wait and the A/B's least runs must fit what is left, or neither is spent.
+    needed = max(0.0, made.ready_at - time.time()) + made.runs
+    if needed > bench.budget.left():
+        raise OutOfBudget(needed - bench.budget.left())
+    try:
+        with gitbench.deadline(bench.budget.left()):
+            made.part.settle_index()
+    except gitbench.DeadlineReached:
+        raise OutOfBudget(None) from None
+    return made
 
 
 # Each family's engine sweep: its share of the whole budget (a share of TOTAL, so a
