@@ -67,6 +67,16 @@ def small_repo(tmp_path_factory):
     return root
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """A test that sends this process SIGINT (the ctrl_c fixture) runs alone: in a
+    parallel runner's worker, a signal that lands after the test's own handler is gone
+    takes the worker down (tools/test)."""
+    for item in items:
+        if "ctrl_c" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture
 def ctrl_c():
     """Ctrl-C raises KeyboardInterrupt here even when the test run was started in the
