@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 from git_tune.advisor.keys import preload
 from git_tune.advisor.keys.checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
                                                   _engine_pick, _stakes, max_workers)
-from git_tune.advisor.measure import budget as plan, gitbench, planner
+from git_tune.advisor.measure import gitbench, planner
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, Run, longest_run
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Comparison, Trial
@@ -98,7 +98,7 @@ def _batch_files(bench: Bench) -> BatchSize:
                                            large.last_wall)
     # A pair is both sides; the warm-up pair and bench.runs pairs; parallel is taken to
     # cost what sequential does (its workers' start is not in the pilot).
-    per_side = longest_run(bench.budget.left() * plan.CHECKOUT_BATCH, bench.runs)
+    per_side = longest_run(planner.share_of_left(bench, "checkout-batch"), bench.runs)
     fits = int((per_side - fixed) / per_file)
     files = max(k_large, min(n, fits))
     return BatchSize(files, t_large if files == k_large else None, fixed)
@@ -222,12 +222,10 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
             return route
         n = len(route.part.paths)
         try:
-            with gitbench.deadline(min(per_run * PART_OVERRUN, bench.budget.left())):
+            with planner.capped(bench, per_run * PART_OVERRUN):
                 work = _on_part(route.part)
                 warm = work.run({})
         except gitbench.DeadlineReached:
-            if bench.budget.left() <= 0:
-                raise OutOfBudget(None) from None
             repriced = prices.repriced(n, per_run * PART_OVERRUN * planner.REPRICE)
         except MeasurementFailed:
             return route        # the A/B sees and reports git's failure
@@ -272,7 +270,7 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
     except MeasurementFailed:
         pass                        # the pilot's run makes them, or sees git fail
     try:
-        with gitbench.deadline(min(per_run, bench.budget.left())):
+        with planner.capped(bench, per_run):
             return WholeTree(whole, whole.run({}))
     except MeasurementFailed:       # stopped at the deadline, or git failed: a part says
         # What the stopped run wrote is written back before a part is timed: a part's runs
@@ -414,7 +412,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     per_file = max((median - size.fixed) / files, median / files / 10, 1e-6)
 
     def per_run() -> float:
-        return longest_run(bench.budget.left() / 2, bench.runs)
+        return longest_run(planner.share_of_left(bench, "tree-run"), bench.runs)
 
     def fits(seconds: float) -> int:
         # Unmeasured, the status is priced as the files again (the old, safe rule).
@@ -424,7 +422,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     allowance = per_run()
     if fits(allowance * PILOT_SLACK) >= len(whole.paths):
         try:
-            with gitbench.deadline(allowance):
+            with planner.capped(bench, allowance):
                 return whole, whole.run({})
         except gitbench.DeadlineReached:
             # The whole tree took longer than the allowance: a floor on a file's price.

@@ -343,8 +343,14 @@ def has_budget(bench) -> bool:
     return bench.budget.left() > 0
 
 
-# Trials' named shares of the budget left (budget.py says what each is for).
-SHARES_OF_LEFT = {"pack": plan.PACK}
+# Trials' named shares of the budget left (budget.py says what each is for; "tree-run":
+# one run of the whole tree written may take half of what is left).
+SHARES_OF_LEFT = {"pack": plan.PACK, "checkout-batch": plan.CHECKOUT_BATCH, "tree-run": 0.5}
+
+
+def share_of_left(bench, name: str) -> float:
+    """The named share of the budget left (SHARES_OF_LEFT), in seconds (0 once it ended)."""
+    return bench.budget.left() * SHARES_OF_LEFT[name]
 
 
 def part_of_left(bench, name: str) -> float:
@@ -370,6 +376,19 @@ def within(seconds: float) -> Iterator[None]:
 def within_budget(bench):
     """Every git run inside killed when the budget ends; its end is OutOfBudget."""
     return within(bench.budget.left())
+
+
+@contextlib.contextmanager
+def capped(bench, seconds: float) -> Iterator[None]:
+    """Every git run inside killed `seconds` from now, or when the budget ends if sooner:
+    the first is the caller's (DeadlineReached), the budget's end is OutOfBudget."""
+    try:
+        with gitbench.deadline(min(seconds, bench.budget.left())):
+            yield
+    except gitbench.DeadlineReached:
+        if bench.budget.left() <= 0:
+            raise OutOfBudget(None) from None
+        raise
 
 
 def fits(bench, seconds: float, share: float) -> bool:
