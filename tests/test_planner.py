@@ -77,3 +77,14 @@ def test_prices_are_measured_once_by_real_git_on_a_part_and_have_a_line_of_their
     assert all(os.path.exists(os.path.join(part.worktree, f)) for f in part.paths)
     assert planner.prices(b) is p                         # once per calibration
     assert b.budget.went.get("prices", 0) > 0             # its seconds are a line
+
+
+def test_a_trials_facts_are_what_its_stored_record_will_hold():
+    """A tuple in a key's facts (the untracked cache's costs not timed, where the budget
+    ended first) is a list once stored: the record in memory holds the stored form, so a
+    calibration equals its JSON round trip and a decision reads the same from either."""
+    import json
+    from git_tune.advisor.measure.record import Trial
+    t = Trial("core.untrackedCache", (), {"costs_not_timed": ("status", "index"), "part": 48})
+    assert t.facts == {"costs_not_timed": ["status", "index"], "part": 48}
+    assert Trial(t.key, (), json.loads(json.dumps(t.facts))) == t

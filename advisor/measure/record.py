@@ -130,6 +130,11 @@ class Trial:
     comparisons: Tuple[Comparison, ...]
     facts: Dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self):
+        # The facts as the stored record will hold them (a tuple is a list there): what a
+        # decision reads now is what it reads from the record later.
+        object.__setattr__(self, "facts", json.loads(json.dumps(self.facts)))
+
     @property
     def main(self) -> Comparison:
         return self.comparisons[0]
