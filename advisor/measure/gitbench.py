@@ -727,8 +727,9 @@ class CheckoutWorkload:
     """Restore K missing files with `git checkout -- <paths>` (seed 001's threshold study),
     then the next `git status -uno` of those paths, timed together: files written within
     the index's last second are racily clean, so that status re-reads their contents, and
-    workers that finish sooner can leave it more to re-read. The rest of the tree costs the next status the same on both sides of an A/B,
-    so its pathspec is the batch (status refreshes only what its pathspec names)."""
+    workers that finish sooner can leave it more to re-read. The rest of the tree costs
+    the next status the same on both sides of an A/B, so its pathspec is the batch
+    (status refreshes only what its pathspec names)."""
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str):
         self.clone = clone
@@ -761,16 +762,21 @@ class CheckoutWorkload:
     # run costs the budget, which a ladder is sized by.
     last_wall: Optional[float] = None
 
+    def _written(self, settings: Settings, trace_file: Optional[str],
+                 settle: Optional[Callable[[], object]]) -> float:
+        """The files removed (untimed), `settle` called, then the timed write's seconds."""
+        self._remove()
+        if settle:
+            settle()
+        return timed_git(self._write(), self.clone, settings, trace_file=trace_file)
+
     def run(self, settings: Settings, trace_file: Optional[str] = None,
             settle: Optional[Callable[[], object]] = None) -> float:
         """The files removed, then written and the next status, timed. `settle`: called,
         untimed, in between (a benchmark's sync: on a slow disk, a sync before the removal
         left the removal's own write-back to the timed write)."""
         started = plan.now()
-        self._remove()
-        if settle:
-            settle()
-        write = timed_git(self._write(), self.clone, settings, trace_file=trace_file)
+        write = self._written(settings, trace_file, settle)
         self.last_status = timed_git(self._next_status(), self.clone, settings,
                                      {"GIT_LITERAL_PATHSPECS": "1"})
         self.last_wall = plan.now() - started
@@ -839,10 +845,7 @@ class PartWrite(WholeTreeWrite):
         if self.part:
             self.part.files = None      # removed first: missing until the run has ended
         started = plan.now()
-        self._remove()
-        if settle:
-            settle()
-        write = timed_git(self._write(), self.clone, settings, trace_file=trace_file)
+        write = self._written(settings, trace_file, settle)
         self.last_write_back = written_back(self.clone)
         self.last_status = (timed_git(self._next_status(), self.clone, settings)
                             if self.with_status else None)

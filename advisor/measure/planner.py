@@ -30,8 +30,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 from git_tune.advisor.measure import budget as plan, gitbench
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, longest_run
 from git_tune.advisor.measure.record import Comparison, Trial
-from git_tune.models import stats
 from git_tune.advisor.measure.sweep import Share
+from git_tune.models import stats
 
 # The parts prices are measured on: git's cost beside the files and a file's are the
 # line through their runs. The small one is run only where the large one's run took at
@@ -154,8 +154,8 @@ Candidate = Callable[[int], Dict[str, str]]
 class Ladder:
     """The values of a count (`key`: worker counts) real git times, in order, each through
     compare(i, candidate(count)) (its comparisons, the main one first), while one more
-    count like those so far fits plan.LADDER of the budget left when it starts (climb). What that share left out waits
-    for the budget's end (step, called by calibrate once every key has had its trial): a
+    count like those so far fits plan.LADDER of the budget left when it starts (climb).
+    What that share left out waits for the budget's end (step, called by calibrate once every key has had its trial): a
     count not timed, then the count faster by its median but within noise, with more runs
     (resume(candidate, its comparisons)): no count is left untimed while the budget has
     seconds to spare."""
@@ -177,11 +177,11 @@ class Ladder:
         for i, w in enumerate(self.counts):
             spent = plan.now() - start
             if i and spent / i * (i + 1) > allowance:
-                bench.notes.append(f"{self.key}={w} not timed in its share: {self.counts[0]} "
-                                   f"workers took {spent:.1f} s, and another count would "
-                                   f"pass the {plan.LADDER:.0%} of the budget left that the "
-                                   "worker counts share (it waits for what the other keys "
-                                   "leave)")
+                bench.notes.append(f"{self.key}={w} not timed in its share: "
+                                   f"{self.key}={self.counts[0]} took {spent:.1f} s, and "
+                                   f"another count would pass the {plan.LADDER:.0%} of the "
+                                   "budget left that the counts share (it waits for what "
+                                   "the other keys leave)")
                 self.untimed = self.counts[i:]
                 return
             try:
@@ -194,7 +194,7 @@ class Ladder:
                 return
             self.timed[w] = these
             if these[0].fails or these[0].stopped == STOPPED_SLOWER:
-                return       # more workers fail as well, or cost more still
+                return       # larger counts fail as well, or cost more still
 
     def trial(self, make: Callable[[Tuple[Comparison, ...]], Trial]) -> Trial:
         """The trial of the counts timed so far (make(comparisons)); where something is
@@ -309,11 +309,8 @@ def grown_part(bench, entries: int, share: float, first: int, step: int,
     needed = max(0.0, made.ready_at - time.time()) + made.runs
     if needed > bench.budget.left():
         raise OutOfBudget(needed - bench.budget.left())
-    try:
-        with gitbench.deadline(bench.budget.left()):
-            made.part.settle_index()
-    except gitbench.DeadlineReached:
-        raise OutOfBudget(None) from None
+    with within_budget(bench):
+        made.part.settle_index()
     return made
 
 
@@ -356,7 +353,7 @@ def share_of_left(bench, name: str) -> float:
 def part_of_left(bench, name: str) -> float:
     """The named share of the budget left (SHARES_OF_LEFT), in seconds; OutOfBudget
     where nothing is left."""
-    seconds = bench.budget.left() * SHARES_OF_LEFT[name]
+    seconds = share_of_left(bench, name)
     if seconds <= 0:
         raise OutOfBudget(None)
     return seconds
