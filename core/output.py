@@ -91,7 +91,8 @@ def emit(data: dict, as_json: bool, human: Callable[[dict], str], kind: str) -> 
 
 
 def chatter(message: str) -> None:
-    say(message, err=True)
+    """A progress line for people, on stderr, fitted to the width as the result is."""
+    say(fit(message, width()), err=True)
 
 
 def seconds(s) -> str:

@@ -6,8 +6,10 @@ alive is asked of a lock, not of a pid: its run holds an flock on the
 directory's `.alive` file for as long as the directory is in use. A pid names
 a process only in its own pid namespace (CI containers sharing a workspace
 with the host), and the kernel drops the flock of a process however it ends.
-Directories without the file (older git-tune, or one made this instant) fall
-back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`).
+The file is locked before it takes its name, so one found unlocked is of a run
+that ended. Directories without the file (older git-tune, or one being made
+this instant) fall back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`)
+and, for a minute after they were made, count as in use.
 """
 import contextlib
 import fcntl
@@ -15,6 +17,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 PREFIX = ".git-tune-scratch-"
@@ -57,13 +60,31 @@ def listdir(directory: str) -> List[str]:
 
 
 ALIVE = ".alive"
+MADE_GRACE = 60.0       # seconds a directory without `.alive` is taken as being set up
+
+
+def _younger_than(path: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.lstat(path).st_mtime < seconds
+    except OSError:
+        return False
 
 
 def hold_alive(path: str) -> int:
     """Mark the scratch directory path in use until the returned descriptor is closed
-    (or its process ends, however)."""
-    fd = os.open(os.path.join(path, ALIVE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    (or its process ends, however).
+
+    The file is locked under another name and only then renamed into place: another
+    run's remove_dead() that finds `.alive` unlocked must be able to trust that its run
+    is gone, so `.alive` never exists unlocked while its run lives."""
+    pending = os.path.join(path, ALIVE + f".{os.getpid()}")
+    fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(pending, os.path.join(path, ALIVE))
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -72,7 +93,9 @@ def _in_use(path: str, name: str, prefix: str) -> bool:
     try:
         fd = os.open(os.path.join(path, ALIVE), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
-        return owner_alive(name, prefix)
+        # Made this instant (its run is locking `.alive`), or by an older git-tune. The
+        # pid alone cannot say: it may be of another pid namespace.
+        return owner_alive(name, prefix) or _younger_than(path, MADE_GRACE)
     except OSError:
         return True
     try:

@@ -9,6 +9,7 @@ import signal
 import stat
 import subprocess
 import sys
+import traceback
 
 import pytest
 from click.testing import CliRunner
@@ -39,10 +40,14 @@ def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
+def _traceback_of(res) -> str:
+    return "".join(traceback.format_exception(*res.exc_info)) if res.exc_info else ""
+
+
 def no_traceback(res, *codes):
     """The command ended with one of the expected exit codes and a sentence, not a bug."""
-    assert res.exit_code in codes, (res.exit_code, res.output, res.exception)
-    assert res.exit_code == 0 or isinstance(res.exception, SystemExit), res.exception
+    assert res.exit_code in codes, (res.exit_code, res.output, _traceback_of(res))
+    assert res.exit_code == 0 or isinstance(res.exception, SystemExit), _traceback_of(res)
     assert "Traceback" not in res.output
 
 

@@ -55,3 +55,14 @@ def test_a_stale_option_in_the_readme_would_be_found():
         "git-tune auto --no-such-option"]
     assert _unknown(shlex.split("agent enabel --repo P")) == ["git-tune agent enabel"]
     assert _unknown(shlex.split("calibrate [--budget S] [--plot F] [--json]")) == []
+
+
+def test_the_readme_is_short_and_its_screen_fits_80_columns():
+    """The README is for users (at most 320 lines; how it decides lives in docs/), and the
+    screen it shows is what a terminal of 80 columns shows."""
+    text = open(README, encoding="utf-8").read()
+    assert len(text.splitlines()) <= 320
+    screen = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    assert "git-tune auto:" in screen and "verdict" in screen
+    wide = [line for line in screen.splitlines() if len(line) > 80]
+    assert not wide, wide
