@@ -14,14 +14,14 @@ import shutil
 from dataclasses import asdict, dataclass
 from typing import Callable, List, Optional, Tuple
 
-from git_tune import ownpaths, repogen
-from git_tune.advisor.decide.recommend import Recommendation, recommend
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import calibrate as cal, hostload, search, verify as verify_mod
-from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, journal, revert, scopes
-from git_tune.errors import GitError, UsageError
-from git_tune.models import catalogue
+from .. import ownpaths, repogen
+from .decide.recommend import Recommendation, recommend
+from .keys import registry
+from .measure import calibrate as cal, hostload, search, verify as verify_mod
+from .measure.record import Options
+from .write import configwrite, journal, revert, scopes
+from ..errors import GitError, UsageError
+from ..models import catalogue
 
 SCHEMA_VERSION = 1
 DEMO_SHAPE = repogen.RepoShape(depth=3, width=10, files=9)   # 9,999 files

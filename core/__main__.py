@@ -1,3 +1,3 @@
-from git_tune.cli import main
+from .cli import main
 
 main()

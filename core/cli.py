@@ -9,10 +9,10 @@ from typing import Optional
 
 import click
 
-from git_tune import __version__
-from git_tune.advisor.measure import search
-from git_tune.errors import GitTuneError, Interrupted, WouldChange
-from git_tune.output import emit, say
+from . import __version__
+from .advisor.measure import search
+from .errors import GitTuneError, Interrupted, WouldChange
+from .output import emit, say
 
 EXIT_INTERRUPTED = Interrupted.exit_code
 
@@ -33,12 +33,12 @@ def scope_option(default="global"):
 
 
 def _verifiable():
-    from git_tune.models import workloads
+    from .models import workloads
     return workloads.verified()
 
 
 def workload_option(f):
-    from git_tune.models import workloads
+    from .models import workloads
     return click.option("--workload", type=click.Choice(sorted(workloads.profiles())),
                         default="mixed", show_default=True,
                         help="Whose day to optimise for (models/workloads.toml).")(f)
@@ -55,7 +55,7 @@ def dry_run_option(f):
 
 
 def _version_text() -> str:
-    from git_tune.engine import _lib
+    from .engine import _lib
     try:
         path = _lib.loaded_path()
         abi = _lib.lib().gt_abi_version()
@@ -78,7 +78,7 @@ class TuneGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, Interrupted):
-            from git_tune.advisor.write.configwrite import written_this_run
+            from .advisor.write.configwrite import written_this_run
             if written_this_run:
                 scopes = ", ".join(dict.fromkeys(written_this_run))
                 say(f"git-tune: interrupted after writing to scope {scopes}; scratch "
@@ -128,7 +128,7 @@ def cli():
 def _revive_collector() -> None:
     """Where the agent is enabled and its collector is not running (a logout, a reboot,
     a kill), any git-tune command starts it again and says so once, on stderr."""
-    from git_tune.advisor.agent import revive
+    from .advisor.agent import revive
     note = revive.revive()
     if note:
         say(f"git-tune: {note}", err=True)
@@ -141,8 +141,8 @@ def _revive_collector() -> None:
 @json_option
 def probe(repo, thorough, as_json):
     """Report the host, its storage, the cache state, git and the repository."""
-    from git_tune.views import probe_view
-    from git_tune.probes.report import probe as run_probe
+    from .views import probe_view
+    from .probes.report import probe as run_probe
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view, "probe")
 
 
@@ -249,13 +249,13 @@ def _progress_bar():
 
 
 def _options(budget, strategy, seed, cold, runs, workload="mixed"):
-    from git_tune.advisor.measure.record import Options
+    from .advisor.measure.record import Options
     return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs,
                    workload=workload)
 
 
 def _run_calibration(report, options):
-    from git_tune.advisor.measure.calibrate import calibrate as run
+    from .advisor.measure.calibrate import calibrate as run
     update, close = _progress_bar()
     try:
         return run(report, options, update)
@@ -271,12 +271,12 @@ def _run_calibration(report, options):
 @json_option
 def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_json):
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
-    from git_tune.advisor.measure.calibrate import probe_repository
-    from git_tune.views import calibration_view
+    from .advisor.measure.calibrate import probe_repository
+    from .views import calibration_view
     record = _run_calibration(probe_repository(repo, budget),
                               _options(budget, strategy, seed, cold, runs, workload)).to_json()
     if plot_file:
-        from git_tune import plot
+        from . import plot
         plot.sweeps(record, plot_file)
     emit(record, as_json, calibration_view, "calibration")
 
@@ -297,11 +297,11 @@ def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_
 def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, strategy, seed, cold,
               runs, plot_file, as_json):
     """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
-    from git_tune.advisor.measure.calibrate import load_fresh, probe_repository
-    from git_tune.advisor.decide.recommend import recommend as advise
-    from git_tune.views import recommend_view
+    from .advisor.measure.calibrate import load_fresh, probe_repository
+    from .advisor.decide.recommend import recommend as advise
+    from .views import recommend_view
     if scan_dir or len(repos) > 1 or write:
-        from git_tune.advisor.fleet import multirepo
+        from .advisor.fleet import multirepo
         targets = list(repos) + (multirepo.scan(scan_dir) if scan_dir else [])
         if not targets:
             raise click.UsageError("no repositories given or found")
@@ -315,7 +315,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         data = many.to_dict()
         if write:
             data["written"] = multirepo.write_many(many, scope)
-        from git_tune.views import multi_view
+        from .views import multi_view
         emit(data, as_json, multi_view, "calibrations")
         return
     report = probe_repository(repos[0] if repos else None, budget)
@@ -324,7 +324,7 @@ def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, stra
         record = _run_calibration(report, _options(budget, strategy, seed, cold, runs, workload))
     advice = advise(record, workload).to_dict()
     if plot_file:
-        from git_tune import plot
+        from . import plot
         plot.recommendation(record.to_json(), advice, plot_file)
     emit(advice, as_json, recommend_view, "recommendation")
 
@@ -346,8 +346,8 @@ class _Confirmer:
             return None
         self.before_asking()
         if question.preview is not None and not self.as_json and not self.shown:
-            from git_tune.output import fit, width
-            from git_tune.views import auto_preview
+            from .output import fit, width
+            from .views import auto_preview
             say(fit(auto_preview(question.preview, self.explain), width()))
             self.shown = True
         return click.confirm(question.text, default=question.default, err=True)
@@ -389,9 +389,9 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
       git-tune auto --repo . --scope local       this repository only
       git-tune auto --repo . --budget 60 --yes   longer; no question
     """
-    from git_tune.advisor.auto import AutoOptions, auto as run_auto, demo_repo
-    from git_tune.views import auto_view, next_steps
-    from git_tune.output import chatter
+    from .advisor.auto import AutoOptions, auto as run_auto, demo_repo
+    from .views import auto_view, next_steps
+    from .output import chatter
     if demo:
         if repo:
             raise click.UsageError("--demo and --repo exclude each other")
@@ -433,13 +433,13 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
       git-tune verify --repo .                     the values applied
       git-tune verify --set checkout.workers=8     a value of your own
     """
-    from git_tune.advisor.measure import verify as verify_mod
-    from git_tune.views import verify_view
+    from .advisor.measure import verify as verify_mod
+    from .views import verify_view
     after = verify_mod.values_to_verify(candidate)
     report = verify_mod.verify(repo, after, runs=runs, cold=cold,
                                workloads=tuple(workloads) or verify_mod.all_workloads(after))
     if plot_file:
-        from git_tune import plot
+        from . import plot
         plot.verify(report.to_dict(), plot_file)
     emit(report.to_dict(), as_json, verify_view, "verify")
 
@@ -453,8 +453,8 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
 @json_option
 def set_values(assignments, repo, scope, override, dry_run, as_json):
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
-    from git_tune.advisor.write.manual import set_values as run_set
-    from git_tune.views import write_view
+    from .advisor.write.manual import set_values as run_set
+    from .views import write_view
     emit(run_set(assignments, repo, scope, override=override, dry_run=dry_run), as_json,
          write_view, "write")
 
@@ -466,8 +466,8 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
 def show(max_age, as_json):
     """List what git-tune applied, where, and whether it is stale."""
     from dataclasses import asdict
-    from git_tune.advisor.write.show import show as run_show
-    from git_tune.views import show_view
+    from .advisor.write.show import show as run_show
+    from .views import show_view
     emit({"applied": [asdict(a) for a in run_show(max_age)]}, as_json, show_view, "show")
 
 
@@ -478,7 +478,7 @@ def show(max_age, as_json):
 def revert(repo, scope, as_json):
     """Restore the config files git-tune touched to their exact earlier bytes."""
     from dataclasses import asdict
-    from git_tune.advisor.write.revert import nothing_to_revert, revert as revert_scope, target
+    from .advisor.write.revert import nothing_to_revert, revert as revert_scope, target
     scope_to_revert = target(scope, repo)
     # Nothing of git-tune's there is the state the user asked for (exit 0).
     result = revert_scope(scope_to_revert) if scope_to_revert else nothing_to_revert(None)
@@ -497,8 +497,8 @@ def agent():
 @json_option
 def agent_enable(repo, watch_all, as_json):
     """Route git's trace2 events to git-tune's collector (global config, revertable)."""
-    from git_tune.advisor.agent import switch
-    from git_tune.views import agent_enable_view
+    from .advisor.agent import switch
+    from .views import agent_enable_view
     emit(switch.enable(repo, watch_all), as_json, agent_enable_view, "agent")
 
 
@@ -507,7 +507,7 @@ def agent_enable(repo, watch_all, as_json):
 @json_option
 def agent_disable(forget, as_json):
     """Stop the collector and put the global config back byte for byte."""
-    from git_tune.advisor.agent import switch
+    from .advisor.agent import switch
     emit(switch.disable(forget), as_json, lambda r: r["reverted"]["message"], "agent")
 
 
@@ -515,8 +515,8 @@ def agent_disable(forget, as_json):
 @json_option
 def agent_status(as_json):
     """Whether events are routed and collected, and how much is stored."""
-    from git_tune.advisor.agent import switch
-    from git_tune.views import agent_status_view
+    from .advisor.agent import switch
+    from .views import agent_status_view
     emit(switch.status(), as_json, agent_status_view, "agent")
 
 
@@ -525,7 +525,7 @@ def agent_status(as_json):
 def agent_start(as_json):
     """Start the collector if it is not running (after a reboot)."""
     from dataclasses import asdict
-    from git_tune.advisor.agent import collector
+    from .advisor.agent import collector
     emit(asdict(collector.start()), as_json,
          lambda r: f"collector running, pid {r['pid']}" if r["running"] else
          "the collector did not start: see collector.log in the agent directory", "agent")
@@ -534,7 +534,7 @@ def agent_start(as_json):
 @agent.command("run", hidden=True)
 def agent_run():
     """The collector's loop (started by enable/start)."""
-    from git_tune.advisor.agent import collector, switch
+    from .advisor.agent import collector, switch
     collector.run(switch.load, switch.collect, switch.tend)
 
 
@@ -545,8 +545,8 @@ def agent_run():
 def agent_retune(budget, as_json):
     """Re-tune now what has drifted (git upgraded, host or repository changed): only keys
     that change nothing but speed; others are named for `git-tune auto` to ask about."""
-    from git_tune.advisor.agent import switch
-    from git_tune.views import agent_retune_view
+    from .advisor.agent import switch
+    from .views import agent_retune_view
     emit(switch.retune_now(budget), as_json, agent_retune_view, "agent-retune")
 
 
@@ -576,7 +576,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
     wider one. Your own writes win: a value you set meanwhile (git-tune set,
     auto, revert, git config) ends the experiment and stays as you wrote it.
     """
-    from git_tune.advisor.agent import experiment
+    from .advisor.agent import experiment
     if stop:
         emit({"stopped": experiment.stop()}, as_json,
              lambda r: "experiment stopped; the value from before it is back" if r["stopped"]
@@ -584,7 +584,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
         return
     if not assignment:
         raise click.UsageError("name KEY=VALUE to try, or --stop")
-    from git_tune.models import catalogue
+    from .models import catalogue
     key, value = catalogue.parse_assignment(assignment)
     exp = experiment.start(scope, key, value, repo, yes=yes)
     emit(experiment.status(), as_json,
@@ -598,8 +598,8 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
 @json_option
 def agent_log(as_json):
     """Every re-tune and experiment of the agent's, with its reasons and evidence."""
-    from git_tune.advisor.agent import retune
-    from git_tune.views import agent_log_view
+    from .advisor.agent import retune
+    from .views import agent_log_view
     emit({"retunes": retune.log()}, as_json, agent_log_view, "agent-log")
 
 
@@ -612,12 +612,12 @@ def agent_log(as_json):
 @json_option
 def agent_report(repo, since, plot_file, as_json):
     """Your commands' latencies (median, p90) per set of values in force; storms."""
-    from git_tune.advisor.agent import report, store, switch
-    from git_tune.views import agent_report_view
+    from .advisor.agent import report, store, switch
+    from .views import agent_report_view
     switch.collect()
     data = report.report(report.select(store.records(), repo, since * 3600 if since else None))
     if plot_file:
-        from git_tune import plot
+        from . import plot
         data["plot"] = plot.agent(data, plot_file)
     emit(data, as_json, agent_report_view, "agent-report")
 
@@ -636,16 +636,16 @@ def profile():
 def profile_export(repo, workload, budget, output, as_json):
     """Export this host's measured recommendation as a versioned JSON profile."""
     import json
-    from git_tune.advisor.fleet import profiles
-    from git_tune.advisor.measure.calibrate import calibrate as run, load_fresh, probe_repository
-    from git_tune.advisor.measure.record import Options
-    from git_tune.advisor.decide.recommend import recommend as advise
+    from .advisor.fleet import profiles
+    from .advisor.measure.calibrate import calibrate as run, load_fresh, probe_repository
+    from .advisor.measure.record import Options
+    from .advisor.decide.recommend import recommend as advise
     report = probe_repository(repo, budget)
     record = load_fresh(report, workload) or run(report, Options(budget=budget, workload=workload))
-    from git_tune.advisor.agent import retune
+    from .advisor.agent import retune
     data = profiles.export(report, record, advise(record, workload), retune.log())
     if output:
-        from git_tune.advisor.write.safefile import write_atomic
+        from .advisor.write.safefile import write_atomic
         write_atomic(output, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     emit(data, as_json or not output, lambda d: "", "profile")
     if output and not as_json:
@@ -663,8 +663,8 @@ def profile_export(repo, workload, budget, output, as_json):
 @json_option
 def apply(profile_path, repo, scope, check, show_diff, force, override, as_json):
     """Apply a fleet profile without calibrating, if this host is of its class."""
-    from git_tune.advisor.fleet.apply import apply_profile
-    from git_tune.views import apply_view
+    from .advisor.fleet.apply import apply_profile
+    from .views import apply_view
     result = apply_profile(profile_path, scope, repo, check=check, force=force,
                            override=override)
     emit(result, as_json, lambda r: apply_view(r, show_diff), "apply")
@@ -688,15 +688,15 @@ def fleet_merge(profile_paths, output_dir, as_json):
     import json
     import os
     from dataclasses import asdict
-    from git_tune.advisor.fleet import profiles
-    from git_tune.views import merge_view
+    from .advisor.fleet import profiles
+    from .views import merge_view
     loaded, repeats = profiles.load_each_once(profile_paths)
     for r in repeats:
         say(f"warning: {r}", err=True)
     merged = profiles.merge(loaded)
     files = []
     if output_dir:
-        from git_tune.advisor.write.safefile import write_atomic
+        from .advisor.write.safefile import write_atomic
         os.makedirs(output_dir, exist_ok=True)
         for m in merged:
             name = "-".join(str(v) for v in m.profile["class"].values())

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import psutil
 
-from git_tune import git
+from . import git
 
 IPC_NAME = "fsmonitor--daemon.ipc"
 LINUX_WATCHES = "/proc/sys/fs/inotify/max_user_watches"

@@ -23,7 +23,7 @@ import signal
 import subprocess
 from typing import List, Optional
 
-from git_tune.errors import GitError
+from .errors import GitError
 
 # Hooks are looked up under core.hooksPath; /dev/null is no directory, so git finds none.
 NO_HOOKS_SETTINGS = {"core.hooksPath": os.devnull}

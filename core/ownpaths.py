@@ -29,7 +29,7 @@ from typing import Iterator, Optional
 
 import platformdirs
 
-from git_tune.errors import UnsafeState
+from .errors import UnsafeState
 
 PRIVATE = 0o700
 FILE_MODE = 0o600

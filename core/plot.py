@@ -2,7 +2,7 @@
 optional extra)."""
 import sys
 
-from git_tune.errors import UsageError
+from .errors import UsageError
 
 
 def _pyplot():

@@ -12,8 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
-from git_tune.errors import GitError
-from git_tune.git import run as run_git
+from .errors import GitError
+from .git import run as run_git
 
 
 @dataclass(frozen=True)

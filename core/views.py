@@ -2,7 +2,7 @@
 import time
 from typing import List
 
-from git_tune.output import counted, seconds, size, verbatim
+from .output import counted, seconds, size, verbatim
 
 
 def _lat(latency: dict, op: str) -> str:
@@ -100,7 +100,7 @@ def _gain(g) -> str:
 
 
 def recommend_view(r: dict) -> str:
-    from git_tune.output import table
+    from .output import table
     rows = [(k["key"], k["value"] if k["status"] == "set" else "-", k["git_default"],
              _gain(k["gain"]), k["reason"]) for k in r["keys"]]
     out = [f"Recommendation for git {r['git_version']} on {r['storage_class']} storage "
@@ -120,7 +120,7 @@ def recommend_view(r: dict) -> str:
 
 
 def calibration_view(c: dict) -> str:
-    from git_tune.output import table
+    from .output import table
     out = [f"Calibrated {c['repository']['path']} ({c['repository']['entries']} files) on "
            f"{c['storage']['fstype']} ({c['storage']['storage_class']}), git {c['git_version']}, "
            f"{c['host']['effective_cores']} cores, cache {c['cache_state']}: {c['seconds']:.1f} s"]
@@ -175,7 +175,7 @@ def write_view(r: dict, footer: bool = True) -> str:
         kept = c["key"] in p["left_alone"]
         out.append(f"conflict: {c['key']}={c['value']} set in {c['scope']} config ({c['origin']})"
                    + ("; left alone (use --override)" if kept else "; written anyway (--override)"))
-    from git_tune.advisor.write.configwrite import ORIGIN_WORDS
+    from .advisor.write.configwrite import ORIGIN_WORDS
     for k in p.get("kept", ()):
         out.append(f"kept: {k['key']}={k['value']} ({ORIGIN_WORDS.get(k['origin'], k['origin'])}"
                    "); --override replaces it")
@@ -199,7 +199,7 @@ def write_view(r: dict, footer: bool = True) -> str:
 
 def verify_view(r: dict, regions: bool = True) -> str:
     """The verification's table; with `regions`, where the time went by trace2 region."""
-    from git_tune.output import table
+    from .output import table
     rows = []
     for w in r["workloads"]:
         e = w["estimate"]
@@ -233,7 +233,7 @@ def verify_view(r: dict, regions: bool = True) -> str:
 def slower_after_write(v: dict) -> list:
     """auto's verification, where a workload was slower beyond noise under the values just
     written: said after its table (auto has taken them back: `taken_back`)."""
-    from git_tune.advisor.measure.verify import slower
+    from .advisor.measure.verify import slower
     said = slower(v)
     if not said:
         return []
@@ -273,7 +273,7 @@ def auto_summary(r: dict) -> str:
     """What auto shows by default, before it asks and after: what it will write and what
     each value gained, what it expects, what stays Git's, the risk. Short (a screen at
     80 columns); `--explain` shows the whole table, the findings and the diff."""
-    from git_tune.models import catalogue
+    from .models import catalogue
     rec, p = r["recommendation"], r["plan"]
     out = [f"git-tune auto: {r['repo']}", f"  git {rec['git_version']}, "
            f"{rec['storage_class']} storage, workload {rec['workload']}"
@@ -409,7 +409,7 @@ def merge_view(r: dict) -> str:
 
 
 def multi_view(r: dict) -> str:
-    from git_tune.output import table
+    from .output import table
     rows = []
     for a in r["repos"]:
         rec = a["recommendation"]
@@ -523,7 +523,7 @@ def _values(v: dict) -> str:
 
 
 def agent_report_view(r: dict) -> str:
-    from git_tune.output import table
+    from .output import table
     if not r["latencies"]:
         return "no commands recorded yet (git-tune agent status)"
     out = []

@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from git_tune.engine import _lib
-from git_tune.errors import EngineError
+from . import _lib
+from ..errors import EngineError
 
 SPLIT_SLICES = "slices"
 SPLIT_STREAMS = "streams"

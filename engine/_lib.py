@@ -10,7 +10,7 @@ import sys
 import threading
 from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint64, c_void_p
 
-from git_tune.errors import EngineError, EngineLoadError
+from ..errors import EngineError, EngineLoadError
 
 ABI_VERSION = 3
 MAX_THREADS = 64

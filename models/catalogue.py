@@ -13,7 +13,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Dict, List, Optional, Tuple
 
-from git_tune.errors import UsageError
+from ..errors import UsageError
 
 Version = Tuple[int, ...]
 

@@ -7,8 +7,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Dict, Iterable, Tuple
 
-from git_tune.errors import UsageError
-from git_tune.models import catalogue
+from ..errors import UsageError
+from . import catalogue
 
 # A workload weighed at least this much is measured for the profile, and no key's value
 # may make it slower beyond noise.

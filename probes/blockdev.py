@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.probes.sysfs import SysRoot, read_int
+from .sysfs import SysRoot, read_int
 
 # Device nodes are followed to absolute real paths, already below any root.
 _abs = SysRoot("/")

@@ -10,9 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from git_tune import engine
-from git_tune.models import storage as storage_model
-from git_tune.probes.repo import spread_order
+from .. import engine
+from ..models import storage as storage_model
+from .repo import spread_order
 
 
 @dataclass(frozen=True)

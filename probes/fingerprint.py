@@ -11,9 +11,9 @@ import platform
 import socket
 from typing import Optional
 
-from git_tune import engine
-from git_tune.probes import host, mounts
-from git_tune.probes.storage import FS_MAGIC
+from .. import engine
+from . import host, mounts
+from .storage import FS_MAGIC
 
 PREFIX = "h2-"
 

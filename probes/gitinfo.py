@@ -7,11 +7,11 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import git
-from git_tune.errors import GitError
-from git_tune.models import catalogue
-from git_tune.probes import memo
-from git_tune.probes.scratch import scratch_dir
+from .. import git
+from ..errors import GitError
+from ..models import catalogue
+from . import memo
+from .scratch import scratch_dir
 
 
 @dataclass(frozen=True)

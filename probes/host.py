@@ -11,7 +11,7 @@ from typing import Iterator, List, Optional, Tuple
 
 import psutil
 
-from git_tune.probes.sysfs import SysRoot, read_int
+from .sysfs import SysRoot, read_int
 
 
 @dataclass(frozen=True)

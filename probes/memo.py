@@ -10,8 +10,8 @@ import os
 import time
 from typing import Any, List, Optional
 
-from git_tune import ownpaths, strictjson
-from git_tune.errors import UnsafeState
+from .. import ownpaths, strictjson
+from ..errors import UnsafeState
 
 
 def cache_dir() -> str:

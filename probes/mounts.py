@@ -3,7 +3,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from git_tune.probes.sysfs import SysRoot
+from .sysfs import SysRoot
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from git_tune import engine, git
-from git_tune.errors import EngineError, GitError, UsageError
-from git_tune.probes import statdata
-from git_tune.probes.gitinfo import run_git
+from .. import engine, git
+from ..errors import EngineError, GitError, UsageError
+from . import statdata
+from .gitinfo import run_git
 
 
 @dataclass(frozen=True)

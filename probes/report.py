@@ -10,10 +10,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
-from git_tune import __version__
-from git_tune.errors import GitError, UsageError
-from git_tune.probes import cache, gitinfo, host, mounts, repo, storage
-from git_tune.probes.scratch import scratch_dir
+from .. import __version__
+from ..errors import GitError, UsageError
+from . import cache, gitinfo, host, mounts, repo, storage
+from .scratch import scratch_dir
 
 SCHEMA_VERSION = 1
 # How an allowance is shared: the storage latencies, the cache sample, the untracked walk.

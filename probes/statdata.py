@@ -9,8 +9,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
-from git_tune import engine
-from git_tune.errors import EngineError
+from .. import engine
+from ..errors import EngineError
 
 SAMPLE = 200            # entries compared, spread over the index
 STORM_SHARE = 0.1       # of the sample changed: more than ordinary edits would do

@@ -3,10 +3,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from git_tune import engine
-from git_tune.errors import EngineError
-from git_tune.models import storage as storage_model
-from git_tune.probes import blockdev, mounts
+from .. import engine
+from ..errors import EngineError
+from ..models import storage as storage_model
+from . import blockdev, mounts
 
 # statfs f_type values (linux/magic.h) for the types git-tune cares about.
 FS_MAGIC = {

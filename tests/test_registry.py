@@ -390,14 +390,24 @@ def test_auto_probes_the_storage_once(small_repo, tmp_path, monkeypatch):
     assert len(calls) == 2, calls
 
 
+def _absolute(path: str, node: ast.ImportFrom) -> str:
+    """The module an import names, its dots resolved against the file's package."""
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path).split(".")[:-1]
+    base = package[:len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(path: str, modules) -> set:
     """The git_tune modules a source file imports, at its top or inside a function."""
     found = set()
     for node in ast.walk(ast.parse(open(path).read())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("git_tune"):
+        if isinstance(node, ast.ImportFrom) and _absolute(path, node).startswith("git_tune"):
+            module = _absolute(path, node)
             for alias in node.names:
-                name = f"{node.module}.{alias.name}"
-                found.add(name if name in modules else node.module)
+                name = f"{module}.{alias.name}"
+                found.add(name if name in modules else module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("git_tune"))
     return found & modules
@@ -423,6 +433,19 @@ def test_no_import_circle_even_through_deferred_imports():
         if m not in state:
             visit(m, [m])
     assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_imports_inside_the_package_are_relative():
+    """The structure shows in the tree: a package module names another by its place
+    (`from ..measure import ab`), never through `git_tune.` (which a tree-reading import
+    viewer cannot map to the directories)."""
+    absolute = [f"{os.path.relpath(p, ROOT)}:{n.lineno}" for p in _sources()
+                for n in ast.walk(ast.parse(open(p).read()))
+                if (isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").startswith("git_tune"))
+                or (isinstance(n, ast.Import) and any(a.name.startswith("git_tune") for a in n.names))]
+    assert not absolute, absolute
+    graph = {_module_name(p): _imports(p, {_module_name(q) for q in _sources()}) for p in _sources()}
+    assert "git_tune.advisor.measure.planner" in graph["git_tune.advisor.keys.checkout"]
 
 
 def test_no_tuner_dispatches_on_its_keys_name():

@@ -18,10 +18,10 @@ from typing import Callable, Optional, Protocol
 
 import psutil
 
-from git_tune import ownpaths
-from git_tune.advisor.agent import store
-from git_tune.advisor.write import scopes
-from git_tune.errors import UnsafeState
+from ... import ownpaths
+from . import store
+from ..write import scopes
+from ...errors import UnsafeState
 
 POLL = 1.0
 TEND_EVERY = 60.0
@@ -87,7 +87,7 @@ def start() -> CollectorState:
 def environ() -> dict:
     """The collector's environment: no repository of the caller's (hooks export GIT_DIR),
     and no trace2 target of its own."""
-    from git_tune import git
+    from ... import git
     env = git.clean_environ()
     env["GIT_TRACE2_EVENT"] = "0"
     return env

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from git_tune.advisor.agent.events import Command
-from git_tune.advisor.write import journal, show
-from git_tune.models import catalogue
+from .events import Command
+from ..write import journal, show
+from ...models import catalogue
 
 # A quiet moment: no git command for this long, and the host's load below its cores.
 IDLE_SECONDS = 120.0

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
-from git_tune import strictjson
+from ... import strictjson
 
 # Regions whose time the report shows: (category, label) -> name in the record.
 REGIONS = {

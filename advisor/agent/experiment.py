@@ -29,17 +29,17 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from git_tune import git, ownpaths, strictjson
-from git_tune.advisor.agent import retune, store
-from git_tune.advisor.agent.events import Command
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import calibrate as cal
-from git_tune.advisor.measure import ab
-from git_tune.advisor.measure.record import FAILS_CANDIDATE, Comparison, comparison
-from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes, show
-from git_tune.errors import GitError, GitTuneError, UnsafeState, UsageError
-from git_tune.models import catalogue, stats, workloads
-from git_tune.probes import gitinfo, repo as repo_probe
+from ... import git, ownpaths, strictjson
+from . import retune, store
+from .events import Command
+from ..keys import registry
+from ..measure import calibrate as cal
+from ..measure import ab
+from ..measure.record import FAILS_CANDIDATE, Comparison, comparison
+from ..write import configwrite, journal, revert, safefile, scopes, show
+from ...errors import GitError, GitTuneError, UnsafeState, UsageError
+from ...models import catalogue, stats, workloads
+from ...probes import gitinfo, repo as repo_probe
 
 STATE = "experiment.json"
 # Commands of the affected classes per slot. Even: a user switching back and forth

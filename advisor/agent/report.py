@@ -7,9 +7,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from git_tune.advisor.agent import storm
-from git_tune.advisor.agent.events import Command
-from git_tune.models import stats
+from . import storm
+from .events import Command
+from ...models import stats
 
 RESAMPLES = 2000
 

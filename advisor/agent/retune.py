@@ -14,14 +14,14 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import ownpaths, strictjson
-from git_tune.advisor.agent import drift as drift_mod, store
-from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.measure import calibrate as cal
-from git_tune.advisor.measure.record import Options
-from git_tune.advisor.write import configwrite, journal, show
-from git_tune.errors import UnsafeState
-from git_tune.models import catalogue
+from ... import ownpaths, strictjson
+from . import drift as drift_mod, store
+from ..decide.recommend import recommend
+from ..measure import calibrate as cal
+from ..measure.record import Options
+from ..write import configwrite, journal, show
+from ...errors import UnsafeState
+from ...models import catalogue
 
 LOG = "retune.jsonl"
 LOG_MAX_BYTES = 1 << 20

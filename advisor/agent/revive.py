@@ -11,8 +11,8 @@ import os
 import time
 from typing import Optional
 
-from git_tune import ownpaths
-from git_tune.errors import GitTuneError
+from ... import ownpaths
+from ...errors import GitTuneError
 
 
 def revive() -> Optional[str]:
@@ -25,7 +25,7 @@ def revive() -> Optional[str]:
         state_file = os.path.join(ownpaths.state_dir(create=False), "agent", "agent.json")
         if not os.path.exists(state_file):
             return None
-        from git_tune.advisor.agent import collector, store, switch
+        from . import collector, store, switch
         state = switch.load()
         if not state.enabled or not switch.routed() or collector.running().running:
             return None

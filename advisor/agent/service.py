@@ -73,7 +73,7 @@ def install(environ: dict) -> ServiceState:
     (the detached collector is the fallback)."""
     path = unit_path()
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    from git_tune.advisor.write import safefile
+    from ..write import safefile
     safefile.write_atomic(path, unit_text(environ).encode(), mode=0o644)
     problems: List[str] = []
     for args in (("daemon-reload",), ("enable", "--now", UNIT)):

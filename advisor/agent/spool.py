@@ -27,10 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional
 
-from git_tune import ownpaths
-from git_tune.advisor.agent import events, store
-from git_tune.advisor.write import safefile
-from git_tune.errors import UnsafeState
+from ... import ownpaths
+from . import events, store
+from ..write import safefile
+from ...errors import UnsafeState
 
 MAX_FILES = 1000            # trace2.maxFiles, the spool in memory
 # On disk the raw events (argv: commit messages, -c values, URLs) rest on a disk until
@@ -70,7 +70,7 @@ def spool_places() -> List[str]:
 
 def in_memory(path: str) -> bool:
     """Whether `path` lies on a memory file system (gone at reboot, never on a disk)."""
-    from git_tune.probes import mounts
+    from ...probes import mounts
     try:
         mount = mounts.find_mount(path, mounts.read_mounts())
     except OSError:

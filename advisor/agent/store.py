@@ -7,9 +7,9 @@ import os
 from dataclasses import asdict
 from typing import Iterator, List, Optional
 
-from git_tune import ownpaths, strictjson
-from git_tune.advisor.agent.events import Command, from_stored
-from git_tune.advisor.write import scopes
+from ... import ownpaths, strictjson
+from .events import Command, from_stored
+from ..write import scopes
 
 MAX_BYTES = 4 << 20
 CURRENT, PREVIOUS = "commands.jsonl", "commands.1.jsonl"

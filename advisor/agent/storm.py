@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from git_tune.advisor.agent.events import Command
+from .events import Command
 
 STORM_SHARE = 0.5     # of the entries, rehashed by one command
 STORM_RUN = 3         # commands in a row
@@ -77,9 +77,9 @@ def recurring(repo: str) -> Optional[Storm]:
     (its latest run of commands, each re-reading most entries though the index was
     written back between them), None where there is none or the agent records nothing.
     Never makes the agent's directory."""
-    from git_tune import ownpaths
-    from git_tune.advisor.agent import store
-    from git_tune.errors import UnsafeState
+    from ... import ownpaths
+    from . import store
+    from ...errors import UnsafeState
     try:
         if not os.path.isdir(os.path.join(ownpaths.state_dir(create=False), "agent")):
             return None

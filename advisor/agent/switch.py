@@ -13,13 +13,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.agent import (collector, drift, experiment, retune, service, spool,
-                                    store, storm)
-from git_tune.advisor.write import configwrite, journal, revert, safefile, scopes
-from git_tune import ownpaths, strictjson
-from git_tune.errors import GitTuneError, UnsafeState, UsageError
-from git_tune.models import catalogue
-from git_tune.probes import gitinfo, repo as repo_probe
+from . import (collector, drift, experiment, retune, service, spool,
+               store, storm)
+from ..write import configwrite, journal, revert, safefile, scopes
+from ... import ownpaths, strictjson
+from ...errors import GitTuneError, UnsafeState, UsageError
+from ...models import catalogue
+from ...probes import gitinfo, repo as repo_probe
 
 STATE = "agent.json"
 # What a re-tune on the agent's own may take: the default calibration budget.

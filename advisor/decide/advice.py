@@ -10,10 +10,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from git_tune.advisor.measure.ab import STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER
-from git_tune.advisor.measure.record import FAILS_DEFAULT, Comparison, Trial
-from git_tune.models import catalogue, stats, workloads
-from git_tune.models.catalogue import Key
+from ..measure.ab import STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER
+from ..measure.record import FAILS_DEFAULT, Comparison, Trial
+from ...models import catalogue, stats, workloads
+from ...models.catalogue import Key
 
 
 

@@ -9,11 +9,11 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Optional, Tuple
 
-from git_tune.advisor.decide.advice import NOT_SET, SET, KeyAdvice
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure.record import Calibration
-from git_tune.models import catalogue, workloads
+from .advice import NOT_SET, SET, KeyAdvice
+from . import advice
+from ..keys import registry
+from ..measure.record import Calibration
+from ...models import catalogue, workloads
 
 SCHEMA_VERSION = 1
 

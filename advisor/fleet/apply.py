@@ -7,12 +7,12 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Optional
 
-from git_tune.advisor.write import configwrite, scopes
-from git_tune.advisor.fleet import profiles
-from git_tune.errors import ProfileMismatch
-from git_tune.models import catalogue
-from git_tune.probes import gitinfo, repo as repo_probe
-from git_tune.probes.report import probe
+from ..write import configwrite, scopes
+from . import profiles
+from ...errors import ProfileMismatch
+from ...models import catalogue
+from ...probes import gitinfo, repo as repo_probe
+from ...probes.report import probe
 
 SCHEMA_VERSION = 1
 

@@ -9,11 +9,11 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Sequence
 
-from git_tune.advisor.measure import calibrate as cal
-from git_tune.advisor.measure.record import Options
-from git_tune.advisor.decide.recommend import recommend
-from git_tune.errors import UsageError
-from git_tune.probes import repo as repo_probe
+from ..measure import calibrate as cal
+from ..measure.record import Options
+from ..decide.recommend import recommend
+from ...errors import UsageError
+from ...probes import repo as repo_probe
 
 SCAN_DEPTH = 4
 
@@ -80,9 +80,9 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
 def write_many(many, scope_spec: str) -> dict:
     """The values every repository shares into the scope, each repository's own into its
     includeIf block, through the same safe write as auto."""
-    from git_tune.advisor.write import configwrite, scopes
-    from git_tune.models import catalogue
-    from git_tune.probes import gitinfo
+    from ..write import configwrite, scopes
+    from ...models import catalogue
+    from ...probes import gitinfo
     if scope_spec == "local":
         raise UsageError("per-repository values need a shared scope: global, system or "
                          "file:PATH")

@@ -20,10 +20,10 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from git_tune import __version__
-from git_tune.advisor.decide import advice
-from git_tune.errors import UsageError
-from git_tune.models import catalogue
+from ... import __version__
+from ..decide import advice
+from ...errors import UsageError
+from ...models import catalogue
 
 SCHEMA = "git-tune-profile/1"
 CLASS_FIELDS = ("storage_class", "fstype", "cores", "memory", "git")

@@ -9,19 +9,19 @@ import dataclasses
 import statistics
 from typing import Dict, List, Optional, Tuple
 
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import registry
-from git_tune.advisor.keys.checkout_sweep import (KNEE, WORKERS, _engine_medians,
-                                                  _engine_pick, _facts, _saved, _stakes)
-from git_tune.advisor.keys.checkout_trial import (CLONE, WorkersFacts, _part_top,
-                                                  _trial_workers)
+from ..decide import advice
+from . import registry
+from .checkout_sweep import (KNEE, WORKERS, _engine_medians,
+                             _engine_pick, _facts, _saved, _stakes)
+from .checkout_trial import (CLONE, WorkersFacts, _part_top,
+                             _trial_workers)
 # The family's engine sweep (registry.sweepers finds it here) and the threshold's key
 # name, which other modules read from the workers' module.
-from git_tune.advisor.keys.checkout_sweep import THRESHOLD, sweep  # noqa: F401
-from git_tune.advisor.measure import planner
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Comparison, Sweep, Trial
-from git_tune.models import stats
+from .checkout_sweep import THRESHOLD, sweep  # noqa: F401
+from ..measure import planner
+from ..measure.bench import Bench
+from ..measure.record import Calibration, Comparison, Sweep, Trial
+from ...models import stats
 
 # The engine's ranking may set a worker count above what real git timed on a part, at
 # most this many times it (_beyond_the_part).

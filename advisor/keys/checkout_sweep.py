@@ -9,16 +9,16 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import engine
-from git_tune.errors import EngineError
-from git_tune.advisor.measure import budget as plan, planner, search
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Sweep
-from git_tune.advisor.measure.search import Dim
-from git_tune.advisor.measure.sweep import (engine_measure, by_point as sweep_points,
-                                            run as run_sweep)
-from git_tune.models import costmodel
-from git_tune.models.storage import NETWORK
+from ... import engine
+from ...errors import EngineError
+from ..measure import budget as plan, planner, search
+from ..measure.bench import Bench
+from ..measure.record import Sweep
+from ..measure.search import Dim
+from ..measure.sweep import (engine_measure, by_point as sweep_points,
+                             run as run_sweep)
+from ...models import costmodel
+from ...models.storage import NETWORK
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most

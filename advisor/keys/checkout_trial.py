@@ -11,15 +11,15 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
-from git_tune.advisor.keys import preload
-from git_tune.advisor.keys.checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
-                                                  _engine_pick, _stakes, max_workers)
-from git_tune.advisor.measure import gitbench, planner
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, Run, longest_run
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Comparison, Trial
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.models import stats
+from . import preload
+from .checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
+                             _engine_pick, _stakes, max_workers)
+from ..measure import gitbench, planner
+from ..measure.ab import STOPPED_SLOWER, OutOfBudget, Run, longest_run
+from ..measure.bench import Bench
+from ..measure.record import Comparison, Trial
+from ..measure.sweep import MeasurementFailed
+from ...models import stats
 
 CLONE = "clone"            # the workload: the whole tree written, then the next status
 CHECKOUT_FILES = 400       # files real git restores per timed checkout, at most

@@ -17,14 +17,14 @@ import shutil
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from git_tune import fsmonitor as daemon
-from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Trial
-from git_tune.models import workloads
-from git_tune.models.storage import NETWORK
-from git_tune.advisor.keys import registry
+from ... import fsmonitor as daemon
+from ..decide import advice
+from ..measure import gitbench
+from ..measure.bench import Bench
+from ..measure.record import Calibration, Trial
+from ...models import workloads
+from ...models.storage import NETWORK
+from . import registry
 
 KEY = "core.fsmonitor"
 # First: its trial times only status runs, and on a large local tree it is the biggest

@@ -9,17 +9,17 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import engine, git
-from git_tune.output import counted
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench, planner, search
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.gitbench import IndexShape
-from git_tune.advisor.measure.record import Calibration, Sweep, Trial
-from git_tune.advisor.measure.search import Dim
-from git_tune.advisor.measure.sweep import Share, engine_measure, run as run_sweep
-from git_tune.errors import EngineError
+from ... import engine, git
+from ...output import counted
+from ..decide import advice
+from . import registry
+from ..measure import gitbench, planner, search
+from ..measure.bench import Bench
+from ..measure.gitbench import IndexShape
+from ..measure.record import Calibration, Sweep, Trial
+from ..measure.search import Dim
+from ..measure.sweep import Share, engine_measure, run as run_sweep
+from ...errors import EngineError
 
 THREADS, VERSION, MANY_FILES = "index.threads", "index.version", "feature.manyFiles"
 ALLOC = "engine.index.alloc"
@@ -192,7 +192,7 @@ def _rewrite_version(value: str, repo: str) -> str:
 
 def _version_on_disk(value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
     """The version the index file has now: the key alone does not change it."""
-    from git_tune.probes import repo as repo_probe
+    from ...probes import repo as repo_probe
     if not os.path.isdir(repo):
         return {}, []
     layout = repo_probe.locate(repo)

@@ -14,15 +14,15 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import git
-from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import gitbench, planner
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Trial
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.advisor.write import safefile
-from git_tune.probes import repo as repo_probe
-from git_tune.advisor.keys import registry
+from ... import git
+from ..decide import advice
+from ..measure import gitbench, planner
+from ..measure.bench import Bench
+from ..measure.record import Calibration, Trial
+from ..measure.sweep import MeasurementFailed
+from ..write import safefile
+from ...probes import repo as repo_probe
+from . import registry
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client

@@ -20,17 +20,17 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional
 
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys.registry import Tuner
-from git_tune.advisor.measure import gitbench, peak, planner
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Trial,
-                                             failed_comparison)
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.git import repo_environ
-from git_tune.models import catalogue
-from git_tune.probes.host import host_facts
-from git_tune.probes.repo import RepoLayout
+from ..decide import advice
+from .registry import Tuner
+from ..measure import gitbench, peak, planner
+from ..measure.bench import Bench
+from ..measure.record import (FAILS_DEFAULT, Calibration, Trial,
+                              failed_comparison)
+from ..measure.sweep import MeasurementFailed
+from ...git import repo_environ
+from ...models import catalogue
+from ...probes.host import host_facts
+from ...probes.repo import RepoLayout
 
 WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
 WORKLOAD = "repack"

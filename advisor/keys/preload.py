@@ -10,21 +10,21 @@ import os
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
-from git_tune import engine
-from git_tune.output import counted
-from git_tune.errors import EngineError
-from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import budget as plan, coldcache, gitbench, planner, search
-from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
-                                         full_seconds, least_seconds)
-from git_tune.advisor.measure.bench import Bench, Budget
-from git_tune.advisor.measure.sweep import (MeasurementFailed, Share, SweepResult,
-                                            engine_measure, run as run_sweep)
-from git_tune.advisor.measure.record import Calibration, Sweep, Trial
-from git_tune.advisor.measure.search import Dim
-from git_tune.models import stats
-from git_tune.models.storage import NETWORK
-from git_tune.advisor.keys import registry
+from ... import engine
+from ...output import counted
+from ...errors import EngineError
+from ..decide import advice
+from ..measure import budget as plan, coldcache, gitbench, planner, search
+from ..measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
+                          full_seconds, least_seconds)
+from ..measure.bench import Bench, Budget
+from ..measure.sweep import (MeasurementFailed, Share, SweepResult,
+                             engine_measure, run as run_sweep)
+from ..measure.record import Calibration, Sweep, Trial
+from ..measure.search import Dim
+from ...models import stats
+from ...models.storage import NETWORK
+from . import registry
 
 KEY = "core.preloadIndex"
 MAX_PRELOAD_PATHS = 200000

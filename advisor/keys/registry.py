@@ -26,10 +26,10 @@ from functools import cached_property, lru_cache
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
 
-from git_tune.advisor.measure.gitbench import IndexShape
-from git_tune.errors import UsageError
-from git_tune.models import catalogue, workloads
-from git_tune.models.catalogue import Key
+from ..measure.gitbench import IndexShape
+from ...errors import UsageError
+from ...models import catalogue, workloads
+from ...models.catalogue import Key
 
 
 class Tuner:

@@ -10,13 +10,13 @@ libgit2 and is reported corrupt by `git fsck` before 2.40: the reason says so.
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from git_tune.advisor.decide import advice
-from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.gitbench import IndexShape
-from git_tune.advisor.measure.record import Calibration, Trial
-from git_tune.probes import gitinfo
-from git_tune.advisor.keys import registry
+from ..decide import advice
+from ..measure import gitbench
+from ..measure.bench import Bench
+from ..measure.gitbench import IndexShape
+from ..measure.record import Calibration, Trial
+from ...probes import gitinfo
+from . import registry
 
 KEY = "index.skipHash"
 COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read such an "

@@ -18,12 +18,12 @@ import os
 from dataclasses import asdict, dataclass
 from typing import FrozenSet, List, Optional, Tuple
 
-from git_tune.advisor.agent import storm as storm_mod
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Trial
+from ..agent import storm as storm_mod
+from ..decide import advice
+from . import registry
+from ..measure import gitbench
+from ..measure.bench import Bench
+from ..measure.record import Calibration, Trial
 
 WHAT = {"status": "git status -uno (index refreshed and written back each run)"}
 

@@ -9,18 +9,18 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Tuple
 
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import registry
-from git_tune.advisor.keys.checkout import by_count, chosen
-from git_tune.advisor.keys.checkout_sweep import THRESHOLD, WORKERS, _facts, _stakes
-from git_tune.advisor.keys.checkout_trial import (WorkersFacts, _candidate, _on_part,
-                                                  _workload)
-from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.ab import OutOfBudget, least_seconds
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.record import Calibration, Comparison, Trial, comparison
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.models import catalogue, costmodel, stats, workloads
+from ..decide import advice
+from . import registry
+from .checkout import by_count, chosen
+from .checkout_sweep import THRESHOLD, WORKERS, _facts, _stakes
+from .checkout_trial import (WorkersFacts, _candidate, _on_part,
+                             _workload)
+from ..measure import gitbench
+from ..measure.ab import OutOfBudget, least_seconds
+from ..measure.bench import Bench
+from ..measure.record import Calibration, Comparison, Trial, comparison
+from ..measure.sweep import MeasurementFailed
+from ...models import catalogue, costmodel, stats, workloads
 
 TINY_FILES = 20            # the batch that prices one worker process
 THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold

@@ -16,18 +16,18 @@ import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Tuple
 
-from git_tune.advisor.decide import advice
-from git_tune.advisor.keys import preload
-from git_tune.advisor.measure import budget as plan, gitbench, planner
-from git_tune.advisor.measure.ab import (STOPPED_SLOWER, OutOfBudget, full_seconds,
-                                         least_seconds, longest_run)
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.gitbench import IndexShape
-from git_tune.advisor.measure.record import Calibration, Comparison, Trial
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.models import stats
-from git_tune.models.storage import NETWORK
-from git_tune.advisor.keys import registry
+from ..decide import advice
+from . import preload
+from ..measure import budget as plan, gitbench, planner
+from ..measure.ab import (STOPPED_SLOWER, OutOfBudget, full_seconds,
+                          least_seconds, longest_run)
+from ..measure.bench import Bench
+from ..measure.gitbench import IndexShape
+from ..measure.record import Calibration, Comparison, Trial
+from ..measure.sweep import MeasurementFailed
+from ...models import stats
+from ...models.storage import NETWORK
+from . import registry
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit

@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure.budget import EXTEND, Budget, now
-from git_tune.advisor.measure.record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison,
-                                             comparison, failed_comparison)
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.models import stats
+from . import gitbench
+from .budget import EXTEND, Budget, now
+from .record import (FAILS_CANDIDATE, FAILS_DEFAULT, Comparison,
+                     comparison, failed_comparison)
+from .sweep import MeasurementFailed
+from ...models import stats
 
 # A candidate whose every run is stats.CLEARLY slower than every run of Git's default,
 # after EARLY_RUNS pairs, is dropped: no number of further runs would make it faster.

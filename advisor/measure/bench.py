@@ -8,14 +8,14 @@ import stat
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from git_tune.advisor.measure import ab, gitbench
-from git_tune.advisor.measure.budget import Budget, now
-from git_tune.advisor.measure.planner import Prices
-from git_tune.advisor.measure.record import Comparison, Options, Sweep, Trial
-from git_tune.models import stats, workloads
-from git_tune.probes.gitinfo import GitFacts
-from git_tune.probes.repo import RepoLayout
-from git_tune.probes.repo import spread_order
+from . import ab, gitbench
+from .budget import Budget, now
+from .planner import Prices
+from .record import Comparison, Options, Sweep, Trial
+from ...models import stats, workloads
+from ...probes.gitinfo import GitFacts
+from ...probes.repo import RepoLayout
+from ...probes.repo import spread_order
 
 MIN_SAMPLE = 100
 

@@ -14,22 +14,22 @@ import tempfile
 import time
 from typing import Dict, Iterator, Optional, Sequence, Set
 
-from git_tune import __version__
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure import budget as plan, gitbench, hostload, search, settle
-from git_tune.advisor.measure.ab import OutOfBudget
-from git_tune.advisor.measure.bench import Bench
-from git_tune.advisor.measure.budget import Budget, Progress
-from git_tune.advisor.measure.record import (FAILS_DEFAULT, Calibration, Host, Options,
-                                             RecordUnreadable, Repository, SCHEMA_VERSION,
-                                             Storage)
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.errors import EngineError, UsageError
-from git_tune.models import workloads
-from git_tune.probes import fingerprint, gitinfo, memo, repo as repo_probe
-from git_tune.probes.report import ProbeReport, probe
-from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
-from git_tune.models.storage import NETWORK
+from ... import __version__
+from ..keys import registry
+from . import budget as plan, gitbench, hostload, search, settle
+from .ab import OutOfBudget
+from .bench import Bench
+from .budget import Budget, Progress
+from .record import (FAILS_DEFAULT, Calibration, Host, Options,
+                     RecordUnreadable, Repository, SCHEMA_VERSION,
+                     Storage)
+from .sweep import MeasurementFailed
+from ...errors import EngineError, UsageError
+from ...models import workloads
+from ...probes import fingerprint, gitinfo, memo, repo as repo_probe
+from ...probes.report import ProbeReport, probe
+from ...probes.scratch import one_measurement_at_a_time, scratch_dir
+from ...models.storage import NETWORK
 
 RESULT_MAX_AGE = 7 * 86400
 

@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from git_tune import git
-from git_tune.errors import GitError
-from git_tune.advisor.measure import budget as plan, settle as write_back
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.probes import repo as repo_probe
-from git_tune.probes.repo import RepoLayout
+from ... import git
+from ...errors import GitError
+from . import budget as plan, settle as write_back
+from .sweep import MeasurementFailed
+from ...probes import repo as repo_probe
+from ...probes.repo import RepoLayout
 
 Settings = Dict[str, str]
 # At most this much of a command line goes to the batch checkout's next status's paths.

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, List, Optional
 
-from git_tune.errors import GitError
+from ...errors import GitError
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 

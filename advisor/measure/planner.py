@@ -27,11 +27,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from git_tune.advisor.measure import budget as plan, gitbench
-from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, longest_run
-from git_tune.advisor.measure.record import Comparison, Trial
-from git_tune.advisor.measure.sweep import Share
-from git_tune.models import stats
+from . import budget as plan, gitbench
+from .ab import STOPPED_SLOWER, OutOfBudget, longest_run
+from .record import Comparison, Trial
+from .sweep import Share
+from ...models import stats
 
 # The parts prices are measured on: git's cost beside the files and a file's are the
 # line through their runs. The small one is run only where the large one's run took at

@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
 
 import cattrs
 
-from git_tune.advisor.keys import registry
-from git_tune.advisor.measure.search import DEFAULT_STRATEGY, Dim
-from git_tune.advisor.measure.sweep import Evaluation, SweepResult
-from git_tune.models.stats import MIN_RUNS, RatioEstimate, compare, compare_paired
+from ..keys import registry
+from .search import DEFAULT_STRATEGY, Dim
+from .sweep import Evaluation, SweepResult
+from ...models.stats import MIN_RUNS, RatioEstimate, compare, compare_paired
 
 T = TypeVar("T")
 

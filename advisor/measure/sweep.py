@@ -8,10 +8,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from git_tune import engine
-from git_tune.advisor.measure.budget import now
-from git_tune.advisor.measure.search import Point, Strategy
-from git_tune.errors import EngineError, GitError
+from ... import engine
+from .budget import now
+from .search import Point, Strategy
+from ...errors import EngineError, GitError
 
 
 class MeasurementFailed(GitError):

@@ -9,16 +9,16 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from git_tune import git
-from git_tune.advisor.keys import registry
-from git_tune.advisor.write import journal
-from git_tune.advisor.measure import ab, coldcache, gitbench, hostload
-from git_tune.advisor.measure.record import FAILS_CANDIDATE, FAILS_DEFAULT, Comparison
-from git_tune.advisor.measure.sweep import MeasurementFailed
-from git_tune.errors import GitError, UsageError
-from git_tune.models import catalogue, stats, workloads as workloads_model
-from git_tune.probes import repo as repo_probe
-from git_tune.probes.scratch import one_measurement_at_a_time, scratch_dir
+from ... import git
+from ..keys import registry
+from ..write import journal
+from . import ab, coldcache, gitbench, hostload
+from .record import FAILS_CANDIDATE, FAILS_DEFAULT, Comparison
+from .sweep import MeasurementFailed
+from ...errors import GitError, UsageError
+from ...models import catalogue, stats, workloads as workloads_model
+from ...probes import repo as repo_probe
+from ...probes.scratch import one_measurement_at_a_time, scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10

@@ -16,7 +16,7 @@ and includeIf subsections. Git's syntax (git-config(1), config.c):
 import re
 import unicodedata
 
-from git_tune.errors import UsageError
+from ...errors import UsageError
 
 
 def comment(text: str) -> str:

@@ -17,12 +17,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import __version__, git
-from git_tune.advisor.write import configtext, journal, safefile, scopes
-from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError, GitError, Locked
-from git_tune.models import catalogue
-from git_tune.probes import scratch
+from ... import __version__, git
+from . import configtext, journal, safefile, scopes
+from .scopes import Scope
+from ...errors import ConfigWriteError, GitError, Locked
+from ...models import catalogue
+from ...probes import scratch
 
 # The scopes this process wrote (apply committed), for what an interrupted command says.
 written_this_run: List[str] = []

@@ -8,10 +8,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
-from git_tune import __version__, ownpaths, strictjson
-from git_tune.advisor.write import safefile, scopes
-from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError
+from ... import __version__, ownpaths, strictjson
+from . import safefile, scopes
+from .scopes import Scope
+from ...errors import ConfigWriteError
 
 
 STATE_FILE = "applied.json"

@@ -2,10 +2,10 @@
 from dataclasses import asdict
 from typing import Optional, Sequence
 
-from git_tune.advisor.write import configwrite, scopes
-from git_tune.errors import UsageError
-from git_tune.models import catalogue
-from git_tune.probes import gitinfo, repo as repo_probe
+from . import configwrite, scopes
+from ...errors import UsageError
+from ...models import catalogue
+from ...probes import gitinfo, repo as repo_probe
 
 
 def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, *,

@@ -5,10 +5,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from git_tune.advisor.keys import registry
-from git_tune.advisor.write import configwrite, journal, safefile, scopes
-from git_tune.advisor.write.scopes import Scope
-from git_tune.errors import ConfigWriteError, UsageError
+from ..keys import registry
+from . import configwrite, journal, safefile, scopes
+from .scopes import Scope
+from ...errors import ConfigWriteError, UsageError
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def revert(scope: Scope) -> RevertResult:
 def target(scope_spec: Optional[str], repo: Optional[str]) -> Optional[Scope]:
     """The scope `git-tune revert` reverts: the one named, or the only one git-tune wrote
     (None: it wrote none); naming none where it wrote to several is a usage error."""
-    from git_tune.probes import repo as repo_probe
+    from ...probes import repo as repo_probe
     if scope_spec is not None:
         return scopes.resolve(scope_spec, repo_probe.locate(repo))
     written = journal.applied()

@@ -11,9 +11,9 @@ import tempfile
 import time
 from typing import Iterator, List, Optional
 
-from git_tune import ownpaths
-from git_tune.errors import ConfigWriteError, Locked, UnsafeState
-from git_tune.probes import scratch
+from ... import ownpaths
+from ...errors import ConfigWriteError, Locked, UnsafeState
+from ...probes import scratch
 
 
 def _umask() -> int:

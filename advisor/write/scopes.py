@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional
 
-from git_tune import git, ownpaths
-from git_tune.errors import GitError, UsageError
+from ... import git, ownpaths
+from ...errors import GitError, UsageError
 
 SYSTEM_DIR = "/etc/git-tune"
 

@@ -4,12 +4,12 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from git_tune import engine
-from git_tune.advisor.write import configwrite, journal, scopes
-from git_tune.errors import EngineError, GitTuneError
-from git_tune.advisor.keys import registry
-from git_tune.probes import fingerprint, gitinfo, repo as repo_probe
-from git_tune.models import catalogue
+from ... import engine
+from . import configwrite, journal, scopes
+from ...errors import EngineError, GitTuneError
+from ..keys import registry
+from ...probes import fingerprint, gitinfo, repo as repo_probe
+from ...models import catalogue
 
 DEFAULT_MAX_AGE_DAYS = 90
 
