@@ -94,14 +94,16 @@ def provenance(record, rec: Recommendation) -> configwrite.Provenance:
 
 def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
     """Values that reach an existing index only by rewriting it: ask, then rewrite."""
-    done = []
+    done: List[str] = []
     for key, value in plan.settings.items():
         entry = registry.entry(key)
         if not (entry.key.needs_index_rewrite and entry.rewrites_index):
             continue
         if confirm(Question(f"rewrite {repo}'s index for {key}={value} now ({key} only "
                             "applies to new index files)?", default=True)):
-            done.append(entry.rewrite_index(value, repo))
+            said = entry.rewrite_index(value, repo)
+            if said:
+                done.append(said)
         else:
             done.append(f"not rewritten: {key} takes effect on the next new index")
     return "; ".join(done) or None

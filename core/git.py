@@ -114,10 +114,10 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
     except BaseException:
         _kill_group(proc)    # Ctrl-C, SIGTERM: git stops with git-tune
         raise
-    proc = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    if check and proc.returncode:
-        raise GitError(f"git {' '.join(args[:2])} failed: {first_lines(proc.stderr)}")
-    return proc
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check and done.returncode:
+        raise GitError(f"git {' '.join(args[:2])} failed: {first_lines(done.stderr)}")
+    return done
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

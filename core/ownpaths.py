@@ -25,7 +25,7 @@ import fcntl
 import os
 import stat
 import tempfile
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 import platformdirs
 
@@ -140,7 +140,7 @@ def read_file(path: str, limit: int = 16 << 20) -> Optional[bytes]:
         if st.st_size > limit:
             raise UnsafeState(f"'{path}' is {st.st_size} bytes, larger than any file "
                               "git-tune writes; git-tune refuses to read it")
-        chunks = []
+        chunks: List[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:

@@ -9,6 +9,8 @@ def _pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
+        # An SVG keeps its words as text (searchable, and what a test reads back).
+        matplotlib.rcParams["svg.fonttype"] = "none"
         import matplotlib.pyplot as plt
     except ImportError:
         # The pip of the Python git-tune runs in (its venv), not whatever pip is on PATH.
@@ -90,10 +92,10 @@ def _engine_panels(axes, panels, prediction: bool = False) -> None:
         model, samples = sweep["facts"].get("model"), sweep["facts"].get("model_samples")
         if model and samples:
             n = sweep["facts"]["files"]
-            xs = range(1, max(p[0] for p in samples) + 1)
-            ys = [model["serial"] + n * model["per_item"] / min(w, model["parallelism"])
-                  + w * model["per_worker"] for w in xs]
-            ax.plot(list(xs), ys, "--", label="cost model")
+            counts = range(1, max(p[0] for p in samples) + 1)
+            modelled = [model["serial"] + n * model["per_item"] / min(w, model["parallelism"])
+                        + w * model["per_worker"] for w in counts]
+            ax.plot(list(counts), modelled, "--", label="cost model")
         ax.set_title(f"engine {name} sweep" + ("\n(the engine's prediction; real git "
                                               "decides)" if prediction else ""), fontsize=9)
         ax.set_xlabel(x_key)

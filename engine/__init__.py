@@ -259,7 +259,7 @@ def index_stat_check(path, base, sample: int = 200, object_format: str = "sha1",
     opts = _index_opts(1, ALLOC_POOL, 0, True, object_format)
     r = _lib.call("gt_index_stat_check", (_enc(path), _enc(base), _lib.by_ref(opts), sample),
                   _lib.StatCheck(), limits.timeout, limits.byte_budget)
-    return StatCheck(*(int(getattr(r, name)) for name, _ in _lib.StatCheck._fields_))
+    return StatCheck(*(int(getattr(r, field[0])) for field in _lib.StatCheck._fields_))
 
 
 def index_write_synthetic(path, entries: int, version: int = 2, depth: int = 4,

@@ -174,7 +174,7 @@ def library_path() -> str:
     if override:
         return override
     if getattr(sys, "frozen", False):
-        return os.path.join(sys._MEIPASS, "git_tune", "engine", "libgittune.so")
+        return os.path.join(getattr(sys, "_MEIPASS"), "git_tune", "engine", "libgittune.so")
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libgittune.so")
 
 
@@ -217,6 +217,7 @@ def lib():
 
 def loaded_path() -> str:
     lib()
+    assert _lib_path is not None    # lib() has loaded it, or raised
     return _lib_path
 
 

@@ -65,6 +65,7 @@ def _fit_once(w: np.ndarray, n: np.ndarray, t: np.ndarray, max_parallelism: int)
         # Prefer the smaller parallelism when it explains the data as well.
         if best is None or sse < best[0] * 0.98:
             best = (sse, coef, p)
+    assert best is not None     # max_parallelism >= 1
     sse, coef, p = best
     return (float(coef[0]), float(coef[1]), float(coef[2]), p), sse
 
@@ -84,7 +85,8 @@ def fit(samples: Sequence[Tuple[int, int, float]], max_parallelism: int = 64,
     for _ in range(bootstrap):
         t_star = fitted + rng.choice(resid, size=len(resid), replace=True)
         replicas.append(_fit_once(w, n, t_star, max_parallelism)[0])
-    return ParallelCost(*params, rmse=float(np.sqrt(sse / len(t))), points=len(t),
+    serial, per_item, per_worker, parallelism = params
+    return ParallelCost(serial, per_item, per_worker, parallelism, rmse=float(np.sqrt(sse / len(t))), points=len(t),
                         replicas=tuple(replicas))
 
 

@@ -97,10 +97,10 @@ def _v1_limits(sys: SysRoot, lines) -> Tuple[Optional[float], Optional[int]]:
                     quotas.append(q / p)
             quota_cpus = min(quotas) if quotas else None
         if "memory" in names and sys.exists("sys/fs/cgroup/memory"):
-            limits = [read_int(t) for t in _walk_up(sys, "sys/fs/cgroup/memory", path,
-                                                    "memory.limit_in_bytes")]
+            read = [read_int(t) for t in _walk_up(sys, "sys/fs/cgroup/memory", path,
+                                                  "memory.limit_in_bytes")]
             # v1 reports "no limit" as a huge page-aligned number.
-            limits = [v for v in limits if v and v < (1 << 60)]
+            limits = [v for v in read if v is not None and 0 < v < (1 << 60)]
             memory = min(limits) if limits else None
     return quota_cpus, memory
 
@@ -164,7 +164,8 @@ def host_facts(root: str = "/") -> HostFacts:
                      "git sizes its pack memory from the host, not from it (pack.windowMemory "
                      "and pack.deltaCacheSize are sized within it)")
     try:
-        load = tuple(round(x, 2) for x in os.getloadavg())
+        one, five, fifteen = os.getloadavg()
+        load = (round(one, 2), round(five, 2), round(fifteen, 2))
     except OSError:
         load = (0.0, 0.0, 0.0)
         notes.append("load average unavailable")

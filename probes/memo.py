@@ -75,7 +75,7 @@ def save(kind: str, key: str, value: Any) -> Optional[str]:
 def keys(kind: str) -> List[str]:
     """The keys of every record of `kind` stored (fresh or not): which repositories have
     one, without probing them. Unreadable files are skipped, as load() skips them."""
-    out = []
+    out: List[str] = []
     try:
         with os.scandir(_kind_dir(kind, create=False)) as it:
             files = sorted(e.path for e in it if e.name.endswith(".json")

@@ -101,6 +101,8 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
         return None
     git_dir, common = ask("--absolute-git-dir"), ask("--git-common-dir")
     index = ask("--git-path", "index")
+    if git_dir is None or common is None or index is None:
+        return None
     worktree = (ask("--show-toplevel") or None) if bare != "true" else None
     object_format = ask("--show-object-format") or "sha1"
     return RepoLayout(worktree, git_dir, os.path.abspath(os.path.join(path, common)),

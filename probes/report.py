@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import GitError, UsageError
 from . import cache, gitinfo, host, mounts, repo, storage
 from .scratch import scratch_dir
+from .storage import StorageReport
 
 SCHEMA_VERSION = 1
 # How an allowance is shared: the storage latencies, the cache sample, the untracked walk.
@@ -28,7 +29,7 @@ class ProbeReport:
     path: Optional[str]
     host: host.HostFacts
     repository: Optional[repo.RepoFacts]
-    storage: Dict[str, storage.StorageReport]   # "worktree" and "git_dir" (one when shared)
+    storage: Dict[str, StorageReport]   # "worktree" and "git_dir" (one when shared)
     same_file_system: Optional[bool]
     cache: Optional[cache.CacheFacts]
     git: gitinfo.GitFacts
@@ -38,7 +39,7 @@ class ProbeReport:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def primary_storage(self) -> Optional[storage.StorageReport]:
+    def primary_storage(self) -> Optional[StorageReport]:
         return self.storage.get("worktree") or self.storage.get("git_dir")
 
     @property
@@ -96,9 +97,9 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
     system is still writing back earlier writes (`flushing`: every write and fsync there
     waits for that flush, and only lookups are timed)."""
     mount_table = mounts.read_mounts(root)
-    storage_reports: Dict[str, storage.StorageReport] = {}
+    storage_reports: Dict[str, StorageReport] = {}
     with contextlib.ExitStack() as stack:
-        scratches = {}
+        scratches: Dict[str, Optional[str]] = {}
         for role, target in targets.items():
             if flushing:
                 scratches[role] = None
@@ -182,7 +183,7 @@ def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
         notes.append("the working tree and the git directory are on different file systems")
 
     cache_facts = repo_facts = None
-    if layout:
+    if layout and data is not None:
         hot = storage_reports.get("worktree", storage_reports["git_dir"]).latency.get("lstat_hit")
         with clock.section("cache"):
             cache_facts = cache.cache_facts(data, layout.worktree, sample or [],

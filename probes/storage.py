@@ -1,7 +1,7 @@
 """Storage under a path: its file system, mount, devices, measured latencies and class."""
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypedDict
 
 from .. import engine
 from ..errors import EngineError
@@ -17,9 +17,16 @@ FS_MAGIC = {
     0x5346544E: "ntfs", 0x4D44: "vfat", 0xF2F52010: "f2fs",
 }
 
-QUICK = dict(samples=200, fsync_samples=5, cold_samples=8)
-THOROUGH = dict(samples=2000, fsync_samples=20, cold_samples=32)
-PILOT = dict(samples=16, fsync_samples=1, cold_samples=1)
+class Samples(TypedDict):
+    """How many of each operation engine.latency() times."""
+    samples: int
+    fsync_samples: int
+    cold_samples: int
+
+
+QUICK = Samples(samples=200, fsync_samples=5, cold_samples=8)
+THOROUGH = Samples(samples=2000, fsync_samples=20, cold_samples=32)
+PILOT = Samples(samples=16, fsync_samples=1, cold_samples=1)
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def _measure_read_only(sample_files: Sequence[str], base: str,
     return {"lstat_hit": asdict(hit.latency), "lstat_miss": asdict(miss.latency)}
 
 
-def _sized(scratch: str, allowance: float) -> dict:
+def _sized(scratch: str, allowance: float) -> Samples:
     """QUICK's sample counts, fewer where a pilot run shows they would take longer than
     `allowance` seconds (1 ms a metadata operation makes QUICK take 2 s), never fewer
     than the pilot's."""
@@ -79,7 +86,9 @@ def _sized(scratch: str, allowance: float) -> dict:
     per = (time.perf_counter() - t0) / PILOT["samples"]    # the pool's files included
     left = max(0.0, allowance - per * PILOT["samples"])
     scale = min(1.0, left / (per * QUICK["samples"])) if per > 0 else 1.0
-    return {k: max(PILOT[k], int(v * scale)) for k, v in QUICK.items()}
+    return Samples(samples=max(PILOT["samples"], int(QUICK["samples"] * scale)),
+                   fsync_samples=max(PILOT["fsync_samples"], int(QUICK["fsync_samples"] * scale)),
+                   cold_samples=max(PILOT["cold_samples"], int(QUICK["cold_samples"] * scale)))
 
 
 def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str] = (),

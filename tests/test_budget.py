@@ -36,7 +36,7 @@ KEY = catalogue.lookup("core.untrackedCache")
 
 
 def bench(budget: float) -> Bench:
-    return Bench(ws=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
+    return Bench(workspace=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
                  options=Options(budget=budget), budget=Budget(budget))
 
 

@@ -74,7 +74,7 @@ def _calibrate(scripts, budget: float, monkeypatch, seed: int = 7):
         entries = tuple(_entry(s, clock, rng) for s in scripts)
         monkeypatch.setattr(registry, "trial_order", lambda: entries)
         monkeypatch.setattr(registry, "sweepers", lambda: [])
-        bench = Bench(ws=None, names=[], cores=2, storage_class="network", git_facts=None,
+        bench = Bench(workspace=None, names=[], cores=2, storage_class="network", git_facts=None,
                       options=Options(budget=budget), budget=plan.Budget(budget))
         calibrate._measure(bench, {s.name for s in scripts})
         return bench, clock() - bench.budget.start
@@ -158,7 +158,7 @@ def test_a_deadline_and_a_share_read_the_budgets_clock():
         assert b.left() == 0
     with pytest.raises(OutOfBudget):
         with plan.use_clock(plan.FakeClock()):
-            Bench(ws=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
+            Bench(workspace=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
                   options=Options(budget=1), budget=plan.Budget(1, spent=1)).ab(
                 "status", {}, {"x": "y"}, lambda: 0.1, lambda: 0.1)
 
@@ -199,7 +199,7 @@ def _calibrate_ladder(budget: float, monkeypatch, noise: float = 0.015,
                    _entry(Script("toy.index", 0.05, 0.05, 0.01), clock, rng))
         monkeypatch.setattr(registry, "trial_order", lambda: entries)
         monkeypatch.setattr(registry, "sweepers", lambda: [])
-        bench = Bench(ws=None, names=[], cores=2, storage_class="hdd", git_facts=None,
+        bench = Bench(workspace=None, names=[], cores=2, storage_class="hdd", git_facts=None,
                       options=Options(budget=budget), budget=plan.Budget(budget))
         calibrate._measure(bench, {"toy.workers", "toy.index"})
         return bench, clock() - bench.budget.start

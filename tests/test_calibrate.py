@@ -240,10 +240,21 @@ def test_recommend_reuses_the_stored_calibration(calibrated):
 
 
 def test_plot_is_written(calibrated, tmp_path):
-    repo, _, _ = calibrated
+    """The plot shows what decides: every comparison real git ran, by key and value,
+    beside the engine's sweeps (an engine-only plot fails this)."""
+    repo, _, record = calibrated
     res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), "--plot", str(tmp_path / "s.png")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), "--plot",
+                                   str(tmp_path / "s.svg"), "--json"])
+    assert res.exit_code == 0, res.output
+    svg = (tmp_path / "s.svg").read_text()
+    assert "real git: what decides" in svg
+    compared = {key for key, t in record.trials.items() for c in t.comparisons if c.estimate}
+    assert compared, "no comparison to plot"
+    for key in compared:
+        assert f"{key}=" in svg, key
 
 
 def test_corrupt_index_is_a_clear_error(small_repo, tmp_path):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from git_tune import repogen
-from git_tune.advisor.keys import packmem
+from git_tune.advisor.keys import basecache, packmem
 from git_tune.advisor.measure import budget as plan, calibrate, gitbench, peak, planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options
@@ -163,3 +163,70 @@ def test_the_largest_sizes_tried_are_ones_git_reads(large_repo):
     proc = subprocess.run(["git", *config, "pack-objects", "--stdout", "-q"], cwd=large_repo,
                           input=b"", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.returncode == 0 and b"out of range" not in proc.stderr, proc.stderr
+
+
+# core.deltaBaseCacheLimit: decided on git log -p of the path with the most delta bases.
+
+@pytest.fixture(scope="module")
+def history_repo(tmp_path_factory):
+    """Two 256 KiB text files in 12 versions, repacked: each version a delta of another
+    (about 6 MiB of delta bases, far below Git's 96m default)."""
+    repo = str(tmp_path_factory.mktemp("history") / "repo")
+    repogen.generate_large(repo, repogen.LargeFiles(size=256 << 10, versions=12,
+                                                    binary=16 << 10))
+    subprocess.run(["git", "-C", repo, "repack", "-adq"], check=True)
+    return repo
+
+
+def test_the_delta_bases_are_read_from_the_repository(tmp_path, history_repo, large_repo):
+    layout = calibrate.probe_repository(history_repo, 10).repository.layout
+    bases = basecache.delta_bases(layout, 0)
+    assert 0 < bases.total < 96 * MIB and bases.path.startswith("large-"), bases
+    assert bases.versions == 12 and 0 < bases.path_bytes <= bases.total
+    # Loose objects (nothing repacked yet) are stored whole: no delta bases.
+    loose = calibrate.probe_repository(large_repo, 10).repository.layout
+    assert basecache.delta_bases(loose, 0).total == 0
+
+
+def test_the_delta_base_cache_is_left_where_nothing_is_at_stake(tmp_path, history_repo):
+    """Bases within Git's default and far below the memory a run may use: no git run,
+    and the reason says both."""
+    t = basecache.trial(catalogue.lookup(basecache.KEY), _bench(tmp_path, history_repo, 1 << 30))
+    assert not t.comparisons and "holds every delta base" in t.why_not_run, t
+    assert "nothing at stake" in t.why_not_run
+
+
+def test_a_delta_base_cache_under_a_limit_no_value_fits_keeps_the_default(tmp_path,
+                                                                          history_repo):
+    """Bad input: a limit below what git log -p needs whatever the cache (git itself
+    needs more than 4 MiB): every halving of the default is run and none is written."""
+    t = basecache.trial(catalogue.lookup(basecache.KEY), _bench(tmp_path, history_repo, 8 * MIB))
+    assert not t.comparisons and "no value from 1m up" in t.why_not_run, t
+
+
+def test_a_delta_base_cache_is_compared_with_real_git_where_bases_exceed_the_default(
+        tmp_path, history_repo, monkeypatch):
+    """Where the bases exceed the default (here a default of 1 MiB stands for a history
+    larger than 96 MiB), the quick pass's fastest size (here only the cache that holds
+    the path's bases: a quarter and a half of 1 MiB are below 1m) is timed against it on
+    git log -p, each run's peak recorded, and decided by the comparison."""
+    monkeypatch.setattr(basecache, "default_bytes", lambda: MIB)
+    bench = _bench(tmp_path, history_repo, 1 << 30)
+    t = basecache.trial(catalogue.lookup(basecache.KEY), bench)
+    assert t.comparisons and not t.why_not_run, t
+    size = catalogue.parse_size(t.main.candidate[basecache.KEY])
+    assert size >= 2 * MIB and (size >= t.facts["path_bytes"] or size == 16 * MIB), t.facts
+    assert set(t.facts["peaks"]) >= {"default", t.main.candidate[basecache.KEY]}
+    assert len(t.main.times_default) >= 3 and t.main.estimate is not None
+
+
+def test_the_larger_cache_holds_the_bases_and_fits_every_index_pack_thread():
+    bases = basecache.Bases(1 << 30, "p", 300 * MIB, 3)
+    assert basecache.larger(bases, 2 << 30, 2) == 384 * MIB     # the first that holds them
+    assert basecache.larger(bases, 500 * MIB, 2) == 192 * MIB   # the largest that fits
+    assert basecache.larger(bases, 300 * MIB, 2) is None        # not even twice the default
+    assert basecache.larger(basecache.Bases(1 << 30, "p", 100 * MIB, 3), 2 << 30, 4) == 192 * MIB
+    assert basecache.smaller(96 * MIB)[0] == 48 * MIB and basecache.smaller(96 * MIB)[-1] == MIB
+    # The quick pass: a quarter and a half of the default, and the larger cache that fits.
+    assert basecache.quick_pass(bases, 2 << 30, 2) == [24 * MIB, 48 * MIB, 384 * MIB]
+    assert basecache.quick_pass(bases, 300 * MIB, 2) == [24 * MIB, 48 * MIB]

@@ -175,7 +175,7 @@ def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
     from git_tune.advisor.measure.record import Options
 
     def first(latency):
-        bench = Bench(ws=None, names=[f"f{i}" for i in range(4000)], cores=2,
+        bench = Bench(workspace=None, names=[f"f{i}" for i in range(4000)], cores=2,
                       storage_class="network", git_facts=None, options=Options(budget=20),
                       budget=Budget(20), latency=latency)
         order = registry.trial_order()
@@ -470,7 +470,7 @@ def test_checkout_stakes_count_what_gits_workers_spread_over_the_cpus_and_a_swee
     from tests.test_part import engine_sweep
 
     def stakes(engine_seconds, cores):
-        bench = Bench(ws=None, names=[f"f{i}" for i in range(100_000)], cores=cores,
+        bench = Bench(workspace=None, names=[f"f{i}" for i in range(100_000)], cores=cores,
                       storage_class="local-ssd", git_facts=None,
                       options=Options(budget=20), budget=Budget(20))
         bench.sweeps["checkout"] = engine_sweep(engine_seconds, cores)

@@ -89,6 +89,7 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
     Where git failed on one side, the side that works wins whatever its speed."""
     if c.fails:
         return _works(key, c, value, what, evidence)
+    assert c.estimate is not None       # both sides ran: the comparison has its estimate
     gain = Gain.of(c.workload, c.estimate)
     verdict = c.estimate.verdict
     runs = f"{len(c.times_default)}+{len(c.times_candidate)} runs"

@@ -34,7 +34,7 @@ class Recommendation:
     spent: Dict[str, float] = field(default_factory=dict)   # the calibration's: where it went
 
     def settings(self) -> Dict[str, str]:
-        return {k.key: k.value for k in self.keys if k.status == SET}
+        return {k.key: k.value for k in self.keys if k.status == SET and k.value is not None}
 
     def reasons(self) -> Dict[str, str]:
         return {k.key: k.reason for k in self.keys if k.status == SET}

@@ -9,7 +9,7 @@ import dataclasses
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 from . import preload
 from .checkout_sweep import (THRESHOLD, WORKERS, _engine_per_file,
@@ -69,8 +69,16 @@ class WorkersFacts:
     status_seconds: Optional[Dict[str, float]] = None
 
 
-def _workload(bench: Bench, n: int, kind=gitbench.CheckoutWorkload) -> gitbench.CheckoutWorkload:
+W = TypeVar("W", bound=gitbench.CheckoutWorkload)
+
+
+def _workload(bench: Bench, n: int) -> gitbench.CheckoutWorkload:
     """n tracked files spread evenly, restored into the scratch clone."""
+    return _spread(bench, n, gitbench.CheckoutWorkload)
+
+
+def _spread(bench: Bench, n: int, kind: Type[W]) -> W:
+    """n tracked files spread evenly, written into the scratch clone by `kind`."""
     paths = bench.names[:: max(1, len(bench.names) // n)][:n]
     return kind(bench.ws.clone(), paths, bench.ws.root)
 
@@ -148,10 +156,13 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
         return [c] + (list(_tree_write(bench, tree[0][0], cand, warm)) if tree[0] else [])
 
     def resume(cand: Dict[str, str], these: List[Comparison]) -> List[Comparison]:
-        work = {"checkout": batch, CLONE: tree[0][0] if tree and tree[0] else None}
-        return [bench.resume(c, lambda w=work[c.workload]: w.run({}),
-                             lambda w=work[c.workload]: w.run(cand))
-                if planner.within_noise(c) and work.get(c.workload) else c for c in these]
+        work: Dict[str, Optional[gitbench.CheckoutWorkload]] = {
+            "checkout": batch, CLONE: tree[0][0] if tree and tree[0] else None}
+
+        def more(c: Comparison, w: gitbench.CheckoutWorkload) -> Comparison:
+            return bench.resume(c, lambda: w.run({}), lambda: w.run(cand))
+        return [more(c, w) if planner.within_noise(c) and (w := work.get(c.workload)) else c
+                for c in these]
 
     ladder = planner.Ladder(bench, WORKERS, _candidate, counts, compare, resume)
     ladder.climb()
@@ -263,7 +274,7 @@ def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
     the full repository, whose pathspec git matches against every entry and whose next
     status reads every entry: costs that grow with the repository, the same on both
     sides, diluting the write's gain."""
-    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    whole = _spread(bench, len(bench.names), gitbench.WholeTreeWrite)
     try:
         with planner.within_budget(bench):
             whole.make_directories()
@@ -405,7 +416,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     would be no larger than the batch, which has then said all it can."""
     if timed.seconds is not None:
         return timed.work, timed.seconds
-    whole = _workload(bench, len(bench.names), gitbench.WholeTreeWrite)
+    whole = _spread(bench, len(bench.names), gitbench.WholeTreeWrite)
     median, files = statistics.median(batch.times_default), max(1, batch.files or 1)
     lstat = preload.whole_lstat(bench)
     beside = size.fixed + (lstat or 0.0)
@@ -436,7 +447,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
         return None
     bench.notes.append(f"{WORKERS}: the tree write timed {n} of {len(whole.paths)} files "
                        "(spread evenly) to fit the budget")
-    return _workload(bench, n, gitbench.TreeWrite), None
+    return _spread(bench, n, gitbench.TreeWrite), None
 
 
 def _tree_write(bench: Bench, work: gitbench.TreeWrite, cand: Dict[str, str],

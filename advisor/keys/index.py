@@ -7,7 +7,7 @@ default would write it.
 """
 import os
 from dataclasses import asdict, dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ... import engine, git
 from ...output import counted
@@ -18,7 +18,7 @@ from ..measure.bench import Bench
 from ..measure.gitbench import IndexShape
 from ..measure.record import Calibration, Sweep, Trial
 from ..measure.search import Dim
-from ..measure.sweep import Share, engine_measure, run as run_sweep
+from ..measure.sweep import Share, SweepResult, engine_measure, run as run_sweep
 from ...errors import EngineError
 
 THREADS, VERSION, MANY_FILES = "index.threads", "index.version", "feature.manyFiles"
@@ -76,7 +76,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         # The best of two loads: the parses are stakes and a finding, not a verdict.
         return min(read(path).parse for _ in range(2))
 
-    quick = _quick(blocks, engine_measure(load), share)
+    quick, quick_dims = _quick(blocks, engine_measure(load), share)
     # The v4 parse is a finding only (the advice's evidence is the v4 copy's size), so it
     # waits with the search: two loads the trials may need more.
     facts = Facts(blocks_read[-1] if blocks_read else read(ieot).ieot_blocks,
@@ -91,7 +91,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         found = replace(facts, parse_v4=parse(v4)) if planner.has_budget(b) else facts
         return Sweep.of(r, dims, asdict(found))
     bench.later.append(("index", search_later))
-    return Sweep.of(*quick, asdict(facts))
+    return Sweep.of(quick, quick_dims, asdict(facts))
 
 
 def _alloc_dim(*others: str) -> Dim:
@@ -104,7 +104,7 @@ def _quick_counts(blocks: int) -> Tuple[int, ...]:
                                        if 2 ** i < blocks}))
 
 
-def _quick(blocks: int, measure, share: Share):
+def _quick(blocks: int, measure, share: Share) -> Tuple[SweepResult, List[Dim]]:
     """Each thread count the offset table's blocks allow (1, powers of two, `blocks`)
     with Git's allocator, in a seeded order after Git's own (one thread), and the
     quickest measured again (sweep.run's repeats): what index.threads' trial takes its
@@ -154,7 +154,7 @@ def _decide_threads(key, cal: Calibration, weights) -> advice.KeyAdvice:
     above = (f"; {counted(threads, 'thread')} is above the {quota:g}-CPU quota it was "
              "measured under"
              if quota is not None and int(threads) > quota else "")
-    ev = {"best": s.best if s else None}
+    ev: Dict[str, Any] = {"best": s.best if s else None}
     if quota is not None:
         ev["cpu_quota"] = quota
     return advice.weighed(key, t, weights, threads,
@@ -176,7 +176,7 @@ def _decide_version(key, cal: Calibration, weights) -> advice.KeyAdvice:
 
 def findings(cal: Calibration) -> List[str]:
     s = cal.sweeps.get("index")
-    if not s:
+    if not s or s.best_value is None:
         return []
     return [f"index load: fastest with {counted(s.best[THREADS], 'thread')} and {s.best[ALLOC]} "
             f"allocation ({s.best_value * 1e3:.2f} ms, engine)."]

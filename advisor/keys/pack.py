@@ -178,7 +178,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     # of the budget left holds them); the A/B against Git's own choice is what decides.
     passes = 2 if planner.fits(bench, 2 * len(counts) * once, 1 / 4) else 1
     times = {n: min(run({KEY: str(n)}) for _ in range(passes)) for n in counts}
-    ranked = sorted(times, key=times.get)
+    ranked = sorted(times, key=lambda n: times[n])
     facts = asdict(TrialFacts(os.path.getsize(pack),
                               {str(n): round(t, 4) for n, t in times.items()}, what))
     if bench.online_cpus and ranked[0] == git_threads(bench.online_cpus):

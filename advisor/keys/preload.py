@@ -8,7 +8,7 @@ most 20), so that is a finding. Real git decides the key itself: status
 import dataclasses
 import os
 from dataclasses import asdict, dataclass
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from ... import engine
 from ...output import counted
@@ -473,7 +473,7 @@ def _sample_size(bench: Bench) -> Optional[int]:
     the rest of status's work (the diff against HEAD, the index written), which is the
     same with preload on and off."""
     per_entry = _serial_lstat(bench)
-    entries = len(bench.ws.listed()) if bench.ws else len(bench.names)
+    entries = len(bench.ws.listed()) if bench.workspace else len(bench.names)
     if not per_entry:
         return None
     n = max(int(bench.options.budget * SAMPLE_SHARE / per_entry),
@@ -516,7 +516,8 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
     if t is None:
         return advice.unmeasured(key)
     s = cal.sweeps.get("preload")
-    ev = {k: None for k in ("best", "best_value", "git_default", "single_thread", "git_threads")}
+    ev: Dict[str, Any] = {k: None for k in ("best", "best_value", "git_default", "single_thread",
+                                            "git_threads")}
     if s:
         f = s.facts_as(Facts)
         ev.update(best=s.best, best_value=s.best_value, git_default=f.git_default,

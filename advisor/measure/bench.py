@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from . import ab, gitbench
+from .ab import Runs
 from .budget import Budget, now
 from .planner import Prices
 from .record import Comparison, Options, Sweep, Trial
@@ -31,7 +32,8 @@ def sample_files(worktree: str, names: List[str], n: int,
     position = {p: i for i, p in enumerate(spread)}
     spread = spread_order(spread, MIN_SAMPLE)
     end = None if seconds is None else now() + seconds
-    paths, sizes = [], []
+    paths: List[str] = []
+    sizes: List[int] = []
     for p in spread:
         if end is not None and len(paths) >= MIN_SAMPLE and now() > end:
             break
@@ -52,7 +54,7 @@ class Bench:
     """Shared by every sweep and trial of one calibration (trials are added as they end,
     so a later key can build on an earlier one's result)."""
 
-    ws: Optional[gitbench.Workspace]  # None where nothing is timed (settle)
+    workspace: Optional[gitbench.Workspace]  # None where nothing is timed (settle)
     names: List[str]                  # every tracked path
     cores: int
     storage_class: str
@@ -97,8 +99,18 @@ class Bench:
     memory_source: str = ""
 
     @property
+    def ws(self) -> gitbench.Workspace:
+        """The scratch workspace; asked for only by what times git, which a calibration
+        without one (settle) never runs."""
+        if self.workspace is None:
+            raise RuntimeError("this calibration has no scratch workspace: nothing is timed")
+        return self.workspace
+
+    @property
     def worktree(self) -> str:
-        return self.ws.layout.worktree
+        worktree = self.ws.layout.worktree
+        assert worktree is not None     # calibrate refuses a repository without one
+        return worktree
 
     @property
     def repo(self) -> RepoLayout:
@@ -143,6 +155,6 @@ class Bench:
         """More runs for comparison c, in what the budget has left (ab.resume)."""
         return ab.resume(c, run_default, run_candidate, self._runs(2))
 
-    def _runs(self, extensions: int, then: int = 0) -> "ab.Runs":
+    def _runs(self, extensions: int, then: int = 0) -> Runs:
         return ab.Runs(self.runs, self.options.seed, self.budget, extensions=extensions,
                        extend_share=1 / (1 + self.trials_after + then))

@@ -853,7 +853,7 @@ class PartWrite(WholeTreeWrite):
         if self.part:
             # A write with Git's defaults prices writing them again; a parallel one does
             # not, and the last such price stands (None: the part has none yet).
-            wrote = write if not settings else (before and before.seconds)
+            wrote = write if not settings else (before.seconds if before else None)
             self.part.files = (None if wrote is None else
                                FilesWritten.now(self.part.index_file, wrote))
         return write + self.last_write_back
@@ -885,17 +885,17 @@ def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
     return run
 
 
-def status(repo: RepoLayout, index_file: str, untracked: bool):
+def status(repo: "RepoLayout | Part", index_file: str, untracked: bool):
     return on_copy(["status", "--porcelain"] + ([] if untracked else ["-uno"]), repo, index_file)
 
 
-def index_write(repo: RepoLayout, index_file: str):
+def index_write(repo: "RepoLayout | Part", index_file: str):
     """What every command that writes the index pays (add, commit, a status that
     refreshed entries): the whole index written again, trailer and all."""
     return on_copy(["update-index", "--force-write-index"], repo, index_file)
 
 
-def index_load(repo: RepoLayout, index_file: str):
+def index_load(repo: "RepoLayout | Part", index_file: str):
     return on_copy(["ls-files"], repo, index_file)
 
 

@@ -106,24 +106,37 @@ def _measured(bench) -> Prices:
     gitbench.run_git(["rev-parse", "--git-dir"], part.worktree, gitbench.config_env({}),
                      hooks=False)
     start = plan.now() - t0
-    large, timed = _run_on(part)
+    large = _run_on(part)
     k = len(part.paths)
-    if large.last_wall <= bench.budget.left() * SMALL_PILOT and k > PRICE_SMALL:
-        small, _ = _run_on(bench.ws.part(PRICE_SMALL))
-        per_file, fixed = line_through(len(small.paths), small.last_wall, k, large.last_wall)
+    if large.wall <= bench.budget.left() * SMALL_PILOT and k > PRICE_SMALL:
+        small = _run_on(bench.ws.part(PRICE_SMALL))
+        per_file, fixed = line_through(small.files, small.wall, k, large.wall)
     else:
-        fixed = 2 * start + large.last_write_back
-        per_file = max(large.last_wall - fixed, 0.0) / max(1, k)
-    return Prices(k, made, start, fixed, per_file, large.last_write_back, timed,
-                  large.last_status)
+        fixed = 2 * start + large.write_back
+        per_file = max(large.wall - fixed, 0.0) / max(1, k)
+    return Prices(k, made, start, fixed, per_file, large.write_back, large.timed,
+                  large.status)
 
 
-def _run_on(part: gitbench.Part) -> Tuple[gitbench.PartWrite, float]:
-    """One sequential run on the part, as a trial's runs there are made, and its timed
-    seconds."""
+@dataclass(frozen=True)
+class PartRun:
+    """One sequential run on a part: what it timed, its wall time (the removal and the
+    status included), the write-back it timed and the status after it."""
+
+    files: int
+    timed: float
+    wall: float
+    write_back: float
+    status: Optional[float]
+
+
+def _run_on(part: gitbench.Part) -> PartRun:
+    """One sequential run on the part, as a trial's runs there are made."""
     run = gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"),
                              part)
-    return run, run.run({})
+    timed = run.run({})
+    assert run.last_wall is not None and run.last_write_back is not None    # set by run()
+    return PartRun(len(run.paths), timed, run.last_wall, run.last_write_back, run.last_status)
 
 
 def run_share(bench, mine: Optional[float], counts: int) -> float:
@@ -217,12 +230,12 @@ class Ladder:
             if these[0].fails or these[0].stopped == STOPPED_SLOWER:
                 self.untimed = []
             return True
-        w = self._to_resume()
-        if w is None:
+        again = self._to_resume()
+        if again is None:
             return False
-        self.resumed.add(w)
-        self.timed[w] = self.resume(self.candidate(w), self.timed[w])
-        self.bench.notes.append(f"{self.key}={w}: faster by its median but within noise, "
+        self.resumed.add(again)
+        self.timed[again] = self.resume(self.candidate(again), self.timed[again])
+        self.bench.notes.append(f"{self.key}={again}: faster by its median but within noise, "
                                 "more runs with what the other keys left")
         return True
 

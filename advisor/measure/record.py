@@ -8,7 +8,7 @@ which the cache treats as "no stored calibration".
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, cast
 
 import cattrs
 
@@ -92,7 +92,7 @@ class Sweep:
 def typed_facts(kind: Type[T], facts: Dict[str, Any]) -> T:
     """A record's facts as the module's own dataclass: a field an older record lacks takes
     its default, one a newer record adds is left out."""
-    names = {f.name for f in dataclasses.fields(kind)}
+    names = {f.name for f in dataclasses.fields(cast(Any, kind))}
     return kind(**{k: v for k, v in facts.items() if k in names})
 
 

@@ -177,7 +177,7 @@ def render(settings: Dict[str, str], prov: Provenance,
     lines = [f"# Written by git-tune {__version__} for git {c(prov.git_version)} on {when}.",
              f"# Host {c(prov.fingerprint)}, {c(prov.storage_class)} storage"
              + (f"; repository {c(prov.repo)}" if prov.repo else "")
-             + (f" ({c(prov.entries)} files)" if prov.repo and prov.entries is not None else "") + ".",
+             + (f" ({c(str(prov.entries))} files)" if prov.repo and prov.entries is not None else "") + ".",
              "# Managed file: `git-tune revert` restores what was there before,",
              "# `git-tune show` says whether it is still current."]
     for key in sorted(settings):
@@ -402,7 +402,7 @@ def _new_files(scope: Scope, final: Dict[str, str], per_repo: Dict[str, Dict[str
         if d not in per_repo:
             files[repo_file(scope.include_file, d)] = None
     files[scope.include_file] = render(final, prov, repo_files)
-    if with_include:
+    if with_include and scope.config_file:
         files[scope.config_file] = _with_include(scope.config_file, scope.include_file).decode(
             "utf-8", "surrogateescape")
     return files

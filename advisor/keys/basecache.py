@@ -1,0 +1,325 @@
+"""core.deltaBaseCacheLimit: the memory git keeps inflated delta bases in while it reads
+objects (log -p, blame, diffs of history; each index-pack thread keeps one of its own),
+decided by real git on this repository's history.
+
+What is at stake is read from the repository before anything is timed: the bytes of the
+blobs other blobs are stored as deltas against (cat-file's %(deltabase)). A cache holds
+no more than those, so where they fit Git's default a larger cache has nothing to keep
+and the default's memory is no more than they are.
+
+Where they do not fit, the workload is `git log -p` of the path whose history has the
+most of those bytes (what log -p and blame of a large file read), its output discarded.
+Every run's peak memory is measured beside its time (peak.run), in a memory cgroup of its
+own where the kernel lets one be made:
+- Git's default peaks above planner.memory_allowed (or is killed there): the largest
+  halving of it whose run fits is written, whatever its speed;
+- else the cache that holds the path's bases (a power-of-two multiple of the default) is
+  compared with Git's default, where it fits the allowed memory once for every thread
+  index-pack would start (builtin/index-pack.c holds the limit per thread); it is set
+  where real git was faster beyond noise and none of its runs peaked above the allowance.
+"""
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..decide import advice
+from .registry import Tuner
+from ..measure import gitbench, peak, planner
+from ..measure.bench import Bench
+from ..measure.record import FAILS_DEFAULT, Calibration, Trial, failed_comparison
+from ..measure.sweep import MeasurementFailed
+from ...git import repo_environ
+from ...models import catalogue
+from ...probes.host import host_facts
+from ...probes.repo import RepoLayout
+from . import pack
+
+KEY = "core.deltaBaseCacheLimit"
+WORKLOAD = "history"
+MIB = 1 << 20
+SMALLEST = 1 << 20          # no candidate below 1m: the cache would hold no large base
+LARGEST_STEP = 16           # a candidate is at most this many times Git's default
+BISECT_STEPS = 2            # between the largest halving that fits and the one above it
+TRIAL_RANK = 2
+WHAT = {WORKLOAD: "git log -p of the path whose history has the most delta bases "
+                  "(what log -p and blame of a large file read)"}
+
+
+@dataclass(frozen=True)
+class Bases:
+    """The delta bases of the repository's blobs: their bytes, and the path whose
+    history holds the most of them (with how many bytes and versions)."""
+    total: int
+    path: str = ""
+    path_bytes: int = 0
+    versions: int = 0
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the trial recorded beside its comparison."""
+    base_bytes: int = 0             # every blob delta base's inflated bytes
+    path: str = ""                  # the path whose history was read
+    path_bytes: int = 0             # its delta bases' bytes
+    limit: int = 0                  # bytes this process may use
+    allowed: int = 0                # bytes a run may peak at (planner.memory_allowed)
+    index_pack_threads: int = 0     # the caches index-pack would hold at once
+    # Each value's first run ("default" for Git's): its peak bytes.
+    peaks: Optional[Dict[str, int]] = None
+    confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
+
+
+class OverMemory(MeasurementFailed):
+    """A run peaked above the memory it may use, or was killed there."""
+
+
+def _where(repo: RepoLayout) -> str:
+    """Where git runs for the repository: its work tree, its git directory where bare."""
+    return repo.worktree or repo.git_dir
+
+
+def _git(repo: RepoLayout, args: List[str]) -> str:
+    return gitbench.run_git(args, _where(repo), gitbench.config_env({}), hooks=False,
+                            output=True, repo=repo).stdout
+
+
+def delta_bases(repo: RepoLayout, beyond: int) -> Bases:
+    """The blobs' delta bases (their bytes inflated), and the path with the most of them.
+    Paths are read (rev-list --objects) only where the bases exceed `beyond` bytes."""
+    size: Dict[str, int] = {}
+    bases = set()
+    for line in _git(repo, ["cat-file", "--batch-all-objects",
+                            "--batch-check=%(objectname) %(objecttype) %(objectsize) "
+                            "%(deltabase)"]).splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[1] != "blob" or not parts[2].isdigit():
+            continue
+        size[parts[0]] = int(parts[2])
+        if parts[3].strip("0"):
+            bases.add(parts[3])
+    total = sum(size.get(b, 0) for b in bases)
+    if total <= beyond:
+        return Bases(total)
+    by_path: Dict[str, Tuple[int, int]] = {}
+    for line in _git(repo, ["rev-list", "--objects", "--all"]).splitlines():
+        oid, _, path = line.partition(" ")
+        if path and oid in size:
+            held, versions = by_path.get(path, (0, 0))
+            by_path[path] = (held + (size[oid] if oid in bases else 0), versions + 1)
+    if not by_path:
+        return Bases(total)
+    path, (held, versions) = max(by_path.items(), key=lambda kv: (kv[1][0], kv[0]))
+    return Bases(total, path, held, versions)
+
+
+def default_bytes() -> int:
+    size = catalogue.parse_size(catalogue.lookup(KEY).default)
+    assert size is not None     # the catalogue's default is a size
+    return size
+
+
+def runner(repo: RepoLayout, path: str, allowed: int, within: str,
+           seen: Optional[Dict[str, peak.PeakRun]] = None):
+    """A timed run of `git log -p` of `path`: runner(settings, trace_file=None) ->
+    seconds; OverMemory where it peaked above `allowed` (`within`: of what) or was killed
+    there, MeasurementFailed where git failed, DeadlineReached at the deadline. Each
+    value's first run is kept in `seen`."""
+    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
+        env = repo_environ(repo, gitbench.config_env(settings))
+        if trace_file:
+            env["GIT_TRACE2_EVENT"] = trace_file
+        r = peak.run(["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv",
+                      "--format=%H", "--", path], _where(repo), env, allowed,
+                     gitbench.time_left())
+        gitbench.ran()
+        if seen is not None:
+            seen.setdefault(settings.get(KEY, "default"), r)
+        if r.timed_out:
+            raise gitbench.DeadlineReached("git log -p: stopped at the deadline")
+        if r.killed_at_limit or r.peak > allowed:
+            how = "killed by the kernel at" if r.killed_at_limit else \
+                f"peaked at {r.peak / MIB:.0f} MiB, above"
+            raise OverMemory(f"git log -p {how} the {allowed / MIB:.0f} MiB a run may use "
+                             f"({planner.MEMORY_SHARE:.0%} of {within})")
+        if r.returncode != 0:
+            raise MeasurementFailed(f"git log -p failed: {r.stderr.strip()[:300]}")
+        return r.seconds
+    return run
+
+
+def larger(bases: Bases, allowed: int, index_pack_threads: int) -> Optional[int]:
+    """The cache that holds the path's delta bases: the smallest power-of-two multiple
+    of Git's default at least their bytes (at most LARGEST_STEP times it), where one for
+    every index-pack thread fits the allowed memory; else the largest such multiple that
+    fits, None where not even twice the default does."""
+    default = default_bytes()
+    size, fits = 2 * default, None
+    while size <= LARGEST_STEP * default and size * max(1, index_pack_threads) <= allowed:
+        fits = size
+        if size >= bases.path_bytes:
+            break
+        size *= 2
+    return fits
+
+
+def quick_pass(bases: Bases, allowed: int, index_pack_threads: int) -> List[int]:
+    """The sizes timed once each beside Git's default, the fastest then compared with it:
+    a quarter and a half of the default (a cache larger than the reads reuse costs its
+    memory: allocations and page faults), and the cache that holds the path's bases
+    where one fits (larger())."""
+    default = default_bytes()
+    out = [size for size in (default // 4, default // 2) if size >= SMALLEST]
+    above = larger(bases, allowed, index_pack_threads)
+    return out + ([above] if above else [])
+
+
+def smaller(default: int) -> List[int]:
+    """The sizes tried where Git's default does not fit, largest first: halvings of it
+    down to SMALLEST (each run's measured peak decides)."""
+    out, size = [], default // 2
+    while size >= SMALLEST:
+        out.append(size)
+        size //= 2
+    return out
+
+
+def _setting(size: int) -> Dict[str, str]:
+    return {KEY: catalogue.format_size(size)}
+
+
+def trial(key, bench: Bench) -> Optional[Trial]:
+    if not bench.memory_limit:
+        return Trial.not_run(KEY, "the memory this process may use could not be read")
+    default = default_bytes()
+    allowed = planner.memory_allowed(bench.memory_limit)
+    # Speed is at stake where the bases exceed the default; memory where what the
+    # default's cache may hold is half of what a run may use or more.
+    with planner.within_budget(bench):
+        bases = delta_bases(bench.repo, min(default, allowed // 2))
+    if not bases.path:
+        return Trial.not_run(KEY, f"Git's default ({default / MIB:.0f} MiB) holds every "
+                             f"delta base the repository's blobs have "
+                             f"({bases.total / MIB:.1f} MiB), and they are less than half "
+                             f"the {allowed / MIB:.0f} MiB a run may use: nothing at stake")
+    threads = pack.git_threads(bench.online_cpus or bench.cores)
+    seen: Dict[str, peak.PeakRun] = {}
+    run = runner(bench.repo, bases.path, allowed, bench.memory_source, seen)
+
+    def facts() -> dict:
+        confined = next((r.confined for r in seen.values() if r.confined), "")
+        return asdict(TrialFacts(bases.total, bases.path, bases.path_bytes,
+                                 bench.memory_limit, allowed, threads,
+                                 {v: r.peak for v, r in seen.items()}, confined))
+    with planner.within_budget(bench):
+        error, warm = gitbench.attempt(lambda: run({}))
+        over = error is not None and _over(seen.get("default"), allowed)
+        cand = _fitting(run, default) if over else None
+    if error is None:
+        return _faster(bench, bases, allowed, threads, run, warm, facts,
+                       seen["default"].peak)
+    if not over:
+        return Trial.not_run(KEY, f"git log -p of {bases.path} failed with Git's default: "
+                             f"{error}")
+    if cand is None:
+        return Trial.not_run(KEY, f"no value from {catalogue.format_size(SMALLEST)} up keeps "
+                             f"git log -p of {bases.path} within the {allowed / MIB:.0f} "
+                             "MiB a run may use; Git's default stands")
+    # Git's default does not fit, the candidate's run did: that decides, whatever the
+    # speeds (a peak is the objects', not the moment's).
+    c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error or "",
+                          (seen[cand[KEY]].seconds,), bases.versions)
+    return Trial(KEY, (c,), facts())
+
+
+def _fitting(run, default: int) -> Optional[Dict[str, str]]:
+    """The largest size whose run fits: the largest halving of Git's default that does,
+    then BISECT_STEPS steps between it and the size above it that did not (each run's
+    peak decides; the budget's end stops the steps, not the answer). None where no
+    halving fits."""
+    def fits(size: int) -> bool:
+        return gitbench.attempt(lambda: run(_setting(size)))[0] is None
+    over = default
+    for size in smaller(default):
+        if fits(size):
+            break
+        over = size
+    else:
+        return None
+    try:
+        for _ in range(BISECT_STEPS):
+            mid = round((size + over) / 2 / MIB) * MIB
+            if mid in (size, over):
+                break
+            size, over = (mid, over) if fits(mid) else (size, mid)
+    except gitbench.DeadlineReached:
+        pass
+    return _setting(size)
+
+
+def _over(r: Optional[peak.PeakRun], allowed: int) -> bool:
+    return r is not None and (r.killed_at_limit or r.peak > allowed)
+
+
+def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run,
+            warm: Optional[float], facts, default_peak: int) -> Trial:
+    """Git's default fits: where the bases exceed it and the profile weighs reading
+    history, the sizes of quick_pass() once each, then the fastest against Git's default
+    by the usual interleaved runs."""
+    fits = (f"Git's default fits: git log -p of {bases.path} peaked at "
+            f"{default_peak / MIB:.0f} MiB of the {allowed / MIB:.0f} MiB a run may use")
+    if bases.total <= default_bytes():
+        return Trial.not_run(KEY, f"{fits}, and its cache holds every delta base")
+    if not bench.counts(WORKLOAD):
+        return Trial.not_run(KEY, f"the {bench.options.workload} profile does not weigh "
+                             "reading history (git log -p, blame)")
+    sizes = quick_pass(bases, allowed, threads)
+    with planner.within_budget(bench):
+        timed = {size: gitbench.attempt(lambda: run(_setting(size))) for size in sizes}
+    worked = {size: t for size, (error, t) in timed.items() if error is None and t is not None}
+    if not worked:
+        return Trial.not_run(KEY, f"no size beside Git's default ran within the "
+                             f"{allowed / MIB:.0f} MiB a run may use: "
+                             + "; ".join(e for e, _ in timed.values() if e))
+    cand = _setting(min(worked, key=lambda size: worked[size]))
+    c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
+                 files=bases.versions, warm_default=warm)
+    return Trial(KEY, (c,), facts())
+
+
+def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+    t = advice.trial_of(key, cal)
+    if t is None:
+        return advice.unmeasured(key)
+    f = t.facts_as(TrialFacts)
+    return advice.weighed(key, t, weights, t.main.candidate[KEY],
+                          {WORKLOAD: f"git log -p of {f.path} ({f.path_bytes / MIB:.0f} "
+                                     "MiB of delta bases: what log -p and blame of it read)"},
+                          {"peaks": f.peaks, "allowed": f.allowed,
+                           "base_bytes": f.base_bytes})
+
+
+def verify_runner(key, repo: RepoLayout, index_file: str):
+    """verify's runner for the history workload: the same runs as the trial's, on the
+    user's repository, within the memory this host allows now."""
+    host = host_facts()
+    limit = host.memory_limit or host.memory_available
+    within = "the cgroup's memory limit" if host.memory_limit else "the host's available memory"
+    bases = delta_bases(repo, 0)
+    if not bases.path:
+        raise MeasurementFailed("no path's history has delta bases beyond Git's default")
+    return runner(repo, bases.path, planner.memory_allowed(limit), within)
+
+
+class DeltaBaseCacheLimit(Tuner):
+    rank = TRIAL_RANK
+
+    def trial(self, key, bench):
+        return trial(key, bench)
+
+    def verify_runner(self, key, repo, index_file):
+        return verify_runner(key, repo, index_file)
+
+    def decide(self, key, cal, weights):
+        return decide(key, cal, weights)
+
+
+TUNERS = {KEY: DeltaBaseCacheLimit()}
