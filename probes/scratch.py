@@ -8,8 +8,7 @@ a process only in its own pid namespace (CI containers sharing a workspace
 with the host), and the kernel drops the flock of a process however it ends.
 The file is locked before it takes its name, so one found unlocked is of a run
 that ended. Directories without the file (older git-tune, or one being made
-this instant) fall back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`)
-and, for a minute after they were made, count as in use.
+this instant) fall back to the pid in their name (`.git-tune-scratch-<pid>-XXXX`).
 """
 import contextlib
 import fcntl
@@ -17,7 +16,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 PREFIX = ".git-tune-scratch-"
@@ -60,14 +58,6 @@ def listdir(directory: str) -> List[str]:
 
 
 ALIVE = ".alive"
-MADE_GRACE = 60.0       # seconds a directory without `.alive` is taken as being set up
-
-
-def _younger_than(path: str, seconds: float) -> bool:
-    try:
-        return time.time() - os.lstat(path).st_mtime < seconds
-    except OSError:
-        return False
 
 
 def hold_alive(path: str) -> int:
@@ -93,9 +83,8 @@ def _in_use(path: str, name: str, prefix: str) -> bool:
     try:
         fd = os.open(os.path.join(path, ALIVE), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
-        # Made this instant (its run is locking `.alive`), or by an older git-tune. The
-        # pid alone cannot say: it may be of another pid namespace.
-        return owner_alive(name, prefix) or _younger_than(path, MADE_GRACE)
+        # Made this instant (its run is locking `.alive`), or by an older git-tune.
+        return owner_alive(name, prefix)
     except OSError:
         return True
     try:

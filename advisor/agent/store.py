@@ -21,7 +21,9 @@ def agent_dir() -> str:
 
 
 def append(records: List[Command]) -> None:
-    """Add records, in one write (a reader never sees half a line of them)."""
+    """Add records, each a line of its own. A write cut short by a kill (the kernel may
+    stop a write between pages) leaves half a line: it is ended before the next write,
+    so the record written again after it is whole (the half line is skipped on reading)."""
     if not records:
         return
     path = os.path.join(agent_dir(), CURRENT)
@@ -31,9 +33,15 @@ def append(records: List[Command]) -> None:
     except FileNotFoundError:
         pass
     data = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in records).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
     try:
-        os.write(fd, data)
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)
 

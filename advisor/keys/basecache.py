@@ -220,9 +220,9 @@ def trial(key, bench: Bench) -> Optional[Trial]:
         return Trial.not_run(KEY, f"git log -p of {bases.path} failed with Git's default: "
                              f"{error}")
     if cand is None:
-        return Trial.not_run(KEY, f"no value from {catalogue.format_size(SMALLEST)} up keeps "
-                             f"git log -p of {bases.path} within the {allowed / MIB:.0f} "
-                             "MiB a run may use; Git's default stands")
+        return Trial.not_run(KEY, f"no size down to {catalogue.format_size(smaller(default)[-1])} "
+                             f"keeps git log -p of {bases.path} within the "
+                             f"{allowed / MIB:.0f} MiB a run may use; Git's default stands")
     # Git's default does not fit, the candidate's run did: that decides, whatever the
     # speeds (a peak is the objects', not the moment's).
     c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error or "",
