@@ -109,8 +109,8 @@ def main():
                  f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "
                  f"version, {mib:.0f} MiB of loose objects; the peak is git's largest "
                  "resident set (wait4), the limit the cgroup's (no swap)")
-    notes.append("not measured yet: clone (index-pack) and blame, and the "
-                 "core.deltaBaseCacheLimit curve the issue asks for")
+    notes.append("not measured here: clone (index-pack) and blame; the delta base cache's "
+                 "curve and choice per limit: bench/basecache.py")
     report("memory", "git repack -adf inside a memory limit: Git's defaults against "
            "git-tune's values", ("limit", "git-tune chose", "Git's defaults",
                                  "git-tune's values", "its values, no limit", "speed-up"), rows, data, args.tiny, notes)
