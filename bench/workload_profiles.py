@@ -86,6 +86,10 @@ class Workloads:
             # discarded (the repository's objects stay as they are).
             "repack": (["pack-objects", "--revs", "--all", "--no-reuse-delta", "--stdout",
                         "-q"], {}),
+            # core.deltaBaseCacheLimit's own workload: history read with its blobs (the
+            # trial reads one path's; here the last 100 commits of every path).
+            "history": (["log", "-p", "--no-color", "--no-ext-diff", "--format=%H", "-n", "100"],
+                        {}),
         }[name]
         return timed(["git", *cmd], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
