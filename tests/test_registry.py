@@ -537,6 +537,15 @@ weights = { mixed = 0.2, interactive = 0.2 }
 '''
 
 
+def test_facts_read_back_from_json_are_of_their_fields_types():
+    """A record's facts are stored as JSON (tuples become lists); read back through
+    facts_as, a tuple field is a tuple again, as the tuner wrote it."""
+    from git_tune.advisor.keys import untracked
+    from git_tune.advisor.measure.record import typed_facts
+    stored = json.loads(json.dumps({"costs_not_timed": list(untracked.COSTS), "later": 1}))
+    assert typed_facts(untracked.TrialFacts, stored).costs_not_timed == untracked.COSTS
+
+
 def test_every_tuners_facts_are_typed():
     """Issue #31: a key module writes its trial's and sweep's facts from its own dataclass
     (asdict) and reads them back through it (facts_as): no dict literal as a Trial's or a

@@ -7,6 +7,7 @@ which the cache treats as "no stored calibration".
 """
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, cast
 
@@ -91,9 +92,24 @@ class Sweep:
 
 def typed_facts(kind: Type[T], facts: Dict[str, Any]) -> T:
     """A record's facts as the module's own dataclass: a field an older record lacks takes
-    its default, one a newer record adds is left out."""
+    its default, one a newer record adds is left out, and a tuple field stored as a JSON
+    list is a tuple again."""
+    try:
+        hints = typing.get_type_hints(kind)
+    except (NameError, TypeError):     # an annotation this module cannot resolve
+        hints = {}
     names = {f.name for f in dataclasses.fields(cast(Any, kind))}
-    return kind(**{k: v for k, v in facts.items() if k in names})
+
+    def typed(name: str, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) and _a_tuple(hints.get(name)) else value
+    return kind(**{k: typed(k, v) for k, v in facts.items() if k in names})
+
+
+def _a_tuple(hint: Any) -> bool:
+    """Whether a field's type is a tuple (Optional[Tuple[...]] included)."""
+    if hint is tuple or typing.get_origin(hint) is tuple:
+        return True
+    return typing.get_origin(hint) is typing.Union and any(_a_tuple(a) for a in typing.get_args(hint))
 
 
 FAILS_DEFAULT, FAILS_CANDIDATE = "default", "candidate"
