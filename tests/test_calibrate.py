@@ -93,7 +93,8 @@ def test_calibration_record(calibrated):
     assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == batch
     assert batch <= 400 or v["checkout.workers"].facts.get("part") == batch
     assert batch >= checkout_trial.PILOT_FILES
-    assert all(len(c.times_default) >= (2 if c.stopped else 5) for c in points)
+    assert all(len(c.times_default) >= (2 if c.stopped else 5) for c in points), [
+        (c.files, len(c.times_default), len(c.times_candidate), c.stopped) for c in points]
 
 
 def test_threshold_stays_within_the_measured_batches():
