@@ -27,7 +27,6 @@ from ..measure import gitbench, peak, planner
 from ..measure.bench import Bench
 from ..measure.record import FAILS_DEFAULT, Calibration, Trial, failed_comparison
 from ..measure.sweep import MeasurementFailed
-from ...git import repo_environ
 from ...models import catalogue
 from ...probes.host import host_facts
 from ...probes.repo import RepoLayout
@@ -35,7 +34,7 @@ from . import pack
 
 KEY = "core.deltaBaseCacheLimit"
 WORKLOAD = "history"
-MIB = 1 << 20
+MIB = planner.MIB
 SMALLEST = 1 << 20          # no candidate below 1m: the cache would hold no large base
 LARGEST_STEP = 16           # a candidate is at most this many times Git's default
 BISECT_STEPS = 2            # between the largest halving that fits and the one above it
@@ -66,10 +65,6 @@ class TrialFacts:
     # Each value's first run ("default" for Git's): its peak bytes.
     peaks: Optional[Dict[str, int]] = None
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
-
-
-class OverMemory(MeasurementFailed):
-    """A run peaked above the memory it may use, or was killed there."""
 
 
 def _where(repo: RepoLayout) -> str:
@@ -119,31 +114,11 @@ def default_bytes() -> int:
 
 def runner(repo: RepoLayout, path: str, allowed: int, within: str,
            seen: Optional[Dict[str, peak.PeakRun]] = None):
-    """A timed run of `git log -p` of `path`: runner(settings, trace_file=None) ->
-    seconds; OverMemory where it peaked above `allowed` (`within`: of what) or was killed
-    there, MeasurementFailed where git failed, DeadlineReached at the deadline. Each
-    value's first run is kept in `seen`."""
-    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
-        env = repo_environ(repo, gitbench.config_env(settings))
-        if trace_file:
-            env["GIT_TRACE2_EVENT"] = trace_file
-        r = peak.run(["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv",
-                      "--format=%H", "--", path], _where(repo), env, allowed,
-                     gitbench.time_left())
-        gitbench.ran()
-        if seen is not None:
-            seen.setdefault(settings.get(KEY, "default"), r)
-        if r.timed_out:
-            raise gitbench.DeadlineReached("git log -p: stopped at the deadline")
-        if r.killed_at_limit or r.peak > allowed:
-            how = "killed by the kernel at" if r.killed_at_limit else \
-                f"peaked at {r.peak / MIB:.0f} MiB, above"
-            raise OverMemory(f"git log -p {how} the {allowed / MIB:.0f} MiB a run may use "
-                             f"({planner.MEMORY_SHARE:.0%} of {within})")
-        if r.returncode != 0:
-            raise MeasurementFailed(f"git log -p failed: {r.stderr.strip()[:300]}")
-        return r.seconds
-    return run
+    """A timed run of `git log -p` of `path` (planner.memory_runner, each value's first
+    run kept in `seen`)."""
+    args = ["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--format=%H", "--",
+            path]
+    return planner.memory_runner("git log -p", args, repo, allowed, within, KEY, seen)
 
 
 def larger(bases: Bases, allowed: int, index_pack_threads: int) -> Optional[int]:
@@ -211,7 +186,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
                                  {v: r.peak for v, r in seen.items()}, confined))
     with planner.within_budget(bench):
         error, warm = gitbench.attempt(lambda: run({}))
-        over = error is not None and _over(seen.get("default"), allowed)
+        first = seen.get("default")
+        over = error is not None and first is not None and first.over(allowed)
         cand = _fitting(run, default) if over else None
     if error is None:
         return _faster(bench, bases, allowed, threads, run, warm, facts,
@@ -255,10 +231,6 @@ def _fitting(run, default: int) -> Optional[Dict[str, str]]:
     return _setting(size)
 
 
-def _over(r: Optional[peak.PeakRun], allowed: int) -> bool:
-    return r is not None and (r.killed_at_limit or r.peak > allowed)
-
-
 def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run,
             warm: Optional[float], facts, default_peak: int) -> Trial:
     """Git's default fits: where the bases exceed it and the profile weighs reading
@@ -300,13 +272,11 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 def verify_runner(key, repo: RepoLayout, index_file: str):
     """verify's runner for the history workload: the same runs as the trial's, on the
     user's repository, within the memory this host allows now."""
-    host = host_facts()
-    limit = host.memory_limit or host.memory_available
-    within = "the cgroup's memory limit" if host.memory_limit else "the host's available memory"
+    allowed, within = planner.memory_here(host_facts())
     bases = delta_bases(repo, 0)
     if not bases.path:
         raise MeasurementFailed("no path's history has delta bases beyond Git's default")
-    return runner(repo, bases.path, planner.memory_allowed(limit), within)
+    return runner(repo, bases.path, allowed, within)
 
 
 class DeltaBaseCacheLimit(Tuner):

@@ -27,7 +27,6 @@ from ..measure.bench import Bench
 from ..measure.record import (FAILS_DEFAULT, Calibration, Trial,
                               failed_comparison)
 from ..measure.sweep import MeasurementFailed
-from ...git import repo_environ
 from ...models import catalogue
 from ...probes.host import host_facts
 from ...probes.repo import RepoLayout
@@ -57,10 +56,6 @@ class TrialFacts:
     peaks: Optional[Dict[str, int]] = None
     ended: Optional[Dict[str, str]] = None
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
-
-
-class OverMemory(MeasurementFailed):
-    """A run peaked above the memory it may use, or was killed there."""
 
 
 @dataclass(frozen=True)
@@ -114,31 +109,11 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
 
 def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
            seen: Optional[Dict[str, peak.PeakRun]] = None):
-    """A timed run of pack-objects on the sample: runner(settings, trace_file=None) ->
-    seconds; MeasurementFailed where it peaked above `allowed` (`within`: of what) or
-    was killed there, or git failed; DeadlineReached at the deadline. Each value's first
-    run is kept in `seen`."""
-    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
-        env = repo_environ(repo, gitbench.config_env(settings))
-        if trace_file:
-            env["GIT_TRACE2_EVENT"] = trace_file
-        r = peak.run(["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout",
-                      "-q"], repo.worktree, env, allowed, gitbench.time_left(),
-                     objects.names_file)
-        gitbench.ran()
-        if seen is not None:
-            seen.setdefault(settings.get(WINDOW, "default"), r)
-        if r.timed_out:
-            raise gitbench.DeadlineReached("git pack-objects: stopped at the deadline")
-        if r.killed_at_limit or r.peak > allowed:
-            how = "killed by the kernel at" if r.killed_at_limit else \
-                f"peaked at {r.peak / MIB:.0f} MiB, above"
-            raise OverMemory(f"git pack-objects {how} the {allowed / MIB:.0f} MiB "
-                             f"a run may use ({planner.MEMORY_SHARE:.0%} of {within})")
-        if r.returncode != 0:
-            raise MeasurementFailed(f"git pack-objects failed: {r.stderr.strip()[:300]}")
-        return r.seconds
-    return run
+    """A timed run of pack-objects on the sample (planner.memory_runner, each value's
+    first run kept in `seen` by its pack.windowMemory)."""
+    args = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
+    return planner.memory_runner("git pack-objects", args, repo, allowed, within, WINDOW,
+                                 seen, objects.names_file)
 
 
 def ladder(allowed: int, n_threads: int) -> List[int]:
@@ -177,7 +152,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
         try:
             run({})
             error = None
-        except OverMemory as e:
+        except planner.OverMemory as e:
             error = str(e)
         if error is None:
             # Memory is not at stake. A smaller window would be faster only by finding
@@ -213,7 +188,7 @@ def _fitting(run: Callable[[Dict[str, str]], float], allowed: int,
 def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
            seen: Dict[str, peak.PeakRun]) -> TrialFacts:
     def ended(r: peak.PeakRun) -> str:
-        return "killed" if r.killed_at_limit else "over" if r.peak > allowed else "fits"
+        return "killed" if r.killed_at_limit else "over" if r.over(allowed) else "fits"
     confined = next((r.confined for r in seen.values() if r.confined), "")
     return TrialFacts(bench.memory_limit, bench.memory_source, allowed, objects.objects,
                       objects.size, n_threads, {v: r.peak for v, r in seen.items()},
@@ -236,10 +211,9 @@ def verify_runner(key, repo: RepoLayout, index_file: str):
     """verify's runner for the repack workload: the same runs as the trial's, on the
     user's repository, within the memory this host allows now."""
     host = host_facts()
-    limit = host.memory_limit or host.memory_available
-    within = "the cgroup's memory limit" if host.memory_limit else "the host's available memory"
+    allowed, within = planner.memory_here(host)
     objects = sample(repo, os.path.dirname(index_file), threads(repo, host.logical_cpus))
-    return runner(repo, objects, planner.memory_allowed(limit), within)
+    return runner(repo, objects, allowed, within)
 
 
 class WindowMemory(Tuner):

@@ -33,6 +33,10 @@ class PeakRun:
     confined: str             # "cgroup v1", "cgroup v2", or "" (unconfined)
     stderr: str
 
+    def over(self, allowed: int) -> bool:
+        """Whether the run peaked above `allowed` bytes, or was killed at its limit."""
+        return self.killed_at_limit or self.peak > allowed
+
 
 class Confinement:
     """A memory cgroup of its own for one run (make() returns None where none can be made)."""

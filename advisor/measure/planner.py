@@ -27,10 +27,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import budget as plan, gitbench
+from . import budget as plan, gitbench, peak
 from .ab import STOPPED_SLOWER, OutOfBudget, longest_run
 from .record import Comparison, Trial
-from .sweep import Share
+from .sweep import MeasurementFailed, Share
+from ...git import repo_environ
 from ...models import stats
 
 # The parts prices are measured on: git's cost beside the files and a file's are the
@@ -411,8 +412,53 @@ def fits(bench, seconds: float, share: float) -> bool:
 # (the cgroup's limit, else what the host has available). A value whose run peaks above
 # it is never written, however fast; the rest is left to whatever runs beside git.
 MEMORY_SHARE = 0.5
+MIB = 1 << 20
 
 
 def memory_allowed(limit: int) -> int:
     """Bytes a trial's git run may peak at, of `limit` this process may use."""
     return int(limit * MEMORY_SHARE)
+
+
+def memory_here(host) -> Tuple[int, str]:
+    """(bytes a git run may peak at, of what) on the host of `host` (probes.host's
+    HostFacts, read now): verify's allowance."""
+    if host.memory_limit:
+        return memory_allowed(host.memory_limit), "the cgroup's memory limit"
+    return memory_allowed(host.memory_available), "the host's available memory"
+
+
+class OverMemory(MeasurementFailed):
+    """A run peaked above the memory it may use, or was killed there."""
+
+
+def memory_runner(what: str, args: List[str], repo, allowed: int, within: str,
+                  named_by: str, seen: Optional[Dict[str, peak.PeakRun]] = None,
+                  stdin_file: Optional[str] = None):
+    """A timed run of `git ARGS` (`what`, as messages name it) in `repo` (a RepoLayout: from its work tree, its git
+    directory where it has none), its peak measured
+    (peak.run): runner(settings, trace_file=None) -> seconds. OverMemory where it peaked
+    above `allowed` (`within`: of what) or was killed there, MeasurementFailed where git
+    failed, DeadlineReached at the deadline. Each value of the key `named_by` has its
+    first run kept in `seen` ("default" for Git's)."""
+    cwd = repo.worktree or repo.git_dir
+
+    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
+        env = repo_environ(repo, gitbench.config_env(settings))
+        if trace_file:
+            env["GIT_TRACE2_EVENT"] = trace_file
+        r = peak.run(args, cwd, env, allowed, gitbench.time_left(), stdin_file)
+        gitbench.ran()
+        if seen is not None:
+            seen.setdefault(settings.get(named_by, "default"), r)
+        if r.timed_out:
+            raise gitbench.DeadlineReached(f"{what}: stopped at the deadline")
+        if r.over(allowed):
+            how = "killed by the kernel at" if r.killed_at_limit else \
+                f"peaked at {r.peak / MIB:.0f} MiB, above"
+            raise OverMemory(f"{what} {how} the {allowed / MIB:.0f} MiB a run may use "
+                             f"({MEMORY_SHARE:.0%} of {within})")
+        if r.returncode != 0:
+            raise MeasurementFailed(f"{what} failed: {r.stderr.strip()[:300]}")
+        return r.seconds
+    return run
