@@ -88,6 +88,10 @@ def test_calibration_record(calibrated):
     # whole tree did not fit a run's share (a loaded host), the part the workers were
     # timed on.
     points = v["checkout.thresholdForParallelism"].comparisons
+    if not points:
+        # A loaded host can leave no worker count set; the batches then wait for one.
+        assert "no worker count was set" in v["checkout.thresholdForParallelism"].why_not_run
+        return
     sizes = [c.files for c in points]
     batch = v["checkout.workers"].main.files
     assert sizes == sorted(sizes) and sizes[0] == 20 and sizes[-1] == batch

@@ -653,19 +653,13 @@ def _budget_arithmetic(path: str) -> List[str]:
     return sites
 
 
-# Key modules whose budget arithmetic has not moved to the planner yet, and how much is
-# left of it (issue #63): the count may only fall, and a module not named has none.
-NOT_YET_PLANNED = {"checkout_sweep.py": 1, "preload.py": 5, "untracked.py": 3}
-
-
 def test_no_key_module_spends_the_budget_itself():
-    """Issue #63: one planner owns the budget. A key module declares what to compare and
-    how to decide; the planner prices, sizes and bounds every run. The modules named in
-    NOT_YET_PLANNED keep at most their remaining sites until they are moved."""
+    """One planner owns the budget. A key module declares what to compare and how to
+    decide; the planner prices, sizes and bounds every run."""
     over = {}
     for path in sorted(glob.glob(os.path.join(ROOT, "advisor", "keys", "*.py"))):
         sites = _budget_arithmetic(path)
-        if len(sites) > NOT_YET_PLANNED.get(os.path.basename(path), 0):
+        if sites:
             over[os.path.basename(path)] = sites
     assert not over, over
 

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ... import engine
 from ...errors import EngineError
-from ..measure import budget as plan, planner, search
+from ..measure import planner, search
 from ..measure.bench import Bench
 from ..measure.record import Sweep
 from ..measure.search import Dim
@@ -100,7 +100,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     top = max_workers(bench)
     dims = [Dim(WORKERS, 1, top, default=1)]
     share = planner.sweep_share(bench, "checkout")
-    paths, sizes = bench.sample(SAMPLE_FILES, seconds=share.seconds * plan.SAMPLE_OF_SWEEP)
+    paths, sizes = bench.sample(SAMPLE_FILES, seconds=planner.sample_seconds(share))
     paths, sizes = checkout_batch(target, paths, sizes, share.seconds, share.bounded())
 
     def write(point, k=len(paths)):

@@ -14,10 +14,10 @@ from ... import engine
 from ...output import counted
 from ...errors import EngineError
 from ..decide import advice
-from ..measure import budget as plan, coldcache, gitbench, planner, search
+from ..measure import coldcache, gitbench, planner, search
 from ..measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
                           full_seconds, least_seconds)
-from ..measure.bench import Bench, Budget
+from ..measure.bench import Bench
 from ..measure.sweep import (MeasurementFailed, Share, SweepResult,
                              engine_measure, run as run_sweep)
 from ..measure.record import Calibration, Sweep, Trial
@@ -134,7 +134,6 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     names = bench.names
     listing = names[:MAX_PRELOAD_PATHS]
     dims = _dims(len(names))
-    started = plan.now()
     share = planner.sweep_share(bench, "preload")
     part = _part(bench, listing, share) if not bench.options.cold else (None,) * 4
     facts = Facts(len(listing), git_threads(len(names)), None, None, *part)
@@ -145,7 +144,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         facts = dataclasses.replace(facts, **_whole(bench, listing, share))
     # After the trials, the search has its share of what they left, no more.
     bench.later.append(("preload", lambda b: _search(b, part, planner.later_share(b, "preload"))))
-    record = Sweep.of(SweepResult.nothing(bench.options.strategy, plan.now() - started,
+    record = Sweep.of(SweepResult.nothing(bench.options.strategy, share.elapsed(),
                                           "deferred"), dims, asdict(facts))
     _confirm_in_share(bench, record, share)
     return record
@@ -161,15 +160,9 @@ def _confirm_in_share(bench: Bench, record: Sweep, share: Share) -> None:
     if git_threads(len(bench.names)) < 2 or not _hopeless(bench) or bench.cold:
         return      # no threads: on and off are the same work, nothing to confirm
     n = _sample_size(bench)
-    inside = dataclasses.replace(bench, budget=Budget(share.left()), sharpen={})
-    try:
-        with gitbench.deadline(share.left()):
-            if _confirmation_price(bench, n, share.left()) > share.left():
-                return
-            confirmed = _compare(inside, n)
-    except (OutOfBudget, gitbench.DeadlineReached, MeasurementFailed):
-        return
-    if confirmed.main.stopped != STOPPED_BUDGET:
+    confirmed = planner.in_share(bench, share, lambda left: _confirmation_price(bench, n, left),
+                                 lambda inside: _compare(inside, n))
+    if confirmed is not None and confirmed.main.stopped != STOPPED_BUDGET:
         bench.trials[KEY] = confirmed
         bench.notes.append(f"{KEY}: real git confirmed the engine's ruling within the "
                            "preload sweep's share of the budget")
@@ -380,7 +373,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     unconfirmed = Trial.not_run(KEY, hopeless + " (what the budget left could not hold "
                                 "real git's confirmation)")
     try:
-        if _confirmation_price(bench, n, bench.budget.left()) > bench.budget.left():
+        if not planner.price_fits(bench, lambda left: _confirmation_price(bench, n, left)):
             return unconfirmed
         return _compare(bench, n)
     except (OutOfBudget, gitbench.DeadlineReached):

@@ -18,9 +18,8 @@ from typing import Callable, Optional, Tuple
 
 from ..decide import advice
 from . import preload
-from ..measure import budget as plan, gitbench, planner
-from ..measure.ab import (STOPPED_SLOWER, OutOfBudget, full_seconds,
-                          least_seconds, longest_run)
+from ..measure import gitbench, planner
+from ..measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from ..measure.bench import Bench
 from ..measure.gitbench import IndexShape
 from ..measure.record import Calibration, Comparison, Trial
@@ -170,10 +169,7 @@ def _run_limit(bench: Bench) -> Optional[float]:
     """Where the probe's untracked walk prices the whole tree's trial above the budget
     left, the longest run that trial could fit (ab.longest_run); None where the walk
     says it fits."""
-    walk, left = bench.untracked_walk, bench.budget.left()
-    if walk is None or full_seconds(walk, bench.runs) <= left:
-        return None
-    return longest_run(left, bench.runs)
+    return planner.run_limit(bench, bench.untracked_walk)
 
 
 class _WholeTooSlow(Exception):
@@ -194,23 +190,23 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
         return None
     run = gitbench.status(bench.repo, index, untracked=True)
     try:
-        with gitbench.deadline(most):
-            return run({KEY: "false"})
-    except gitbench.DeadlineReached:
-        raise _WholeTooSlow() from None     # slower than `most`, as the probe's walk says
+        seconds = planner.bounded_run(lambda: run({KEY: "false"}), most)
     except MeasurementFailed:
         return None     # the A/B sees and reports git's failure
+    if seconds is None:
+        raise _WholeTooSlow()       # slower than `most`, as the probe's walk says
+    return seconds
 
 
 def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
     """The cache timed on a part of the work tree (gitbench.Part: runs of consecutive
     entries spread over the index, so whole directories as the tree has them), as large
-    as plan.UNTRACKED_PART of the budget left affords (planner.grown_part). What the cache saves
+    as the planner's share affords (planner.grown_part). What the cache saves
     (a directory's read, for a stat of it) and what it costs (its extension, read and
     written with the index) both grow with the directories, so the part's verdict stands
     for the tree's; the user's untracked files are not in the part."""
     entries = len(bench.ws.listed())
-    sized = planner.grown_part(bench, entries, plan.UNTRACKED_PART, PART_PILOT, PART_STEP,
+    sized = planner.grown_part(bench, entries, PART_PILOT, PART_STEP,
                                lambda n: _priced_part(key, bench, n))
     part = sized.part
     copies = tuple(bench.ws.index_copy(f"uc-{v}", index_shape(key, v), part)

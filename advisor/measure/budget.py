@@ -32,8 +32,9 @@ SAMPLE_OF_SWEEP = 0.2
 CHECKOUT_BATCH = 0.4
 # Of LEFT when the ladder starts: every worker count real git times (keys/checkout_trial.py).
 LADDER = 0.6
-# Of LEFT: the untracked cache's A/B where it is timed on a part (its part is sized to fit).
-UNTRACKED_PART = 0.5
+# Of LEFT: a trial on a part grown to fit, its A/B included (planner.grown_part: the
+# untracked cache's).
+GROWN_PART = 0.5
 # Of LEFT: making the pack pack.threads is timed on.
 PACK = 0.25
 # Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import budget as plan, gitbench, peak
-from .ab import STOPPED_SLOWER, OutOfBudget, longest_run
+from .ab import STOPPED_SLOWER, OutOfBudget, full_seconds, longest_run
 from .record import Comparison, Trial
 from .sweep import MeasurementFailed, Share
 from ...git import repo_environ
@@ -289,14 +289,15 @@ class PricedPart:
     warm: Optional[float]
 
 
-def grown_part(bench, entries: int, share: float, first: int, step: int,
+def grown_part(bench, entries: int, first: int, step: int,
                priced: Callable[[int], PricedPart]) -> PricedPart:
-    """The largest part that fits `share` of the budget left, its files settled
+    """The largest part that fits plan.GROWN_PART of the budget left, its files settled
     (Part.settle_index): from `first` entries, `step` times larger at each step while the
     next step's price (step_price) and the one wait for the files to age fit. A part is
     priced by `priced(entries)`: its files' write and the A/B's least runs there. A larger
     part tells more of the tree: git's start weighs on a small part
     (bench/untracked_part.py)."""
+    share = plan.GROWN_PART
     share_end = plan.now() + bench.budget.left() * share
     if share_end - plan.now() < gitbench.RACY_SECONDS:
         # Not even the wait for a part's files to age fits: nothing is made.
@@ -405,6 +406,53 @@ def capped(bench, seconds: float) -> Iterator[None]:
 def fits(bench, seconds: float, share: float) -> bool:
     """Whether `seconds` of work fit `share` of the budget left."""
     return seconds < bench.budget.left() * share
+
+
+def price_fits(bench, price: Callable[[float], float]) -> bool:
+    """Whether work priced by `price(left)` (seconds; past `left`, it may stop pricing)
+    fits what the budget has left."""
+    left = bench.budget.left()
+    return price(left) <= left
+
+
+def run_limit(bench, one_run: Optional[float]) -> Optional[float]:
+    """Where a comparison of runs of `one_run` seconds (an estimate, such as the probe's)
+    cannot fit its full runs in the budget left, the longest run that could; None where
+    they fit or nothing estimates the run."""
+    left = bench.budget.left()
+    if one_run is None or full_seconds(one_run, bench.runs) <= left:
+        return None
+    return longest_run(left, bench.runs)
+
+
+def bounded_run(run: Callable[[], float], most: float) -> Optional[float]:
+    """run's seconds, or None where it passed `most` seconds (its git killed there)."""
+    try:
+        with gitbench.deadline(most):
+            return run()
+    except gitbench.DeadlineReached:
+        return None
+
+
+def sample_seconds(share: Share) -> float:
+    """What a sweep may spend reading its sample's file sizes, of its share."""
+    return share.seconds * plan.SAMPLE_OF_SWEEP
+
+
+def in_share(bench, share: Share, price: Callable[[float], float],
+             compare: Callable[..., Trial]) -> Optional[Trial]:
+    """compare(bench'), where bench' has for budget what `share` has left, where
+    `price(left)` fits it: its git killed at the share's end. None where it does not
+    fit, the share ends first or git fails: the trial then runs in its turn."""
+    left = share.left()
+    inside = dataclasses.replace(bench, budget=plan.Budget(left), sharpen={})
+    try:
+        with gitbench.deadline(left):
+            if price(left) > left:
+                return None
+            return compare(inside)
+    except (OutOfBudget, gitbench.DeadlineReached, MeasurementFailed):
+        return None
 
 
 

@@ -85,6 +85,10 @@ class Share:
     def left(self) -> float:
         return max(0.0, self.end - now())
 
+    def elapsed(self) -> float:
+        """Seconds since the share started."""
+        return now() - (self.end - self.seconds)
+
     def limits(self) -> engine.Limits:
         if not self._first:
             return self.bounded()
