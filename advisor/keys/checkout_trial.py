@@ -232,17 +232,21 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
         if route.warm is not None:
             return route
         n = len(route.part.paths)
+        # The part was sized at its price (for fewer counts where the part caps them);
+        # its first run also runs the status, priced from the pricing part's.
+        allowed = max(per_run, prices.run(n)) * PART_OVERRUN
+        status = (prices.status or 0.0) * max(1.0, n / prices.entries)
         try:
-            with planner.capped(bench, per_run * PART_OVERRUN):
+            with planner.capped(bench, allowed + status):
                 work = _on_part(route.part)
                 warm = work.run({})
         except gitbench.DeadlineReached:
-            repriced = prices.repriced(n, per_run * PART_OVERRUN * planner.REPRICE)
+            repriced = prices.repriced(n, allowed * planner.REPRICE)
         except MeasurementFailed:
             return route        # the A/B sees and reports git's failure
         else:
-            repriced = prices.repriced(n, work.last_wall)
-            if repriced.run(n) <= per_run * PART_OVERRUN:
+            repriced = prices.repriced(n, work.last_wall - (work.last_status or 0.0))
+            if repriced.run(n) <= allowed:
                 return dataclasses.replace(route, warm=warm, warm_status=work.last_status)
         smaller = _sized_part(bench, counts, repriced)
         if len(smaller.part.paths) >= n:

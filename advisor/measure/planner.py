@@ -2,7 +2,7 @@
 and which trial is owed the budget.
 
 Prices are measured, never assumed. The planner's first git seconds time a part of
-PRICE_LARGE entries, and where that was cheap one of PRICE_SMALL, each written
+PRICE_SMALL entries, and where that was cheap one of PRICE_LARGE, each written
 sequentially, its status run and its write-back waited for, as every later run on a part
 is (gitbench.PartWrite).
 That gives what a run costs beside its files (git's starts, the index read and written,
@@ -35,10 +35,12 @@ from ...git import repo_environ
 from ...models import stats
 
 # The parts prices are measured on: git's cost beside the files and a file's are the
-# line through their runs. The small one is run only where the large one's run took at
-# most SMALL_PILOT of the budget left: where runs are dear, the large part is the one a
-# trial can afford, its run already Git's default's first, and its price alone (git's
-# starts and the write-back apart, the rest a file's) errs towards smaller parts.
+# line through their runs. The large one is run only where the small one's run took at
+# most SMALL_PILOT of the budget left: where runs are dear, a part of a few files may be
+# all a trial can afford (on storage where nothing is cached, a file written, refreshed
+# and removed costs tens of milliseconds), the small part's run is Git's default's first
+# there, and its price alone (git's starts and the write-back apart, the rest a file's)
+# errs towards smaller parts.
 PRICE_SMALL, PRICE_LARGE = 6, 48
 SMALL_PILOT = 0.02
 # A run priced off by more than this factor either way is priced again from itself.
@@ -53,7 +55,7 @@ class Prices:
     index read and written, the write-back) and a file (`per_file`: written, refreshed by
     the status, removed before the run)."""
 
-    entries: int            # the larger pricing part's entries
+    entries: int            # the pricing part's entries (the larger where two were run)
     part_made: float        # seconds that part took to make (a fixed cost, once a size)
     git_start: float        # one git command that reads nothing but its config
     fixed: float
@@ -63,7 +65,8 @@ class Prices:
     status: Optional[float] = None  # the larger part's status after that run
 
     def run(self, files: int) -> float:
-        """A sequential run on a part of `files` files, as the budget pays for it."""
+        """A sequential run on a part of `files` files, as the budget pays for it (the
+        status after it apart: `status`)."""
         return self.fixed + files * self.per_file
 
     def repriced(self, files: int, seconds: float) -> "Prices":
@@ -100,23 +103,28 @@ def prices(bench) -> Prices:
 
 
 def _measured(bench) -> Prices:
+    entries = len(bench.names)
     started = plan.now()
-    part = bench.ws.part(min(PRICE_LARGE, len(bench.names)))
+    part = bench.ws.part(min(PRICE_SMALL, entries))
     made = plan.now() - started
     t0 = plan.now()
     gitbench.run_git(["rev-parse", "--git-dir"], part.worktree, gitbench.config_env({}),
                      hooks=False)
     start = plan.now() - t0
-    large = _run_on(part)
-    k = len(part.paths)
-    if large.wall <= bench.budget.left() * SMALL_PILOT and k > PRICE_SMALL:
-        small = _run_on(bench.ws.part(PRICE_SMALL))
-        per_file, fixed = line_through(small.files, small.wall, k, large.wall)
+    small = _run_on(part)
+    priced = small
+    if small.wall <= bench.budget.left() * SMALL_PILOT and entries > small.files:
+        # Cheap here: a part many times larger prices a file apart from a run's own cost.
+        t0 = plan.now()
+        large_part = bench.ws.part(min(PRICE_LARGE, entries))
+        made = plan.now() - t0
+        priced = _run_on(large_part)
+        per_file, fixed = line_through(small.files, small.cost, priced.files, priced.cost)
     else:
-        fixed = 2 * start + large.write_back
-        per_file = max(large.wall - fixed, 0.0) / max(1, k)
-    return Prices(k, made, start, fixed, per_file, large.write_back, large.timed,
-                  large.status)
+        fixed = 2 * start + small.write_back
+        per_file = max(small.cost - fixed, 0.0) / max(1, small.files)
+    return Prices(priced.files, made, start, fixed, per_file, priced.write_back, priced.timed,
+                  priced.status)
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,12 @@ class PartRun:
     wall: float
     write_back: float
     status: Optional[float]
+
+    @property
+    def cost(self) -> float:
+        """What a run like it costs the budget where no status follows it: a trial runs
+        the status after a count's first run only (its racy re-read weighed once)."""
+        return self.wall - (self.status or 0.0)
 
 
 def _run_on(part: gitbench.Part) -> PartRun:
@@ -143,8 +157,8 @@ def _run_on(part: gitbench.Part) -> PartRun:
 def run_share(bench, mine: Optional[float], counts: int) -> float:
     """The longest one run of a trial may take, for a key with `mine` seconds at stake
     whose comparisons cover `counts` candidates: plan.LADDER of the budget left, over
-    the warm-up pair and bench.runs pairs each. Where that cannot hold one run on the
-    larger pricing part (the smallest comparison the planner prices) and no key still to
+    the warm-up pair and bench.runs pairs each. Where that cannot hold one run on a
+    part of PRICE_LARGE files at this host's prices and no key still to
     run (bench.pending) has more at stake, all the budget left: the key with the most at
     stake is decided before keys with less start, or says how much budget it needs.
     Still over bench.runs pairs, not the fewest a clear gain needs: a part shows less of
@@ -152,7 +166,7 @@ def run_share(bench, mine: Optional[float], counts: int) -> float:
     ending early."""
     left = bench.budget.left()
     usual = longest_run(left * plan.LADDER / counts, bench.runs)
-    if bench.prices is None or usual >= bench.prices.run(bench.prices.entries):
+    if bench.prices is None or usual >= bench.prices.run(PRICE_LARGE):
         return usual
     others = [s for s in (e.stakes(bench) for e in bench.pending) if s is not None]
     if mine is None or any(s > mine for s in others):
