@@ -27,6 +27,12 @@ PILOT_FILES = 50           # the restore that prices a file before the batch is 
 PART_GROWTH = 1.5          # a larger part is made only where it holds this many times more
 PART_FILES_PER_WORKER = 8  # files of a part a timed worker count gets, at least
 PART_OVERRUN = 2           # a part's first run past this many runs' share: sized again
+# The fewest workers a part gives PART_FILES_PER_WORKER files each. On a smaller part a
+# worker's start outweighs its files where every file is dear, and a part that cannot
+# show the tree's gain would decide against it; where a part this large does not fit,
+# the budget that would fit it is named instead (docs/planner.md, "A part too small to
+# show the gain").
+PART_LEAST_WORKERS = 4
 # A part's status after the write is run after this many runs of each count, its first
 # (the warm-up, or the pilot's for Git's default), not after the timed runs: what it
 # shows is a fixed cost of the burst, weighed once (checkout.chosen), and the pairs a
@@ -307,17 +313,20 @@ def _per_run(bench: Bench, counts: int) -> float:
 
 def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -> int:
     """The entries of a part whose runs fit, sized for the counts that will be timed on
-    it: where the part is too small to give every count PART_FILES_PER_WORKER files, the
+    it, and never fewer than PART_LEAST_WORKERS workers' files (whether its comparison
+    fits is then the A/B's to say: ab.run's OutOfBudget names the seconds short): where
+    the part is too small to give every count PART_FILES_PER_WORKER files, the
     counts above become one (_part_counts), and the budget a second count would have had
     goes to a larger part for the first (a second count is still timed where the ladder
     finds it fits): no share is sized for a count that would be capped to another."""
     entries = len(bench.names)
+    least = min(entries - 1, PART_LEAST_WORKERS * PART_FILES_PER_WORKER)
     timed = len(counts)
     while True:
         n = min(entries - 1, int((_per_run(bench, timed) - fixed) / per_file))
         distinct = len(dict.fromkeys(min(c, _part_top(n)) for c in counts))
         if distinct >= timed or timed == 1:
-            return n
+            return max(n, least)
         timed = distinct
 
 
