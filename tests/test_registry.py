@@ -476,9 +476,10 @@ def test_no_tuner_dispatches_on_its_keys_name():
 
 
 WORKLOAD_MODULE = '''
-"""A key that brings a workload of its own (as core.deltaBaseCacheLimit would need
-`git log -p`): its catalogue entry names the workload and weighs it per profile; this
-module times it for the trial and for verify. Nothing else changes."""
+"""A key that brings a workload of its own, `git log -p`: its catalogue entry names the
+workload and weighs it per profile; this module times it for the trial and for verify,
+and decides by what real git showed. Nothing else changes. Git ignores the toy key, so
+the runner stands for what it would change: with 1, the log's patches are not made."""
 from git_tune.advisor.decide import advice
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure.record import Trial
@@ -490,7 +491,8 @@ LOG = ["log", "-p", "-n", "20"]
 
 def _log(repo):
     def run(settings, trace_file=None):
-        return gitbench.timed_git(LOG, repo.worktree, settings, trace_file=trace_file,
+        args = LOG if settings.get(KEY, "0") == "0" else ["log", "-n", "20"]
+        return gitbench.timed_git(args, repo.worktree, settings, trace_file=trace_file,
                                   repo=repo)
     return run
 
@@ -505,9 +507,8 @@ def trial(key, bench):
 
 def decide(key, cal, weights):
     t = cal.trials[key.name]
-    a = advice.validated(key, t.main, "1", "git log -p")
-    return advice.KeyAdvice(key.name, advice.SET, "1", key.default, a.gain,
-                            "toy: always set", {"runs": len(t.main.times_candidate)})
+    return advice.validated(key, t.main, "1", "git log -p",
+                            {"runs": len(t.main.times_candidate)})
 
 
 def verify_workloads(key):
@@ -535,6 +536,28 @@ name = "log"
 command = "git log -p -n 20"
 weights = { mixed = 0.2, interactive = 0.2 }
 '''
+
+
+def test_the_worked_examples_decision_follows_real_gits_evidence():
+    """The worked example's key is set because real git was faster with it (the test
+    below), not whatever was timed: the same module, given a comparison where its value
+    was slower, keeps Git's default."""
+    import types
+    from git_tune.advisor.decide import advice
+    from git_tune.advisor.measure.record import Trial, comparison
+    module = types.ModuleType("toy_delta")
+    exec(compile(WORKLOAD_MODULE, "toy_delta", "exec"), module.__dict__)
+    key = types.SimpleNamespace(name="toy.deltacache", default="0", needs_index_rewrite=False)
+
+    def decided(default_s, candidate_s):
+        c = comparison("log", {key.name: "0"}, {key.name: "1"}, [default_s] * 5,
+                       [candidate_s] * 5)
+        cal = types.SimpleNamespace(trials={key.name: Trial(key.name, (c,), {})})
+        return module.decide(key, cal, {"log": 1.0}).status
+
+    assert decided(0.060, 0.020) == advice.SET
+    assert decided(0.020, 0.060) != advice.SET
+    assert decided(0.020, 0.020) != advice.SET
 
 
 def test_facts_read_back_from_json_are_of_their_fields_types():

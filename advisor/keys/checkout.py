@@ -80,7 +80,7 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
         a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
                                           + ", ".join(others) + ")")
     if a.status == advice.SET and facts.part:
-        return _beyond_the_part(w, a, facts, cal.sweeps.get("checkout"))
+        return _beyond_the_part(w, a, by_count(t)[w].main, facts, cal.sweeps.get("checkout"))
     return w, a
 
 
@@ -117,42 +117,40 @@ def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
             f"against {saved:.2f} s the write saves the tree's {facts.entries} files")
 
 
-def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Optional[Sweep]
-                     ) -> Tuple[int, advice.KeyAdvice]:
+def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersFacts,
+                     s: Optional[Sweep]) -> Tuple[int, advice.KeyAdvice]:
     """Where a part capped the counts real git timed (PART_FILES_PER_WORKER files a
     worker) below the engine's pick, and real git showed the capped count faster beyond
-    noise, the engine's ranking chooses the count, up to EXTRAPOLATE times the count
-    real git timed. Only where the engine's own writes hid more latency than its threads had
-    cores (one thread against its pick faster by more than the cores): there the writes
-    wait on the storage, not the CPU, a worker process's start costs little beside them,
-    and the engine ranks worker counts as git does (bench/fidelity.py). Where it does
-    not, the speedup never passes the cores and real git's count stands.
+    noise (`c`, its comparison), the engine's ranking chooses the count, up to
+    EXTRAPOLATE times the count real git timed. Only where the engine's own writes hid
+    more latency than its threads had cores (one thread against its pick faster by more
+    than the cores): there the writes wait on the storage, not the CPU, a worker
+    process's start costs little beside them, and the engine ranks worker counts as git
+    does (bench/fidelity.py). Where it does not, the speedup never passes the cores and
+    real git's count stands.
 
     The engine times writes only, not the next status, which re-reads what a burst of
     writes left racily clean, so more workers can write faster and still lose the
-    sequence. So where the part's own next status after the timed count took
-    more than KNEE longer than after the sequential write, real git's count stands; and
-    never more than EXTRAPOLATE times it, whatever the engine's ranking."""
+    sequence: where that re-read would cost the tree more than the faster write saves it
+    (_held_by_the_status), real git's count stands; and never more than EXTRAPOLATE
+    times it, whatever the engine's ranking."""
     f = _facts(s)
     top = _part_top(facts.part)
     medians = _engine_medians(s) if s else {}
     below = [c for c in medians if c <= w]
     if s is None or w < top or 1 not in medians or not below or not f.cores:
         return w, a
-    slowdown = _status_paid(str(w), facts)
-    if slowdown is not None:
-        return w, dataclasses.replace(a, reason=(
-            f"{a.reason}; not more than {w}: the part's next status took {slowdown:.2f}x "
-            "as long after its parallel write as after a sequential one, beyond the "
-            "statuses' noise, which the engine's writes do not show"))
-    reach = {c: t for c, t in medians.items() if w < c <= EXTRAPOLATE * w and t > 0}
+    reach = {k: t for k, t in medians.items() if w < k <= EXTRAPOLATE * w and t > 0}
     if not reach:
         return w, a
     fastest = min(reach.values())
-    pick, near = min(c for c, t in reach.items() if t <= fastest * (1 + KNEE)), max(below)
+    pick, near = min(k for k, t in reach.items() if t <= fastest * (1 + KNEE)), max(below)
     hidden, ahead = medians[1] / medians[pick], medians[near] / medians[pick]
     if hidden <= f.cores or ahead <= 1 + KNEE:
         return w, a
+    held = _held_by_the_status(w, pick, ahead, c, facts)
+    if held is not None:
+        return w, dataclasses.replace(a, reason=f"{a.reason}; not more than {w}: {held}")
     reason = (f"{a.reason}; {pick} set, not {w}: a part of {facts.part} files times at most "
               f"{top} workers, and the engine's writes on this storage, {hidden:.1f}x faster "
               f"with {pick} threads than one (more than its {f.cores} cores: they wait on the "
@@ -162,11 +160,41 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, facts: WorkersFacts, s: Option
         **a.evidence, "extrapolated_from": w})
 
 
+def _held_by_the_status(w: int, pick: int, ahead: float, c: Comparison,
+                        facts: WorkersFacts) -> Optional[str]:
+    """Why `pick` workers, whose writes the engine puts `ahead` times faster than `w`'s,
+    are not set beyond the `w` real git timed; None where they are.
+
+    The next status re-reads what the burst's last second left racily clean
+    (_racy_reread): after `w` workers, the part's status over the one after a sequential
+    write, scaled to the tree's last second. A burst `ahead` times faster leaves `ahead`
+    times as many files in that second, so `pick` adds that extra times (ahead - 1),
+    against the tree's write at `w` (the part's, a file times the tree's files) made
+    `ahead` times faster. A record without the statuses' seconds is read by their ratio
+    alone (_status_paid)."""
+    seconds = facts.status_seconds or {}
+    if str(w) not in seconds or "1" not in seconds or not c.times_candidate \
+            or not facts.entries:
+        slowdown = _status_paid(str(w), facts)
+        return None if slowdown is None else (
+            f"the part's next status took {slowdown:.2f}x as long after its parallel write "
+            "as after a sequential one, beyond the statuses' noise, which the engine's "
+            "writes do not show")
+    write = statistics.median(c.times_candidate)
+    reread = (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
+    extra = reread * (ahead - 1)
+    saved = write * facts.entries / facts.part * (1 - 1 / ahead)
+    if extra <= 0 or extra < saved:
+        return None
+    return (f"{pick} workers would write faster still, but the next git status would "
+            f"re-read about {extra:.2f} s more of what the burst left racily clean, "
+            f"against {saved:.2f} s the faster write saves the tree's {facts.entries} files")
+
+
 def _status_paid(w: str, facts: WorkersFacts) -> Optional[float]:
     """The part's next status after `w` workers against after a sequential write, where
     it took more than KNEE longer, beyond the noise of its runs; else None (by medians
-    alone, more budget could choose a worse count). A record from before the verdict was kept is
-    read as it was then."""
+    alone where the record kept no verdict)."""
     slowdown = (facts.status_slowdown or {}).get(w)
     if slowdown is None or slowdown <= 1 + KNEE:
         return None

@@ -26,7 +26,7 @@ from functools import cached_property, lru_cache
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..measure.gitbench import IndexShape
+from ..measure.gitbench import ON_INDEX, IndexShape
 from ...errors import UsageError
 from ...models import catalogue, workloads
 from ...models.catalogue import Key
@@ -296,8 +296,11 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
 
 
 def workload_runner(name: str, repo, index_file: str):
-    """(the command as reports name it, its timed runner) for a workload a key brought
-    with it, or None."""
+    """(the command as reports name it, its timed runner on `index_file`) for a workload
+    timed on an index copy: the table's own (gitbench.ON_INDEX) or one a key brought with
+    it; None for the others (switch, checkout and clone write files in a scratch clone)."""
+    if name in ON_INDEX:
+        return workloads.command(name), ON_INDEX[name](repo, index_file)
     for e in _entries():
         w = e.key.workload
         if w and w.name == name and e.tuner.has("verify_runner"):

@@ -184,13 +184,9 @@ class _Switch:
 
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
             switch: Optional[_Switch]) -> Tuple[str, Callable]:
-    index = copies[side]
-    cmd = workloads_model.command(name)
-    if name in gitbench.ON_INDEX:
-        return cmd, gitbench.ON_INDEX[name](ws.layout, index)
     if name == "switch":
-        return cmd, switch.run
-    found = registry.workload_runner(name, ws.layout, index)
+        return workloads_model.command(name), switch.run
+    found = registry.workload_runner(name, ws.layout, copies[side])
     if found is None:
         raise UsageError(f"unknown workload {name}")
     return found
