@@ -168,6 +168,27 @@ def test_the_next_status_holds_the_count_back_only_where_it_costs_the_tree_more(
     assert (w, a.value) == (6, "6") and "beyond the statuses' noise" in a.reason, a.reason
 
 
+def test_where_gits_default_fails_on_the_part_the_working_count_is_set_unweighed():
+    """Under a pid limit Git's default can fail on a part (its status's preload threads)
+    where the workers' side works: the side that works is set, and no status is weighed
+    against a default that has no times (it once crashed `auto` on an empty median)."""
+    import dataclasses
+    from git_tune.advisor.decide import advice
+    from git_tune.advisor.keys import checkout
+    from git_tune.advisor.measure.record import FAILS_DEFAULT, Trial, failed_comparison
+    from git_tune.models import catalogue, workloads
+    key, weights = catalogue.lookup(checkout.WORKERS), workloads.weights("mixed")
+    storage = {1: 1.8, 2: 0.95, 4: 0.5, 8: 0.27, 16: 0.25, 32: 0.26}
+    faster = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.52, 0.53, 0.51, 0.52, 0.52])
+    cal = _part_calibration(storage, 2, faster, statuses=([0.23] * 5, [0.27] * 5))
+    t = cal.trials[checkout.WORKERS]
+    failed = failed_comparison("clone", {}, {checkout.WORKERS: "6"}, FAILS_DEFAULT,
+                               "fatal: unable to create threaded lstat", [0.52] * 5, files=48)
+    cal = dataclasses.replace(cal, trials={checkout.WORKERS: Trial(t.key, (failed,), t.facts)})
+    w, a = checkout.chosen(key, cal, weights)
+    assert (w, a.status) == (6, advice.SET), a.reason
+
+
 def test_the_racy_reread_after_a_faster_write_is_weighed_once_against_the_trees_gain():
     """#63: a part's runs time the write; the next status's re-read of what a burst left
     racily clean is a cost of the burst's last second, not of every file. Against the

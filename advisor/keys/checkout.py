@@ -104,8 +104,9 @@ def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
     in the part (the part's write at `w` took under a second: 1 / its seconds), is set
     against the write's gain a file times the tree's files."""
     seconds = facts.status_seconds or {}
-    if str(w) not in seconds or "1" not in seconds or not c.times_candidate:
-        return None
+    if str(w) not in seconds or "1" not in seconds or c.fails or not c.times_candidate \
+            or not c.times_default:
+        return None     # one side failed: the side that works is set whatever its speed
     write = statistics.median(c.times_candidate)
     extra = (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
     saved = ((statistics.median(c.times_default) - write) * facts.entries / facts.part
@@ -173,7 +174,7 @@ def _held_by_the_status(w: int, pick: int, ahead: float, c: Comparison,
     `ahead` times faster. A record without the statuses' seconds is read by their ratio
     alone (_status_paid)."""
     seconds = facts.status_seconds or {}
-    if str(w) not in seconds or "1" not in seconds or not c.times_candidate \
+    if str(w) not in seconds or "1" not in seconds or c.fails or not c.times_candidate \
             or not facts.entries:
         slowdown = _status_paid(str(w), facts)
         return None if slowdown is None else (
