@@ -103,12 +103,10 @@ def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
     sequential write, scaled by how many more files that second holds in the tree than
     in the part (the part's write at `w` took under a second: 1 / its seconds), is set
     against the write's gain a file times the tree's files."""
-    seconds = facts.status_seconds or {}
-    if str(w) not in seconds or "1" not in seconds or c.fails or not c.times_candidate \
-            or not c.times_default:
+    timed = _reread(w, c, facts)
+    if timed is None or not c.times_default:
         return None     # one side failed: the side that works is set whatever its speed
-    write = statistics.median(c.times_candidate)
-    extra = (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
+    write, extra = timed
     saved = ((statistics.median(c.times_default) - write) * facts.entries / facts.part
              if facts.entries else 0.0)
     if extra <= 0 or extra < saved:
@@ -116,6 +114,17 @@ def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
     return (f"{w} workers wrote a part of {facts.part} files faster, but the next git "
             f"status re-read what the burst left racily clean: about {extra:.2f} s more, "
             f"against {saved:.2f} s the write saves the tree's {facts.entries} files")
+
+
+def _reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[Tuple[float, float]]:
+    """(the part's write at `w` workers, the next status's extra seconds after it scaled
+    to the tree's last second: _racy_reread); None where the record has no statuses'
+    seconds or a side failed."""
+    seconds = facts.status_seconds or {}
+    if str(w) not in seconds or "1" not in seconds or c.fails or not c.times_candidate:
+        return None
+    write = statistics.median(c.times_candidate)
+    return write, (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
 
 
 def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersFacts,
@@ -173,16 +182,14 @@ def _held_by_the_status(w: int, pick: int, ahead: float, c: Comparison,
     against the tree's write at `w` (the part's, a file times the tree's files) made
     `ahead` times faster. A record without the statuses' seconds is read by their ratio
     alone (_status_paid)."""
-    seconds = facts.status_seconds or {}
-    if str(w) not in seconds or "1" not in seconds or c.fails or not c.times_candidate \
-            or not facts.entries:
+    timed = _reread(w, c, facts)
+    if timed is None or not facts.entries:
         slowdown = _status_paid(str(w), facts)
         return None if slowdown is None else (
             f"the part's next status took {slowdown:.2f}x as long after its parallel write "
             "as after a sequential one, beyond the statuses' noise, which the engine's "
             "writes do not show")
-    write = statistics.median(c.times_candidate)
-    reread = (seconds[str(w)] - seconds["1"]) * max(1.0, 1.0 / max(write, 1e-3))
+    write, reread = timed
     extra = reread * (ahead - 1)
     saved = write * facts.entries / facts.part * (1 - 1 / ahead)
     if extra <= 0 or extra < saved:

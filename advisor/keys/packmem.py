@@ -36,7 +36,7 @@ WORKLOAD = "repack"
 DEFAULT_WINDOW = 10         # pack.window's default (builtin/pack-objects.c)
 WINDOWS_FILLED = 1          # the sample fills each thread's window this many times
 SMALLEST = 1 << 20          # no candidate below 1m: the window would hold one object
-MIB = 1 << 20
+MIB = planner.MIB
 TRIAL_RANK = 2
 WHAT = {WORKLOAD: "git pack-objects of the largest objects, deltas found again "
                   "(what git repack -adf and gc spend memory on)"}

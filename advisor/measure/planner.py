@@ -62,7 +62,7 @@ class Prices:
     per_file: float
     write_back: float       # of the larger part's run
     timed: float            # the larger part's run as a trial times it (Git's default)
-    status: Optional[float] = None  # the larger part's status after that run
+    status: Optional[float] = None  # the pricing part's status after that run
 
     def run(self, files: int) -> float:
         """A sequential run on a part of `files` files, as the budget pays for it (the
