@@ -219,8 +219,9 @@ def config_env(settings: Dict[str, str]) -> dict:
 
 def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = False,
           trace: Optional[str] = None, setup: Optional[Callable[[], None]] = None,
-          extra_env: Optional[Dict[str, str]] = None) -> float:
-    """One timed real-git run; caches dropped first when cold (root)."""
+          extra_env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None) -> float:
+    """One timed real-git run (`stdin`: its input); caches dropped first when cold
+    (root)."""
     if setup:
         setup()
     if cold:
@@ -231,7 +232,7 @@ def timed(cmd: Sequence[str], cwd: str, settings: Dict[str, str], cold: bool = F
         env["GIT_TRACE2_EVENT_NESTING"] = "10"
     t0 = time.perf_counter()
     subprocess.run(list(cmd), cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, input=stdin, text=stdin is not None)
     return time.perf_counter() - t0
 
 

@@ -10,12 +10,10 @@ towards the tree's. keys/checkout_trial.py's PART_LEAST_WORKERS rests on this.
     python3 bench/part_gain.py [--tiny] [--beds latfs-nocache disk] [--files 4000]
                                [--repeat 3]
 """
-import os
 import subprocess
-import time
 
-from common import (ALL_BEDS, BedUnavailable, bed_latency, median, parser, repo_on, report,
-                    storage)
+from common import (ALL_BEDS, BedUnavailable, bed_latency, median, parser, remove, repo_on,
+                    report, storage, timed)
 
 from git_tune.advisor.measure.gitbench import PART_RUNS, sample_entries
 
@@ -25,14 +23,9 @@ COUNTS = (1, 2, 4, 8)
 
 def written(repo: str, paths, workers: int) -> float:
     """The paths removed (untimed), then written again by git with `workers` workers."""
-    for p in paths:
-        os.unlink(os.path.join(repo, p))
-    cmd = ["git", "-c", f"checkout.workers={workers}", "-c",
-           "checkout.thresholdForParallelism=0", "checkout-index", "-f", "--stdin"]
-    t0 = time.monotonic()
-    subprocess.run(cmd, cwd=repo, check=True, input="".join(p + "\n" for p in paths),
-                   text=True)
-    return time.monotonic() - t0
+    settings = {"checkout.workers": str(workers), "checkout.thresholdForParallelism": "0"}
+    return timed(["git", "checkout-index", "-f", "--stdin"], repo, settings,
+                 setup=lambda: remove(repo, paths), stdin="".join(p + "\n" for p in paths))
 
 
 def on_bed(kind: str, files: int, sizes, repeat: int, tiny: bool):
