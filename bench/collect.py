@@ -46,6 +46,26 @@ the noparallel filter, one request at a time).
 """
 
 
+def _when_at(run: dict) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run["time"]))
+    return f"{when} at {run.get('commit') or 'a commit not recorded (before results named theirs)'}"
+
+
+def run_line(name: str, data: dict) -> str:
+    """When and at which commit the table was measured, and the command that
+    reproduces it: one line per commit where its beds were measured at several."""
+    by_run: dict = {}
+    for bed, run in (data.get("runs") or {}).items():
+        by_run.setdefault((run.get("commit"), run.get("time")), []).append(bed)
+    if len(by_run) <= 1:
+        return f"_Run {_when_at(data)}: `python3 bench/{name}.py`._"
+    lines = [f"_Run at {len(by_run)} commits, a bed's rows each at one:_"]
+    for (c, t), beds in sorted(by_run.items(), key=lambda kv: kv[0][1] or 0):
+        lines.append(f"- {', '.join(beds)}: {_when_at({'commit': c, 'time': t})}: "
+                     f"`python3 bench/{name}.py --beds {' '.join(beds)}`")
+    return "\n".join(lines)
+
+
 def main():
     parts = [HEAD]
     machine = None
@@ -57,11 +77,8 @@ def main():
         with open(path) as f:
             data = json.load(f)
         machine = machine or data["machine"]
-        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data["time"]))
-        at = data.get("commit") or "a commit not recorded (before results named theirs)"
         with open(os.path.join(RESULTS, f"{name}.md")) as f:
-            parts.append(f.read().rstrip() + f"\n\n_Run {when} at {at}: "
-                         f"`python3 bench/{name}.py`._\n")
+            parts.append(f.read().rstrip() + "\n\n" + run_line(name, data) + "\n")
     if machine:
         parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
     with open(os.path.join(os.path.dirname(RESULTS), "README.md"), "w") as f:

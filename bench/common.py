@@ -83,8 +83,10 @@ def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: 
     """Print and store a result. With `beds` (the first column of every row, the first
     word of every note, the keys of `data`), a run over some beds replaces only their
     rows in the stored result and keeps the other beds' from the last run."""
+    this_run = {"commit": commit(), "time": time.time()}
+    runs = {b: this_run for b in beds}
     if beds:
-        rows, data, notes = _merged(name, tiny, beds, rows, data, notes)
+        rows, data, notes, runs = _merged(name, tiny, beds, rows, data, notes, runs)
     md = f"### {title}\n\n{table(headers, rows)}\n"
     if notes:
         md += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
@@ -92,20 +94,21 @@ def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: 
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json"), "w") as f:
         json.dump({"name": name, "title": title, "tiny": tiny, "machine": machine(),
-                   "commit": commit(), "time": time.time(), "headers": list(headers),
+                   **this_run, "runs": runs, "headers": list(headers),
                    "rows": [list(map(str, r)) for r in rows],
                    "data": data, "notes": list(notes)}, f, indent=1, default=str)
     with open(os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.md"), "w") as f:
         f.write(md)
 
 
-def _merged(name: str, tiny: bool, beds: Sequence[str], rows, data: dict, notes: Sequence[str]):
+def _merged(name: str, tiny: bool, beds: Sequence[str], rows, data: dict, notes: Sequence[str],
+            runs: dict):
     path = os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json")
     try:
         with open(path) as f:
             old = json.load(f)
     except (OSError, ValueError):
-        return rows, data, notes
+        return rows, data, notes, runs
     def bed_of(note: str) -> Optional[str]:
         head = note.split(":", 1)[0]
         return head if ":" in note and " " not in head else None
@@ -116,7 +119,11 @@ def _merged(name: str, tiny: bool, beds: Sequence[str], rows, data: dict, notes:
     data = {**{b: d for b, d in old.get("data", {}).items() if kept(b)}, **data}
     # Notes of the kept beds, then this run's (its general notes replace the old ones).
     notes = [n for n in old.get("notes", []) if kept(bed_of(n))] + list(notes)
-    return rows, data, notes
+    # Each kept bed keeps the commit and time it was measured at (the whole old run's
+    # where the old result predates per-bed runs).
+    old_run = {"commit": old.get("commit"), "time": old.get("time")}
+    runs = {**{b: old.get("runs", {}).get(b, old_run) for b in known if kept(b)}, **runs}
+    return rows, data, notes, runs
 
 
 # The latency FUSE beds, by the NFS client they stand for: attributes and entries cached
