@@ -11,7 +11,12 @@ and one including the agent's trace2 settings as `git-tune agent enable --all` w
 them), so what is measured is everything the agent adds to a command: reading its
 include, creating the event file, writing the events.
 
-    python3 bench/agent_overhead.py [--tiny] [--commands N]
+The agent's cost is a fixed time per command (git's writer makes one write and, to
+ignore SIGPIPE around it, two sigactions per event), so the bench runs three tree sizes:
+100 files, where a status is short enough to time that cost to a tenth of a millisecond
+in many pairs, then 10,000 and 100,000 files, its share of a real status.
+
+    python3 bench/agent_overhead.py [--tiny] [--beds tmpfs,disk] [--sizes 100 10000 100000] [--commands N]
 """
 import os
 import shutil
@@ -22,6 +27,7 @@ import time
 from common import BedUnavailable, ab, bed_latency, median, ms, parser, repo_on, report, storage
 
 BEDS = ("tmpfs", "disk", "latfs-nfs")
+SHORT = 100     # files: the tree whose status times the agent's fixed cost
 
 
 def isolate(home: str, runtime: str) -> None:
@@ -36,13 +42,14 @@ def isolate(home: str, runtime: str) -> None:
     os.environ.pop("GIT_TUNE_STATE_DIR", None)
 
 
-def variant(home: str, name: str, target: str) -> str:
-    """A global config routing events to `target` with the agent's other settings."""
+def variant(home: str, name: str, target: str, **changed: str) -> str:
+    """A global config routing events to `target` with the agent's other settings
+    (`changed`: trace2 settings by their short lower-case name, e.g. eventnesting)."""
     from git_tune.advisor.agent import switch
     include = os.path.join(home, f"{name}.agent.gitconfig")
+    settings = {k.split(".", 1)[1]: v for k, v in switch.trace2_settings(target).items()}
     with open(include, "w") as f:
-        f.write("[trace2]\n" + "".join(f"\t{k.split('.', 1)[1]} = {v}\n" for k, v in
-                                       switch.trace2_settings(target).items()))
+        f.write("[trace2]\n" + "".join(f"\t{k} = {v}\n" for k, v in {**settings, **changed}.items()))
     path = os.path.join(home, f"{name}.gitconfig")
     with open(path, "w") as f:
         f.write(f"[include]\n\tpath = {include}\n")
@@ -110,6 +117,20 @@ def cell(repo: str, plain: str, agent: str, repeat: int, after=None) -> dict:
     return {"off": off, "on": on, "ratio": est.ratio, "low": est.low, "high": est.high}
 
 
+def fixed_cost(kind: str, sizes, data: dict) -> str:
+    """The agent's cost per command, read from the shortest status (its paired ratio
+    times that status's time), and its share of each larger status on the bed."""
+    short = min(sizes)
+    c = data[f"{kind}-{short}-runtime dir (tmpfs)-running"]
+    base = median(c["off"])
+    cost = [(r - 1) * base * 1e3 for r in (c["ratio"], c["low"], c["high"])]
+    shares = ", ".join(f"{cost[0] / (median(data[f'{kind}-{n}-runtime dir (tmpfs)-running']['off']) * 1e3) * 100:.1f}% "
+                       f"of {n} files' status" for n in sizes if n != short)
+    return (f"{kind}: the agent (collector running) adds {cost[0]:.2f} ms [{cost[1]:.2f}, {cost[2]:.2f}] "
+            f"to each command, timed on {short} files; {shares or 'no larger tree run'}; "
+            f"at most 1% of any command over {max(cost[0], 0) * 100:.0f} ms")
+
+
 def soak(repo: str, agent: str, commands: int) -> dict:
     """`commands` statuses with the collector running: its peak memory, the store's
     bytes, the spool's peak file count."""
@@ -134,13 +155,13 @@ def soak(repo: str, agent: str, commands: int) -> dict:
 def main():
     p = parser(__doc__)
     p.add_argument("--commands", type=int, default=None, help="commands in the soak")
-    p.add_argument("--beds", default=",".join(BEDS),
-                   help="comma-separated beds to run (the others' rows are kept from the "
-                        "last run)")
+    p.add_argument("--beds", default=",".join(BEDS), help="comma-separated beds to run")
+    p.add_argument("--sizes", type=int, nargs="+", default=None,
+                   help="files in the work tree (default 100 10000 100000; --tiny 100 1000)")
     args = p.parse_args()
     beds = tuple(b for b in args.beds.split(",") if b)
-    files = 1000 if args.tiny else 10000
-    repeat = args.repeat or (5 if args.tiny else 30)
+    sizes = args.sizes or ([100, 1000] if args.tiny else [100, 10000, 100000])
+    repeat = args.repeat or (5 if args.tiny else 60)
     commands = args.commands or (200 if args.tiny else 10000)
     home = tempfile.mkdtemp(prefix="git-tune-agent-bench-")
     runtime = tempfile.mkdtemp(prefix="git-tune-agent-run-", dir="/dev/shm")  # 0700, tmpfs
@@ -163,24 +184,32 @@ def main():
                  drain(disk_spool)),
                 ("af_unix socket", "reading", variant(home, "socket", f"af_unix:stream:{sock}"),
                  None),
-                ("/dev/null (git's floor)", "-", variant(home, "null", "/dev/null"), None))
+                ("/dev/null (git's floor)", "-", variant(home, "null", "/dev/null"), None),
+                ("/dev/null, nesting 1", "-", variant(home, "null1", "/dev/null", eventnesting="1"),
+                 None))
         for kind in beds:
             try:
-                with storage(kind, bed_latency(args.tiny)) as mnt:
-                    repo = repo_on(kind, mnt, files)
-                    status_run(repo, plain)()              # settles the index's stat data
-                    for where, how, config, after in arms:
-                        if how == "running":
-                            collector.start()
-                        elif how == "stopped":
-                            collector.stop()
-                        c = cell(repo, plain, config, repeat, after)
-                        data[f"{kind}-{where}-{how}"] = c
-                        rows.append((kind, where, how, ms(median(c["off"])), ms(median(c["on"])),
-                                     f"{(median(c['on']) - median(c['off'])) * 1e3:+.2f} ms",
-                                     f"{(c['ratio'] - 1) * 100:+.1f}% "
-                                     f"[{(c['low'] - 1) * 100:+.1f}, {(c['high'] - 1) * 100:+.1f}]"))
-                    switch.collect()
+                # A 100,000-file repository's objects and tree fill about 1.5 GiB.
+                with storage(kind, bed_latency(args.tiny), size_mb=max(1024, max(sizes) // 40)) as mnt:
+                    for files in sizes:
+                        repo = repo_on(kind, mnt, files, name=f"repo-{files}")
+                        status_run(repo, plain)()          # settles the index's stat data
+                        for where, how, config, after in arms:
+                            if how == "running":
+                                collector.start()
+                            elif how == "stopped":
+                                collector.stop()
+                            # A short status: many pairs resolve its fixed cost.
+                            pairs = repeat * (8 if files <= SHORT else 1)
+                            c = cell(repo, plain, config, pairs, after)
+                            data[f"{kind}-{files}-{where}-{how}"] = c
+                            rows.append((kind, files, where, how, ms(median(c["off"])),
+                                         ms(median(c["on"])),
+                                         f"{(median(c['on']) - median(c['off'])) * 1e3:+.2f} ms",
+                                         f"{(c['ratio'] - 1) * 100:+.1f}% "
+                                         f"[{(c['low'] - 1) * 100:+.1f}, {(c['high'] - 1) * 100:+.1f}]"))
+                        switch.collect()
+                notes.append(fixed_cost(kind, sizes, data))
             except BedUnavailable as e:
                 notes.append(f"{kind}: {e}")
         with storage("tmpfs") as mnt:
@@ -201,9 +230,9 @@ def main():
         collector.stop()
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(runtime, ignore_errors=True)
-    report("agent_overhead", f"hot git status -uno on {files} files: without and with the agent "
+    report("agent_overhead", f"hot git status -uno: without and with the agent "
            f"(median of {repeat}, paired)",
-           ("bed", "spool", "collector", "without", "with agent", "difference", "overhead [95%]"),
+           ("bed", "files", "spool", "collector", "without", "with agent", "difference", "overhead [95%]"),
            rows, data, args.tiny,
            notes + ["overhead: the median paired ratio less 1, with its bootstrap interval; "
                     "'stopped' is git with the routing on and nothing reading the spool; "
