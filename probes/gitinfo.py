@@ -179,7 +179,7 @@ def _skip_hash_in(directory: str) -> Tuple[Optional[bool], str]:
 def git_facts(layout, scratch: Optional[str], thorough: bool = False) -> GitFacts:
     """git's facts, for the located repository `layout` (None outside any)."""
     notes = []
-    repo = (layout.worktree or layout.git_dir) if layout else None
+    repo = layout.top if layout else None
     binary = shutil.which("git")
     version = git_version()
     if not binary or not version:

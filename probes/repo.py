@@ -22,6 +22,11 @@ class RepoLayout:
     bare: bool
     object_format: str = "sha1"      # sha256 in a repository made with --object-format=sha256
 
+    @property
+    def top(self) -> str:
+        """Where git runs for the repository: its work tree, its git directory where bare."""
+        return self.worktree or self.git_dir
+
 
 @dataclass(frozen=True)
 class RepoFacts:

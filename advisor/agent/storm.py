@@ -72,14 +72,17 @@ def experiment_command(repo: str) -> str:
     return f"git-tune agent experiment core.checkStat=minimal --yes --repo {shlex.quote(repo)}"
 
 
-def recurring(repo: str) -> Optional[Storm]:
+def recurring(repo: Optional[str]) -> Optional[Storm]:
     """The storm of unstable stat data the agent has recorded in the work tree `repo`
     (its latest run of commands, each re-reading most entries though the index was
-    written back between them), None where there is none or the agent records nothing.
+    written back between them), None where there is none, the agent records nothing,
+    or the repository has no work tree (None).
     Never makes the agent's directory."""
     from ... import ownpaths
     from . import store
     from ...errors import UnsafeState
+    if repo is None:
+        return None
     try:
         if not os.path.isdir(os.path.join(ownpaths.state_dir(create=False), "agent")):
             return None

@@ -148,17 +148,19 @@ def enable(repo: Optional[str], watch_all: bool) -> dict:
     """Route git's events to the spool, watch the repository (or every one), start the
     collector. Serialised: two at once leave one collector and both repositories."""
     version = gitinfo.require_git()
+    watched = None
     if not watch_all:
         layout = repo_probe.locate(repo)
         if layout is None or not layout.worktree:
             raise UsageError("agent enable needs a repository with a work tree (--repo or "
                              "run inside one), or --all")
+        watched = os.path.realpath(layout.worktree)
     _refuse_foreign_target()
     with safefile.lock(store.agent_dir()):
         before = load()
         watch = set(before.watch) if before.enabled else set()
-        if not watch_all:
-            watch.add(os.path.realpath(layout.worktree))
+        if watched:
+            watch.add(watched)
         where = before.spool if before.enabled and before.spool else spool.spool_dir()
         state = AgentState(True, watch_all or (before.enabled and before.watch_all),
                            tuple(sorted(watch)), spool.ensure(where))

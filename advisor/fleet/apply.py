@@ -20,22 +20,23 @@ SCHEMA_VERSION = 1
 def apply_profile(path: str, scope_spec: str, repo: Optional[str], *, check: bool, force: bool,
                   override: bool) -> dict:
     profile = profiles.load(path)
+    understood = catalogue.understood(gitinfo.require_git())     # GitError without a git
     report = probe(repo)
-    here = dict(profiles.host_class(report), git_version=report.git.version)
+    version = report.git.version or "unknown"
+    here = dict(profiles.host_class(report), git_version=version)
     if here["storage_class"] != profile["class"]["storage_class"]:
         here["storage_class"] = _storage_class_again(repo, here["storage_class"])
     problems = profiles.mismatches(profile, here)
     if problems and not force:
         raise ProfileMismatch("this host is not of the profile's class: " + "; ".join(problems)
                                        + " (--force applies it anyway)")
-    understood = catalogue.understood(gitinfo.require_git())
     settings = {k: v for k, v in profile["settings"].items() if k in understood}
     dropped = sorted(set(profile["settings"]) - set(settings))
     layout = repo_probe.locate(repo)
     scope = scopes.resolve(scope_spec, layout)
     cwd = layout.worktree if layout else None
     prov = configwrite.Provenance(
-        report.git.version, f"profile:{profile['provenance']['fingerprint'] or 'merged'}",
+        version, f"profile:{profile['provenance']['fingerprint'] or 'merged'}",
         profile["class"]["storage_class"], cwd, None,
         {k: f"fleet profile {os.path.basename(path)}: {_evidence(profile['measurements'].get(k))}"
          for k in settings})

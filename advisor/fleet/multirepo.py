@@ -7,7 +7,7 @@ includeIf "gitdir:..." block.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..measure import calibrate as cal
 from ..measure.record import Options
@@ -39,7 +39,7 @@ def scan(root: str, depth: int = SCAN_DEPTH) -> List[str]:
 class RepoAdvice:
     repo: str
     git_dir: str
-    entries: int
+    entries: Optional[int]          # None where the index could not be read
     recommendation: dict
 
 
@@ -71,8 +71,9 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
     common = {}
     for k in sorted(keys):
         values = {s.get(k) for s in settings.values()}
-        if len(values) == 1 and None not in values:
-            common[k] = values.pop()
+        only = values.pop()
+        if not values and only is not None:     # every repository's, the same value
+            common[k] = only
     per_repo = {d: {k: v for k, v in s.items() if k not in common} for d, s in settings.items()}
     return MultiRecommendation(tuple(advice), common, {d: v for d, v in per_repo.items() if v})
 

@@ -18,7 +18,7 @@ import unicodedata
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import __version__
 from ..decide import advice
@@ -217,8 +217,9 @@ def parse(data, source: str) -> dict:
         agent = {catalogue.lookup(k).name: _agent_evidence(v, f"agent.{k}")
                  for k, v in _object(data.get("agent", {}), "agent").items()}
         prov = _object(data.get("provenance", {}), "provenance")
-        provenance = {"fingerprint": _text(prov.get("fingerprint"), "provenance.fingerprint", True),
-                      "hosts": int(_number(prov.get("hosts", 1), "provenance.hosts", True))}
+        provenance: Dict[str, Any] = {
+            "fingerprint": _text(prov.get("fingerprint"), "provenance.fingerprint", True),
+            "hosts": int(_number(prov.get("hosts", 1), "provenance.hosts", True))}
         if "fingerprints" in prov:
             if not isinstance(prov["fingerprints"], list):
                 raise MalformedProfile("provenance.fingerprints must be a list")

@@ -67,13 +67,8 @@ class TrialFacts:
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
 
 
-def _where(repo: RepoLayout) -> str:
-    """Where git runs for the repository: its work tree, its git directory where bare."""
-    return repo.worktree or repo.git_dir
-
-
 def _git(repo: RepoLayout, args: List[str]) -> str:
-    return gitbench.run_git(args, _where(repo), gitbench.config_env({}), hooks=False,
+    return gitbench.run_git(args, repo.top, gitbench.config_env({}), hooks=False,
                             output=True, repo=repo).stdout
 
 

@@ -67,7 +67,7 @@ class Sample:
 
 
 def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
-    proc = gitbench.run_git(["config", "--type=int", "--get", name], repo.worktree,
+    proc = gitbench.run_git(["config", "--type=int", "--get", name], repo.top,
                             gitbench.config_env({}), hooks=False, output=True,
                             repo=repo, ok=(0, 1))
     text = proc.stdout.strip()
@@ -90,7 +90,7 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     want = WINDOWS_FILLED * (window + 1) * n_threads
     out = gitbench.run_git(["cat-file", "--batch-all-objects",
                             "--batch-check=%(objectsize) %(objectname)"],
-                           repo.worktree, gitbench.config_env({}), hooks=False,
+                           repo.top, gitbench.config_env({}), hooks=False,
                            output=True, repo=repo).stdout
     sized = []
     for line in out.splitlines():
@@ -132,7 +132,8 @@ def ladder(allowed: int, n_threads: int) -> List[int]:
 
 def _settings(size: int) -> Dict[str, str]:
     """Both keys at `size`; the cache no larger than git reads (an int: below 2g)."""
-    cache = min(size, catalogue.lookup(CACHE).max)
+    most = catalogue.lookup(CACHE).max
+    cache = size if most is None else min(size, most)
     return {WINDOW: catalogue.format_size(size), CACHE: catalogue.format_size(cache)}
 
 

@@ -341,12 +341,16 @@ def _hopeless(bench: Bench) -> Optional[str]:
     return _off_cannot_win(s.facts_as(Facts))
 
 
+def _no_preload_threads(entries: int) -> str:
+    return (f"Git starts no preload threads for {entries} entries (preload-index.c "
+            "needs 1,000): on and off are the same work")
+
+
 def _off_cannot_win(f: Facts) -> Optional[str]:
     """Git starts no threads for this index, or the engine's lstat pass at one thread
     (what status does with preload off) is clearly slower than at Git's thread count."""
     if f.git_threads < 2:
-        return (f"Git starts no preload threads for {f.entries} entries (preload-index.c "
-                "needs 1,000): on and off are the same work")
+        return _no_preload_threads(f.entries)
     slower = f.off_slower()
     if slower is None or slower < stats.CLEARLY:
         return None
@@ -363,7 +367,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     trials of its rank run (its stakes are none), unless what the budget has left cannot
     hold the comparison: the engine's measurement then stands."""
     if git_threads(len(bench.names)) < 2:
-        return Trial.not_run(KEY, _off_cannot_win(Facts(len(bench.names), 1, None, None)))
+        return Trial.not_run(KEY, _no_preload_threads(len(bench.names)))
     if KEY in bench.trials:
         return bench.trials[KEY]        # confirmed within the sweep's share
     hopeless = _hopeless(bench)
@@ -493,6 +497,7 @@ def _fresh_sample_seconds(bench: Bench, n: Optional[int]) -> float:
         return 0.0
     if bench.ws.fresh_seconds is None:
         os.unlink(bench.ws.fresh_sample(n, 0).index_file)
+    assert bench.ws.fresh_seconds is not None       # fresh_sample times what it makes
     return bench.ws.fresh_seconds
 
 

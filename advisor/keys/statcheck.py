@@ -137,8 +137,9 @@ class StatKey(registry.Tuner):
         one refresh a trial can make here proves nothing (a second view of the tree, with
         other stat data, unsettles it again): the evidence, and exactly what to type to
         settle it on those commands. None where the agent saw no such storm."""
-        storm = storm_mod.recurring(bench.repo.worktree)
-        if storm is None:
+        worktree = bench.repo.worktree
+        storm = storm_mod.recurring(worktree)
+        if storm is None or worktree is None:
             return None
         if self.tolerates != TUNERS["core.checkStat"].tolerates:
             return Trial.not_run(key.name, "the agent's evidence of recurring re-reads points "
@@ -149,7 +150,7 @@ class StatKey(registry.Tuner):
                              "the index was written back between them: this work tree is "
                              "also used through a view with other stat data, which one "
                              "refresh here cannot show; try it on your own commands: "
-                             + storm_mod.experiment_command(bench.repo.worktree),
+                             + storm_mod.experiment_command(worktree),
                              agent_commands=storm.commands, entries=storm.entries,
                              reread=storm.rehashed)
 

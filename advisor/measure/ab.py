@@ -143,6 +143,7 @@ def run(workload: str, default: Dict[str, str], candidate: Dict[str, str],
     if w.error_default or w.error_candidate:
         return _one_side_fails(workload, default, candidate, run_default, run_candidate,
                                w.error_default, w.error_candidate, files, how)
+    assert w.default is not None and w.candidate is not None     # neither side failed
     pair = w.wall
     minimum = _fewest_pairs(w.default, w.candidate, how)
     if pair * minimum > how.left():
@@ -249,6 +250,7 @@ def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, f
     c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)
     for _ in range(how.extensions):
         est = c.estimate
+        assert est is not None          # both sides ran: a comparison has its estimate
         # Priced at the pairs so far (the warm-up's can be a cold outlier).
         pair = (sum(ta) + sum(tb)) / len(ta)
         if why or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \

@@ -47,7 +47,7 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     layout = repo_probe.locate(repo)
     if not budget or budget <= 0:
         return probe(repo, located=layout)
-    settled = settle.wait(layout.worktree or layout.git_dir if layout else path,
+    settled = settle.wait(layout.top if layout else path,
                           budget * plan.SETTLE)
     report = probe(repo, allowance=budget * plan.PROBE, flushing=settled.flushing,
                    located=layout)

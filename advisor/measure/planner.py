@@ -503,7 +503,7 @@ def memory_runner(what: str, args: List[str], repo, allowed: int, within: str,
     above `allowed` (`within`: of what) or was killed there, MeasurementFailed where git
     failed, DeadlineReached at the deadline. Each value of the key `named_by` has its
     first run kept in `seen` ("default" for Git's)."""
-    cwd = repo.worktree or repo.git_dir
+    cwd = repo.top
 
     def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
         env = repo_environ(repo, gitbench.config_env(settings))

@@ -185,6 +185,7 @@ class _Switch:
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
             switch: Optional[_Switch]) -> Tuple[str, Callable]:
     if name == "switch":
+        assert switch is not None       # verify skips the switch where it found none
         return workloads_model.command(name), switch.run
     found = registry.workload_runner(name, ws.layout, copies[side])
     if found is None:
@@ -222,13 +223,14 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
 
 
 def _layout(repo: Optional[str], located: Optional[repo_probe.RepoLayout]
-            ) -> repo_probe.RepoLayout:
+            ) -> Tuple[repo_probe.RepoLayout, str]:
+    """The repository and its work tree (verify times commands that need one)."""
     layout = located or repo_probe.locate(repo)
     if layout is None or not layout.worktree:
         raise UsageError("verify needs a repository with a working tree")
     if not os.path.exists(layout.index_file):
         raise UsageError("the repository has no index yet: run `git status` once")
-    return layout
+    return layout, layout.worktree
 
 
 def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
@@ -256,7 +258,7 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")
-    layout = _layout(repo, layout)
+    layout, worktree = _layout(repo, layout)
     settings = {"before": before if before is not None else defaults_for(after), "after": after}
     notes: List[str] = []
     cold_method = coldcache.make_cold([]) if cold else None
@@ -264,8 +266,8 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
     # Other processes' CPU while verify times git: the same warning as calibration's.
     watch = hostload.Watch(len(os.sched_getaffinity(0)))
     with one_measurement_at_a_time(layout.common_dir), \
-            scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                        same_fs_as=layout.worktree) as scratch:
+            scratch_dir([layout.git_dir, os.path.dirname(worktree)],
+                        same_fs_as=worktree) as scratch:
         if scratch is None:
             raise UsageError("no writable scratch directory on the repository's file system")
         ws = gitbench.Workspace(layout, scratch)
@@ -283,5 +285,5 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
     busy = watch.load().note(again="git-tune verify")
     if busy:
         notes.insert(0, busy)
-    return VerifyReport(SCHEMA_VERSION, layout.worktree, settings["before"], after, runs, cold,
+    return VerifyReport(SCHEMA_VERSION, worktree, settings["before"], after, runs, cold,
                         cold_method, tuple(results), tuple(notes))

@@ -55,12 +55,12 @@ def _restore_files(scope: Scope, originals: Dict[str, dict],
         lock = stack.enter_context(safefile.git_lock(config, journal.ledger())) if config and (
             os.path.lexists(config) or config in originals) else None
         now = lock.read() if lock else None
-        edited = lock is not None and now is not None and journal.digest(now) not in (
+        edited = config is not None and now is not None and journal.digest(now) not in (
             known.get(config, []) + [originals.get(config, {}).get("sha256")])
         for path, item in sorted(originals.items()):
             if path != config:
                 restored += safefile.restore_one(item)
-        if lock and edited:
+        if lock and edited and config and now is not None:     # (edited says so)
             lock.stage(configwrite.without_include(config, scope.include_file, now))
             lock.commit()
             removed_from = config
