@@ -107,6 +107,7 @@ def _batch_files(bench: Bench) -> BatchSize:
     except MeasurementFailed:
         return BatchSize(n, None, 0.0)  # the A/B itself sees and reports the failure
     k_large = len(large.paths)
+    assert small.last_wall is not None and large.last_wall is not None     # both ran
     # Priced by their walls: a run costs the budget its untimed removal of the files too.
     per_file, fixed = planner.line_through(len(small.paths), small.last_wall, k_large,
                                            large.last_wall)
@@ -251,6 +252,7 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
         except MeasurementFailed:
             return route        # the A/B sees and reports git's failure
         else:
+            assert work.last_wall is not None       # it ran
             repriced = prices.repriced(n, work.last_wall - (work.last_status or 0.0))
             if repriced.run(n) <= allowed:
                 return dataclasses.replace(route, warm=warm, warm_status=work.last_status)
@@ -427,7 +429,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     entry, costs more than its files, so where the whole tree is priced within PILOT_SLACK of fitting, one run of it, stopped at its
     allowance, decides. Elsewhere an evenly spread part is timed, skipped only where it
     would be no larger than the batch, which has then said all it can."""
-    if timed.seconds is not None:
+    if timed.work is not None and timed.seconds is not None:
         return timed.work, timed.seconds
     whole = _spread(bench, len(bench.names), gitbench.WholeTreeWrite)
     median, files = statistics.median(batch.times_default), max(1, batch.files or 1)

@@ -136,27 +136,35 @@ class GitLock:
         except FileNotFoundError:
             return None
 
+    def _held(self) -> int:
+        """The lock file's descriptor; RuntimeError once the lock is committed or released."""
+        if self._fd is None:
+            raise RuntimeError(f"'{self.lock_path}' is no longer held")
+        return self._fd
+
     def stage(self, data: bytes) -> None:
         """The lock file holds exactly `data` (not yet the file's)."""
-        os.ftruncate(self._fd, 0)
-        os.lseek(self._fd, 0, os.SEEK_SET)
+        fd = self._held()
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(fd, view):]
         self.staged = True
 
     def commit(self, mode: Optional[int] = None) -> None:
         """Rename the staged lock over the file (its mode kept, a new one `mode` or
         rw-r--r-- less the umask), fsynced as write_atomic does."""
+        fd = self._held()
         try:
             keep = os.stat(self.path).st_mode & 0o7777
         except FileNotFoundError:
             keep = None
-        os.fsync(self._fd)
-        os.fchmod(self._fd, mode if mode is not None else keep if keep is not None
+        os.fsync(fd)
+        os.fchmod(fd, mode if mode is not None else keep if keep is not None
                   else 0o644 & ~_umask())
         os.replace(self.lock_path, self.path)
-        os.close(self._fd)
+        os.close(fd)
         self._fd = None
         _fsync_dir(os.path.dirname(self.path))
 
@@ -310,7 +318,7 @@ def remove_stale_temps(directory: str, older_than: float = 3600.0) -> None:
 def describe_os_error(e: OSError, action: str, path: str) -> str:
     why = {errno.EROFS: "the file system is read-only", errno.ENOSPC: "the disk is full",
            errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-           errno.EDQUOT: "the disk quota is exceeded"}.get(e.errno, e.strerror or str(e))
+           errno.EDQUOT: "the disk quota is exceeded"}.get(e.errno or 0, e.strerror or str(e))
     return f"cannot {action} '{path}': {why}"
 
 
