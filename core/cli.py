@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .advisor.measure import search
-from .errors import GitTuneError, Interrupted, WouldChange
+from .errors import GitTuneError, Interrupted, UsageError, WouldChange
 from .output import emit, say
 
 EXIT_INTERRUPTED = Interrupted.exit_code
@@ -33,8 +33,14 @@ def scope_option(default="global"):
 
 
 def _verifiable():
+    """The workloads verify can time. Where a key catalogue (GIT_TUNE_KEYS) cannot be
+    read, the built-in ones: the command then says why, with its exit code, as every
+    command does, not a traceback at start."""
     from .models import workloads
-    return workloads.verified()
+    try:
+        return workloads.verified()
+    except UsageError:
+        return workloads.built_in_verified()
 
 
 def workload_option(f):

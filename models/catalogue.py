@@ -53,6 +53,11 @@ def format_size(n: int) -> str:
     return str(n)
 
 
+# A key's type: how its values are read, validated and shown.
+TYPES = ("bool", "enum", "int", "bool-or-int", "size")
+NUMERIC = ("int", "bool-or-int", "size")    # these have a min and a max
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -86,6 +91,12 @@ class Key:
     def writable(self) -> bool:
         return not self.not_written_because
 
+    @property
+    def bounds(self) -> Tuple[int, int]:
+        """(min, max) of a numeric key (int, bool-or-int, size): the loader requires both."""
+        assert self.min is not None and self.max is not None, self.name
+        return self.min, self.max
+
     def available(self, git_version: Version, platform: str = sys.platform) -> bool:
         since = self.since_linux if (platform.startswith("linux") and self.since_linux) else self.since
         return git_version >= since
@@ -105,7 +116,8 @@ class Key:
                 return text
         elif self.type == "size":
             number = parse_size(text)
-            if number is not None and self.min <= number <= self.max:
+            low, high = self.bounds
+            if number is not None and low <= number <= high:
                 return format_size(number)
         elif self.type in ("int", "bool-or-int"):
             if self.type == "bool-or-int" and text.lower() in ("true", "false"):
@@ -113,8 +125,8 @@ class Key:
             # ASCII digits only: Python's int() also takes "1_0" and other scripts' digits,
             # which git's strtol-based parser refuses ("bad numeric config value").
             if re.fullmatch(r"[+-]?[0-9]{1,12}", text, re.ASCII):
-                number = int(text)
-                if self.min <= number <= self.max:
+                number, (low, high) = int(text), self.bounds
+                if low <= number <= high:
                     return self._explicit(str(number))
         raise UsageError(f"{self.name}={_shown(value)} is not a valid value ({self.describe_range()})")
 
@@ -136,21 +148,23 @@ class Key:
         """The values git-tune writes: the range, less those meaning online_cpus()."""
         if self.type not in ("int", "bool-or-int") or not self.online_cpus:
             return self.describe_range()
-        low = self.min + 1 if str(self.min) in self.online_cpus else self.min
+        low, high = self.bounds
+        low = low + 1 if str(low) in self.online_cpus else low
         extra = " or false" if self.type == "bool-or-int" and "false" not in self.online_cpus \
             else ""
-        return f"{low}..{self.max}{extra}"
+        return f"{low}..{high}{extra}"
 
     def describe_range(self) -> str:
         if self.type == "bool":
             return "true or false"
         if self.type == "enum":
             return " | ".join(self.values)
+        low, high = self.bounds
         if self.type == "size":
-            return (f"a size from {format_size(self.min)} to {format_size(self.max)}, "
+            return (f"a size from {format_size(low)} to {format_size(high)}, "
                     "in bytes or with k, m or g")
         extra = " or true/false" if self.type == "bool-or-int" else ""
-        return f"{self.min}..{self.max}{extra}"
+        return f"{low}..{high}{extra}"
 
 
 def _shown(value) -> str:
@@ -197,6 +211,12 @@ def _bound(k: dict, which: str) -> Optional[int]:
 def _keys(raw: dict) -> Dict[str, Key]:
     keys = {}
     for name, k in raw["keys"].items():
+        if k["type"] not in TYPES:
+            raise ValueError(f"{name}: type {k['type']!r} is not one of {', '.join(TYPES)}")
+        if k["type"] in NUMERIC and (k.get("min") is None or k.get("max") is None):
+            raise ValueError(f"{name}: a key of type {k['type']} needs a min and a max")
+        if k["type"] == "enum" and not k.get("values"):
+            raise ValueError(f"{name}: an enum key needs its values")
         keys[name] = Key(
             name=name, type=k["type"], default=k["default"], since=parse_version(k["since"]),
             affects=tuple(k["affects"]), measured_by=k["measured_by"], facts=" ".join(k["facts"].split()),

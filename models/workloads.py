@@ -64,6 +64,11 @@ def verified() -> Tuple[str, ...]:
     return tuple(w.name for w in table().values() if w.verify)
 
 
+def built_in_verified() -> Tuple[str, ...]:
+    """verified() without the keys' own workloads: what it is without the key catalogue."""
+    return tuple(name for name, w in _toml()["workload"].items() if w.get("verify", True))
+
+
 def showing(keys) -> Tuple[str, ...]:
     """The workloads `verify` times for these keys: those whose commands the keys affect."""
     ks = [catalogue.lookup(k) for k in keys]

@@ -757,3 +757,23 @@ def test_the_agents_look_for_stored_calibrations_skips_what_is_not_a_record(tmp_
     from git_tune.advisor.measure import calibrate as cal
     memo.save("calibration", "host|2.47.3|/a|b/.git|10|ci", {"schema": 1})
     assert cal.stored_git_dirs() == {"/r/.git", "/a|b/.git"}
+
+
+@pytest.mark.parametrize("entry, why", [
+    ('type = "int"\ndefault = "1"', "needs a min and a max"),
+    ('type = "size"\ndefault = "1m"\nmin = "1k"', "needs a min and a max"),
+    ('type = "string"\ndefault = "x"', "is not one of"),
+    ('type = "enum"\ndefault = "a"', "needs its values"),
+])
+def test_a_key_catalogue_the_code_cannot_use_is_a_clear_error(tmp_path, entry, why):
+    """A plug-in's GIT_TUNE_KEYS entry is refused where it loads, with the reason, not
+    later with a traceback where a value is checked against a bound it lacks."""
+    toml = tmp_path / "keys.toml"
+    toml.write_text('[keys."toy.knob"]\n' + entry + '\nsince = "2.0"\naffects = ["status"]\n'
+                    'measured_by = "nothing"\nfacts = "a test key"\n')
+    proc = subprocess.run(["git-tune", "set", "toy.knob=2", "--scope", f"file:{tmp_path}/config"],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, GIT_TUNE_KEYS=str(toml)))
+    assert proc.returncode == 2, proc.stderr
+    assert "not a valid key catalogue" in proc.stderr and why in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "config").exists()

@@ -379,7 +379,7 @@ def shown(exp: Experiment, arm: str) -> str:
     value = exp.value(arm)
     if arm == APPROVED and exp.approved is None:
         return f"Git default ({value} in its slots)" if value is not None else "Git default"
-    return value
+    return value if value is not None else "Git default"
 
 
 def set_elsewhere(layout, key: str, approved: Optional[str]) -> Optional[str]:
@@ -545,6 +545,7 @@ def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
     if len(b) < stats.MIN_RUNS:
         return None
     est = comparison_of(exp).estimate
+    assert est is not None      # MIN_RUNS pairs, each with both arms' slots
     if est.verdict == stats.FASTER:
         return CANDIDATE, f"faster beyond noise: {1 / est.ratio:.2f}x over {len(b)} pairs"
     if est.verdict == stats.SLOWER:

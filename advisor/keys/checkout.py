@@ -80,7 +80,8 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
         a = dataclasses.replace(a, reason=f"{a.reason} (weighted, against "
                                           + ", ".join(others) + ")")
     if a.status == advice.SET and facts.part:
-        return _beyond_the_part(w, a, by_count(t)[w].main, facts, cal.sweeps.get("checkout"))
+        return _beyond_the_part(w, a, by_count(t)[w].main, facts, facts.part,
+                                cal.sweeps.get("checkout"))
     return w, a
 
 
@@ -88,11 +89,12 @@ def _unless_racy(key, w: int, t: Trial, facts: WorkersFacts, a: advice.KeyAdvice
                  ) -> advice.KeyAdvice:
     """a, or where a part set `w` and the next status pays more than the write saves
     the tree (_racy_reread), Git's default with that reason."""
-    costly = _racy_reread(w, t.main, facts) if a.status == advice.SET and facts.part else None
+    costly = (_racy_reread(w, t.main, facts, facts.part)
+              if a.status == advice.SET and facts.part else None)
     return advice.not_set(key, costly, a.evidence) if costly else a
 
 
-def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
+def _racy_reread(w: int, c: Comparison, facts: WorkersFacts, part: int) -> Optional[str]:
     """Why `w` workers are not set where the next status's racy re-read would cost the
     tree more than the write saves it; None where it does not.
 
@@ -107,7 +109,7 @@ def _racy_reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[str]:
     if timed is None or not c.times_default:
         return None     # one side failed: the side that works is set whatever its speed
     write, extra = timed
-    saved = ((statistics.median(c.times_default) - write) * facts.entries / facts.part
+    saved = ((statistics.median(c.times_default) - write) * facts.entries / part
              if facts.entries else 0.0)
     if extra <= 0 or extra < saved:
         return None
@@ -128,7 +130,7 @@ def _reread(w: int, c: Comparison, facts: WorkersFacts) -> Optional[Tuple[float,
 
 
 def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersFacts,
-                     s: Optional[Sweep]) -> Tuple[int, advice.KeyAdvice]:
+                     part: int, s: Optional[Sweep]) -> Tuple[int, advice.KeyAdvice]:
     """Where a part capped the counts real git timed (PART_FILES_PER_WORKER files a
     worker) below the engine's pick, and real git showed the capped count faster beyond
     noise (`c`, its comparison), the engine's ranking chooses the count, up to
@@ -145,7 +147,7 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersF
     (_held_by_the_status), real git's count stands; and never more than EXTRAPOLATE
     times it, whatever the engine's ranking."""
     f = _facts(s)
-    top = _part_top(facts.part)
+    top = _part_top(part)
     medians = _engine_medians(s) if s else {}
     below = [c for c in medians if c <= w]
     if s is None or w < top or 1 not in medians or not below or not f.cores:
@@ -158,10 +160,10 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersF
     hidden, ahead = medians[1] / medians[pick], medians[near] / medians[pick]
     if hidden <= f.cores or ahead <= 1 + KNEE:
         return w, a
-    held = _held_by_the_status(w, pick, ahead, c, facts)
+    held = _held_by_the_status(w, pick, ahead, c, facts, part)
     if held is not None:
         return w, dataclasses.replace(a, reason=f"{a.reason}; not more than {w}: {held}")
-    reason = (f"{a.reason}; {pick} set, not {w}: a part of {facts.part} files times at most "
+    reason = (f"{a.reason}; {pick} set, not {w}: a part of {part} files times at most "
               f"{top} workers, and the engine's writes on this storage, {hidden:.1f}x faster "
               f"with {pick} threads than one (more than its {f.cores} cores: they wait on the "
               f"storage, where the engine ranks worker counts as git does), put {pick} "
@@ -171,7 +173,7 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersF
 
 
 def _held_by_the_status(w: int, pick: int, ahead: float, c: Comparison,
-                        facts: WorkersFacts) -> Optional[str]:
+                        facts: WorkersFacts, part: int) -> Optional[str]:
     """Why `pick` workers, whose writes the engine puts `ahead` times faster than `w`'s,
     are not set beyond the `w` real git timed; None where they are.
 
@@ -191,7 +193,7 @@ def _held_by_the_status(w: int, pick: int, ahead: float, c: Comparison,
             "writes do not show")
     write, reread = timed
     extra = reread * (ahead - 1)
-    saved = write * facts.entries / facts.part * (1 - 1 / ahead)
+    saved = write * facts.entries / part * (1 - 1 / ahead)
     if extra <= 0 or extra < saved:
         return None
     return (f"{pick} workers would write faster still, but the next git status would "
@@ -242,8 +244,8 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
     noise, and the engine's writes hid more latency than its cores (the storage's wait,
     where it ranks counts as git does), the user's switches on the whole tree ask again."""
     facts, c = t.facts_as(WorkersFacts), t.main
-    w = c.candidate.get(WORKERS)
-    if not facts.part or s is None or w is None or not planner.within_noise(c):
+    w, est = c.candidate.get(WORKERS), c.estimate
+    if not facts.part or s is None or w is None or est is None or not planner.within_noise(c):
         return None
     # One thread's time over the pick's: _saved is 0 where either is unmeasured.
     hidden, cores = 1 / (1 - _saved(s)), _facts(s).cores
@@ -251,7 +253,7 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
         return None
     pick = _engine_pick(s)
     return str(w), (f"real git timed {w} workers on a part of {facts.part} files: "
-                    f"{c.estimate.speedup:.2f}x, within the noise of its runs; the engine's "
+                    f"{est.speedup:.2f}x, within the noise of its runs; the engine's "
                     f"writes were {hidden:.1f}x faster with {pick} threads than one (more "
                     f"than its {cores} cores): your branch switches compare {w} with the "
                     "value in force")
