@@ -5,7 +5,7 @@ Exit codes: the table in errors.py (also in README.md), mapped in TuneGroup.
 import shutil
 import signal
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -225,32 +225,33 @@ def _progress_bar():
     what was said before it is on lines of its own."""
     if not sys.stderr.isatty():
         return None, lambda: None
-    state = {"done": 0, "bar": None}
     # "<label>  [<bar>]  100%  00:00:07": the line never reaches the last column, or the
     # terminal wraps it and every redraw stacks a new line.
     columns = shutil.get_terminal_size((80, 24)).columns
     bar_width = max(8, min(24, columns // 4))
     label_width = max(10, columns - bar_width - 25)
+    bar: Optional[Any] = None           # click's ProgressBar, once progress is reported
+    done = 0                            # of 1000
 
     def update(phase, fraction):
-        bar = state["bar"]
+        nonlocal bar, done
         if bar is None:
-            bar = state["bar"] = click.progressbar(length=1000, label="calibrating",
-                                                   file=sys.stderr, width=bar_width)
+            bar = click.progressbar(length=1000, label="calibrating", file=sys.stderr,
+                                    width=bar_width)
             bar.__enter__()
         label = f"calibrating: {PHASES.get(phase, phase)}"
         bar.label = (label[:label_width - 1] + "…" if len(label) > label_width
                      else label.ljust(label_width))
-        step = int(fraction * 1000) - state["done"]
-        bar.update(max(0, step))       # a redraw per report: the label moves on
-        state["done"] += max(0, step)
+        step = max(0, int(fraction * 1000) - done)
+        bar.update(step)                # a redraw per report: the label moves on
+        done += step
 
     def close():
         """End the bar's line (once): what is said next starts on a line of its own."""
-        if state["bar"] is not None:
-            state["bar"].__exit__(None, None, None)
-            state["bar"] = None
-            state["done"] = 1000
+        nonlocal bar, done
+        if bar is not None:
+            bar.__exit__(None, None, None)
+            bar, done = None, 1000
     return update, close
 
 
@@ -593,7 +594,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
     from .models import catalogue
     key, value = catalogue.parse_assignment(assignment)
     exp = experiment.start(scope, key, value, repo, yes=yes)
-    emit(experiment.status(), as_json,
+    emit(experiment.status() or {}, as_json,
          lambda r: f"experiment on {exp.key}: "
                    f"{experiment.shown(exp, experiment.APPROVED)} against "
                    f"{exp.candidate}, {experiment.SLOT_COMMANDS} commands a slot; "

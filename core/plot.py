@@ -1,6 +1,7 @@
 """PNG plots: what real git measured per key, and the engine's curves (matplotlib, an
 optional extra)."""
 import sys
+from typing import Dict, List
 
 from .errors import UsageError
 
@@ -20,7 +21,7 @@ def _pyplot():
 
 
 def _series(evaluations, x_key, group_key=None):
-    groups = {}
+    groups: Dict[object, Dict[object, List[float]]] = {}
     for e in evaluations:
         if e["value"] is None:
             continue

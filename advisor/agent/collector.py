@@ -28,7 +28,11 @@ TEND_EVERY = 60.0
 
 
 class AgentStateLike(Protocol):
-    enabled: bool
+    """What the loop reads of the agent's state (switch.AgentState)."""
+    @property
+    def enabled(self) -> bool: ...
+
+
 PID_FILE = "collector.pid"
 
 

@@ -48,7 +48,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
         return None     # no worker count to trial it at (the workers' record says why)
     w, parallel = chosen(catalogue.lookup(WORKERS), bench,
                          workloads.weights(bench.options.workload))
-    if parallel.status != advice.SET:
+    if parallel.status != advice.SET or w is None:
         # The threshold does nothing where parallel checkout is off (_decide_threshold):
         # its batches wait for the budget's end, where the workers' further runs may set
         # a count; timed now, they would take what the other keys could have had.
@@ -82,7 +82,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
         if point.fails:
             break
         points.append(point)
-    points.sort(key=lambda c: c.files)
+    points.sort(key=_files)
     bench.sharpen[THRESHOLD] = lambda: _retimed_threshold(bench, w)
     return Trial(THRESHOLD, tuple(points), asdict(ThresholdFacts(w, per_worker)))
 
@@ -96,7 +96,7 @@ def _retimed_threshold(bench: Bench, timed_at: Optional[int]) -> Optional[Trial]
     stands (or parallel checkout is not set)."""
     w, workers = chosen(catalogue.lookup(WORKERS), bench,
                         workloads.weights(bench.options.workload))
-    if w == timed_at or workers.status != advice.SET:
+    if w == timed_at or workers.status != advice.SET or w is None:
         return None
     before = ("were not timed: no count was set" if timed_at is None
               else f"were timed at {timed_at}")
@@ -111,6 +111,11 @@ def _batch(bench: Bench, n: int, on_part: bool) -> gitbench.CheckoutWorkload:
     return _on_part(bench.ws.part(n)) if on_part else _workload(bench, n)
 
 
+def _files(c: Comparison) -> int:
+    """A batch's files (every batch comparison names them)."""
+    return c.files or 0
+
+
 def _wins(c: Comparison) -> bool:
     return costmodel.parallel_wins(statistics.median(c.times_default),
                                    statistics.median(c.times_candidate), THRESHOLD_MARGIN)
@@ -118,19 +123,19 @@ def _wins(c: Comparison) -> bool:
 
 def _bisect(points: List[Comparison]) -> Optional[int]:
     """The batch size halfway (geometrically) between the largest lost and next won."""
-    points.sort(key=lambda c: c.files)
+    points.sort(key=_files)
     lost = [c for c in points if not _wins(c)]
-    won = [c for c in points if _wins(c) and (not lost or c.files > lost[-1].files)]
+    won = [c for c in points if _wins(c) and (not lost or _files(c) > _files(lost[-1]))]
     if not lost or not won:
         return None
-    lo, hi = lost[-1].files, won[0].files
+    lo, hi = _files(lost[-1]), _files(won[0])
     mid = int(round((lo * hi) ** 0.5))
     return mid if lo < mid < hi else None
 
 
 def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
     w, workers = chosen(catalogue.lookup(WORKERS), cal, weights)
-    if workers.status != advice.SET:
+    if workers.status != advice.SET or w is None:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")
     t, why, ev = _threshold(cal, w)
     default = int(key.default)
@@ -167,8 +172,8 @@ def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict
     of 455 on this disk after 400 files were measured 1.3-1.7x faster)."""
     trial = _threshold_trial(cal, workers)
     if trial:
-        pts = [(c.files, statistics.median(c.times_default), statistics.median(c.times_candidate))
-               for c in trial.comparisons]
+        pts = [(_files(c), statistics.median(c.times_default),
+                statistics.median(c.times_candidate)) for c in trial.comparisons]
         # The crossing lies between the largest batch parallel lost and the next one
         # (crossing() answers the first size when parallel never lost, None when it
         # lost at the largest).
@@ -258,9 +263,9 @@ class Threshold(registry.Tuner):
         fewer files: priced at its files' share, the trial starts where it cannot finish
         (docs/planner.md, "Figures behind the threshold's rules")."""
         workers = bench.trials.get(WORKERS)
-        f = workers.facts_as(WorkersFacts) if workers else None
-        if f is None:
+        if workers is None:
             return None
+        f = workers.facts_as(WorkersFacts)
         if f.part_fixed is not None and f.part_per_file is not None:
             return least_seconds(f.part_fixed + TINY_FILES * f.part_per_file)
         sequential = workers.main.times_default if workers.comparisons else ()

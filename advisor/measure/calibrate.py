@@ -12,6 +12,7 @@ import dataclasses
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Set
 
 from ... import __version__
@@ -24,10 +25,11 @@ from .record import (FAILS_DEFAULT, Calibration, Host, Options,
                      RecordUnreadable, Repository, SCHEMA_VERSION,
                      Storage)
 from .sweep import MeasurementFailed
-from ...errors import EngineError, UsageError
+from ...errors import EngineError, GitError, UsageError
 from ...models import workloads
 from ...probes import fingerprint, gitinfo, memo, repo as repo_probe
 from ...probes.report import ProbeReport, probe
+from ...probes.storage import StorageReport
 from ...probes.scratch import one_measurement_at_a_time, scratch_dir
 from ...models.storage import NETWORK
 
@@ -54,17 +56,38 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     return dataclasses.replace(report, timings={"settle": settled.waited, **report.timings})
 
 
-def _layout(report: ProbeReport) -> repo_probe.RepoLayout:
-    if report.repository is None:
+@dataclass(frozen=True)
+class Subject:
+    """What a calibration needs of the probe's report, checked once (subject()): a
+    repository with a work tree and a readable index, on storage the probe measured."""
+    facts: repo_probe.RepoFacts
+    layout: repo_probe.RepoLayout
+    worktree: str
+    storage: StorageReport
+    index_version: int
+    git_version: str
+
+
+def subject(report: ProbeReport) -> Subject:
+    """The report's repository as a calibration needs it, or UsageError saying why not."""
+    facts = report.repository
+    if facts is None:
         raise UsageError(f"'{report.path}' is not inside a git repository")
-    layout = report.repository.layout
+    layout = facts.layout
     if not layout.worktree:
         raise UsageError("calibration needs a working tree; this repository is bare")
-    if report.repository.index_error or not report.repository.index:
+    if facts.index_error or not facts.index:
         raise UsageError("the repository's index cannot be read: "
-                         f"{report.repository.index_error or 'no index'}; "
+                         f"{facts.index_error or 'no index'}; "
                          "run `git status` to recreate it before calibrating")
-    return layout
+    storage = report.primary_storage()
+    if storage is None:
+        raise UsageError(f"the storage of '{layout.worktree}' could not be probed")
+    if report.git.version is None:
+        gitinfo.require_git()               # GitError (exit 4) saying why there is none
+        raise GitError("git's version could not be read")
+    return Subject(facts, layout, layout.worktree, storage, facts.index["version"],
+                   report.git.version)
 
 
 def cache_key(report: ProbeReport, workload: str = "mixed") -> str:
@@ -219,44 +242,43 @@ def bench_for(report: ProbeReport, opts: Options, budget: Budget,
     """What the sweeps and trials are given, from the probe's report: the repository's
     tracked files, the host, the storage's class and latencies, `ws` (None: nothing is
     timed)."""
-    layout = report.repository.layout
-    where = report.primary_storage()
-    return Bench(ws, repo_probe.tracked_sample(layout, n=10 ** 9), report.host.effective_cores,
-                 where.storage_class, report.git, opts, budget,
-                 pid_limit=report.host.cgroup.pids_max, stat_data=report.repository.stat_data,
+    s = subject(report)
+    return Bench(ws, repo_probe.tracked_sample(s.layout, n=10 ** 9), report.host.effective_cores,
+                 s.storage.storage_class, report.git, opts, budget,
+                 pid_limit=report.host.cgroup.pids_max, stat_data=s.facts.stat_data,
                  online_cpus=report.host.logical_cpus,
-                 latency={op: d["p50"] for op, d in where.latency.items() if d.get("p50")},
-                 untracked_walk=report.repository.untracked_walk,
+                 latency={op: d["p50"] for op, d in s.storage.latency.items() if d.get("p50")},
+                 untracked_walk=s.facts.untracked_walk,
                  memory_limit=report.host.memory_limit or report.host.memory_available,
                  memory_source="the cgroup's memory limit" if report.host.memory_limit
                  else "the host's available memory")
 
 
-def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
-               layout: repo_probe.RepoLayout) -> Bench:
+def _bench_run(report: ProbeReport, opts: Options, budget: Budget, s: Subject) -> Bench:
     """The sweeps and trials, in a scratch directory on the repository's file system, once
     that file system has written back earlier writes (settle's share of the budget). Where
     it has not, nothing is timed, not even a scratch directory made: what would be is
     the flush."""
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
-    done = settle.wait(layout.worktree, budget.left() * plan.SETTLE) \
-        if budget.left() else None
+    done = settle.wait(s.worktree, budget.left() * plan.SETTLE) if budget.left() else None
     budget.tick("settle")
     before = report.timings.get("settle", 0.0)     # the probe's own wait
-    if done is not None and done.flushing:
+    flushed = 0.0 if done is None else done.seconds
+    if done is not None and flushed is None:       # still writing back
         bench = bench_for(report, opts, budget, None)
         _nothing_timed(bench, before + done.waited)
         return bench
+    layout = s.layout
     with one_measurement_at_a_time(layout.common_dir), \
-            scratch_dir([layout.git_dir, os.path.dirname(layout.worktree)],
-                        same_fs_as=layout.worktree) as scratch, \
-            _local_scratch(report, layout) as local:
+            scratch_dir([layout.git_dir, os.path.dirname(s.worktree)],
+                        same_fs_as=s.worktree) as scratch, \
+            _local_scratch(s) as local:
         if scratch is None:
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
         bench = bench_for(report, opts, budget, gitbench.Workspace(layout, scratch, local))
-        waited = before + (done.seconds if done is not None else 0.0)
+        waited = before + (flushed or 0.0)
         if waited > opts.budget * plan.PROBE:
             bench.notes.append(f"waited {waited:.1f} s for the file system to write back "
                                "earlier writes before timing anything")
@@ -265,16 +287,16 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget,
 
 
 @contextlib.contextmanager
-def _local_scratch(report: ProbeReport, layout: repo_probe.RepoLayout) -> Iterator[Optional[str]]:
+def _local_scratch(s: Subject) -> Iterator[Optional[str]]:
     """Where the repository is on network storage and the host's temporary directory on
     another file system: a scratch directory there, for index copies git only reads
     (gitbench.Workspace.local), removed with the calibration; else None."""
     tmp = tempfile.gettempdir()
     try:
-        apart = os.stat(tmp).st_dev != os.stat(layout.worktree).st_dev
+        apart = os.stat(tmp).st_dev != os.stat(s.worktree).st_dev
     except OSError:
         apart = False
-    if report.primary_storage().storage_class != NETWORK or not apart:
+    if s.storage.storage_class != NETWORK or not apart:
         yield None
         return
     with scratch_dir([tmp]) as local:
@@ -336,16 +358,16 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
     workloads.weights(opts.workload)     # an unknown profile is the user's error
     # The probe that came before is part of what the user waits for: it counts.
     budget = Budget(opts.budget, progress, spent=sum(report.timings.values()))
-    layout = _layout(report)
-    storage = report.primary_storage()
+    s = subject(report)
     watch = hostload.Watch(report.host.effective_cores)
-    bench = _bench_run(report, opts, budget, layout)
+    bench = _bench_run(report, opts, budget, s)
     # The scratch directory's removal (on slow storage, seconds) is a line of its own:
     # every second of the wall belongs to one.
     budget.tick("cleanup")
     load = watch.load()
-    if load.note():
-        bench.notes.insert(0, load.note())
+    busy = load.note()
+    if busy:
+        bench.notes.insert(0, busy)
     if bench.unfinished and not bench.flushing:
         bench.notes.append("the budget ended before real git could decide "
                            + ", ".join(k if s is None else f"{k} ({s:.0f} s short)"
@@ -362,11 +384,10 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         SCHEMA_VERSION, __version__, time.time(), fingerprint.of_report(report), opts,
         Host(report.host.effective_cores, report.host.logical_cpus,
              report.host.cgroup.cpu_quota, report.host.cgroup.pids_max, load.others_cpus),
-        Storage(storage.fstype, storage.storage_class, tuple(storage.evidence),
-                tuple(storage.notes)),
-        report.git.version,
-        Repository(layout.worktree, layout.git_dir, report.repository.tracked_files,
-                   report.repository.index["version"]),
+        Storage(s.storage.fstype, s.storage.storage_class, tuple(s.storage.evidence),
+                tuple(s.storage.notes)),
+        s.git_version,
+        Repository(s.worktree, s.layout.git_dir, s.facts.tracked_files, s.index_version),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
         tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished),
         spent=_spent(report, budget, budget.used()))

@@ -106,7 +106,7 @@ def run_git(args: List[str], cwd: str, env: dict, timeout: Optional[float] = Non
         proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, input=input,
                        stdout=output, repo=repo)
     except GitError as e:
-        if left is not None and limit == left and plan.now() >= end:
+        if end is not None and limit == left and plan.now() >= end:
             raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
     if proc.returncode not in ok:
@@ -227,7 +227,7 @@ class Workspace:
     fresh_seconds: Optional[float] = None    # what the last fresh sample took to make
     _part_git: Optional[Dict[str, bytes]] = None   # an empty part's git directory's files
 
-    def index_copy(self, name: str, shape: "IndexShape" = None,
+    def index_copy(self, name: str, shape: Optional["IndexShape"] = None,
                    part: Optional["Part"] = None) -> str:
         """A copy of the user's index (of the part's, with `part`), rewritten by `git
         update-index` with the shape's options and config (made once per name, shape
@@ -240,7 +240,7 @@ class Workspace:
             source, where, repo = part.index_file, part.worktree, None
             path = os.path.join(part.worktree, ".git", f"index.{name}")
         else:
-            source, where, repo = self.layout.index_file, self.layout.worktree, self.layout
+            source, where, repo = self.layout.index_file, self.layout.top, self.layout
             path = os.path.join(self.root, f"index.{name}")
         _copy_index(source, path)
         run_git(["update-index", "--force-write-index", *shape.args], where,
@@ -255,7 +255,7 @@ class Workspace:
         sample (at 100,000 entries, 0.1-0.14 s a listing). Skip-worktree entries are left
         out: in a partial clone their blobs are not there to write (repo_probe.in_worktree)."""
         if self._listed is None:
-            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.worktree,
+            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.top,
                           config_env({}), hooks=False, output=True, repo=self.layout).stdout
             self._listed = repo_probe.in_worktree(out)
         return self._listed
@@ -331,7 +331,7 @@ class Workspace:
         path = os.path.join(self.local or self.root, f"index.sample-{n}-{which}")
         started = plan.now()
         _copy_index(self._all_marked.index_file, path)
-        run_git(["update-index", "-z", "--no-skip-worktree", "--stdin"], self.layout.worktree,
+        run_git(["update-index", "-z", "--no-skip-worktree", "--stdin"], self.layout.top,
                 dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path), hooks=False,
                 repo=self.layout, input="".join(r.split("\t", 1)[1] + "\0" for r in records))
         self.fresh_seconds = plan.now() - started
@@ -362,13 +362,13 @@ class Workspace:
                                  if r.split("\t", 1)[1] not in framed)
             # Last first: git moves every entry after a removed one down (read-cache.c,
             # remove_index_entry_at); at 100,000 entries 0.35 s in index order, 0.085 s so.
-            run_git(["update-index", "-z", "--force-remove", "--stdin"], self.layout.worktree,
+            run_git(["update-index", "-z", "--force-remove", "--stdin"], self.layout.top,
                     env, hooks=False, repo=self.layout,
                     input="".join(p + "\0" for p in reversed(list(gone))))
-        run_git(["update-index", "-z", "--skip-worktree", "--stdin"], self.layout.worktree,
+        run_git(["update-index", "-z", "--skip-worktree", "--stdin"], self.layout.top,
                 env, hooks=False, repo=self.layout, input="".join(p + "\0" for p in others))
         if refresh:
-            run_git(["update-index", "-q", "--refresh"], self.layout.worktree, env,
+            run_git(["update-index", "-q", "--refresh"], self.layout.top, env,
                     hooks=False, repo=self.layout, ok=(0, 1))
         return Sample(path, tuple(r.split("\t", 1)[1] for r in records), len(held))
 
@@ -480,6 +480,11 @@ class Part:
     @property
     def index_file(self) -> str:
         return os.path.join(self.worktree, ".git", "index")
+
+    @property
+    def top(self) -> str:
+        """Where git runs for the part, as RepoLayout.top is for the user's repository."""
+        return self.worktree
 
     def write_files(self) -> FilesWritten:
         """Every file of the part written (again, whatever a checkout trial left), the
@@ -596,7 +601,7 @@ def _plain(listed: Sequence[str]) -> List[str]:
             and r.split("\t", 1)[0].endswith(" 0")]
 
 
-def sample_entries(listed: Sequence[str], n: int, runs: int = None,
+def sample_entries(listed: Sequence[str], n: int, runs: Optional[int] = None,
                    which: int = 0) -> List[str]:
     """n of the records `listed` (regular files, stage 0) as `runs` (SAMPLE_RUNS) runs of
     consecutive entries, the entries between them spread evenly (each run starts where
@@ -868,7 +873,7 @@ def written_back(path: str) -> float:
     if left <= 0:
         raise DeadlineReached(f"{path}: the deadline came before the write-back")
     settled = write_back.wait(path, left)
-    if settled.flushing:
+    if settled.seconds is None:         # still flushing
         raise DeadlineReached(f"{path}: still writing back at the deadline")
     return settled.seconds
 
@@ -880,7 +885,7 @@ def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
     user's index."""
     layout = repo if isinstance(repo, RepoLayout) else None
     def run(settings: Settings, trace_file: Optional[str] = None) -> float:
-        return timed_git(args, repo.worktree, settings, {"GIT_INDEX_FILE": index_file},
+        return timed_git(args, repo.top, settings, {"GIT_INDEX_FILE": index_file},
                          trace_file, repo=layout, ok=ok)
     return run
 
