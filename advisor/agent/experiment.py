@@ -45,8 +45,8 @@ STATE = "experiment.json"
 # Commands of the affected classes per slot. Even: a user switching back and forth
 # between two branches gives every slot as many switches one way as the other, where
 # an odd count gives alternate slots, and so each arm, the majority of one direction
-# (a slot's cost is its median: one direction's time; verify's switch showed 32 ms one
-# way and 43 ms the other on the demo repository, whatever the value).
+# (a slot's cost is its median: one direction's time, and the two directions of a
+# switch can differ in cost whatever the value).
 SLOT_COMMANDS = 6
 MAX_PAIRS = 20              # then the approved value stays: no gain shown
 # Pairs whose 95% interval lies within this of 1 settle it sooner: the value in force

@@ -386,8 +386,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
 
 def _compare(bench: Bench, n: Optional[int]) -> Trial:
     """The A/B on the whole tree (n None) or on a sample of n entries; from a cold cache
-    where the profile starts cold (preload's threads overlap the lstat misses: 1.33x on a
-    cold disk, nothing hot)."""
+    where the profile starts cold (preload's threads overlap the lstat misses, which a
+    hot cache does not have)."""
     fresh = n is not None and bench.storage_class == NETWORK
     if n is None:
         index = bench.ws.index_copy("plain")

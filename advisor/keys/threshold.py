@@ -167,9 +167,9 @@ def _threshold_trial(cal: Calibration, workers: int) -> Optional[Trial]:
 def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict]:
     """From real git at two batch sizes when both were timed, else from the engine model.
 
-    The engine's threads cost less than Git's worker processes, so its break-even
-    could sit above a batch real git already ran faster in parallel (a threshold
-    of 455 on this disk after 400 files were measured 1.3-1.7x faster)."""
+    The engine's threads cost less than Git's worker processes, so its break-even can
+    sit above a batch real git already ran faster in parallel: real git's batches,
+    where there are two, decide."""
     trial = _threshold_trial(cal, workers)
     if trial:
         pts = [(_files(c), statistics.median(c.times_default),

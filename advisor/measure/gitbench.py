@@ -798,9 +798,7 @@ class TreeWrite(CheckoutWorkload):
 
 class WholeTreeWrite(TreeWrite):
     """Every file of the index written, with no pathspec: git matches each entry against
-    every pathspec item, which for the whole tree is entries squared (on tmpfs, 3,000
-    files took 290-350 ms through a pathspec and 180-270 ms through checkout-index).
-    `-u` keeps the index's stat data current, as a clone's checkout does, so the next
+    every pathspec item, which for the whole tree is entries squared. `-u` keeps the index's stat data current, as a clone's checkout does, so the next
     status re-reads only what was written racily."""
 
     def _write(self) -> List[str]:

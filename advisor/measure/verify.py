@@ -158,11 +158,10 @@ class _Switch:
     """A populated scratch clone switched between two commits. One run is the round
     trip, each switch followed by the `git status -uno` that pays for the files it wrote
     (those written in the index's second are racily clean: the status reads them again),
-    so that every run of either side does the same work. One switch a run, alternating,
-    gave each side's runs alternating directions, and an odd count of them more of one
-    direction than the other: on the demo repository one direction took 32 ms and the
-    other 43 ms on both sides, and the verdict compared the directions (2 workers 0.83x,
-    "slower", where they were 1.3x faster both ways)."""
+    so that every run of either side does the same work: with one switch a run, each
+    side's runs alternate directions, an odd count of them has more of one direction,
+    and where the two directions differ in cost the verdict compares directions, not
+    values."""
 
     def __init__(self, ws: gitbench.Workspace, a: str, b: str):
         self.clone = os.path.join(ws.root, "switch")
