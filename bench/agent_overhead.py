@@ -230,11 +230,11 @@ def main():
         collector.stop()
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(runtime, ignore_errors=True)
-    report("agent_overhead", f"hot git status -uno: without and with the agent "
-           f"(median of {repeat}, paired)",
+    report("agent_overhead", "hot git status -uno: without and with the agent (paired)",
            ("bed", "files", "spool", "collector", "without", "with agent", "difference", "overhead [95%]"),
            rows, data, args.tiny,
-           notes + ["overhead: the median paired ratio less 1, with its bootstrap interval; "
+           notes + [f"pairs: {repeat} a cell, {repeat * 8} on {SHORT} files",
+                    "overhead: the median paired ratio less 1, with its bootstrap interval; "
                     "'stopped' is git with the routing on and nothing reading the spool; "
                     "'drained': the bench empties the disk spool after each run; trace2 "
                     f"nesting {switch.trace2_settings('x')['trace2.eventnesting']}, as "
