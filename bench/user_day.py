@@ -203,12 +203,14 @@ def bed_rows(kind: str, files: int, args) -> list:
         proposed = agent_proposal(repo, args.statuses)
         settle = run_day(repo, proposed or candidate_for(auto, repo), args.max_rounds,
                          args.statuses, started=proposed is not None)
-        slower = (run_day(repo, "1", args.max_rounds, args.statuses)
-                  if approved and approved != "1" else None)
-        sh("git-tune", "agent", "disable")      # the whole tree timed without the agent
         kept_value = (settle["candidate"] if settle["decision"]
                       and settle["decision"].get("decided") == "candidate"
                       else approved or "1")
+        # The slower candidate against the value in force after the first day: none
+        # where that is one worker already.
+        slower = (run_day(repo, "1", args.max_rounds, args.statuses)
+                  if kept_value != "1" else None)
+        sh("git-tune", "agent", "disable")      # the whole tree timed without the agent
         q = whole_tree(repo, os.path.join(mnt, "quality"), kind, files, args.reuse_grid,
                        int(kept_value), args.tiny)
         rows.append((kind, files, f"{approved or 'default'} vs {settle['candidate']} "
