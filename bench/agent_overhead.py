@@ -117,14 +117,22 @@ def cell(repo: str, plain: str, agent: str, repeat: int, after=None) -> dict:
     return {"off": off, "on": on, "ratio": est.ratio, "low": est.low, "high": est.high}
 
 
+def cell_key(kind: str, files: int, where: str, how: str) -> str:
+    return f"{kind}-{files}-{where}-{how}"
+
+
+RUNTIME = "runtime dir (tmpfs)"     # the spool `agent enable` makes where it can
+
+
 def fixed_cost(kind: str, sizes, data: dict) -> str:
     """The agent's cost per command, read from the shortest status (its paired ratio
     times that status's time), and its share of each larger status on the bed."""
     short = min(sizes)
-    c = data[f"{kind}-{short}-runtime dir (tmpfs)-running"]
+    running = {n: data[cell_key(kind, n, RUNTIME, "running")] for n in sizes}
+    c = running[short]
     base = median(c["off"])
     cost = [(r - 1) * base * 1e3 for r in (c["ratio"], c["low"], c["high"])]
-    shares = ", ".join(f"{cost[0] / (median(data[f'{kind}-{n}-runtime dir (tmpfs)-running']['off']) * 1e3) * 100:.1f}% "
+    shares = ", ".join(f"{cost[0] / (median(running[n]['off']) * 1e3) * 100:.1f}% "
                        f"of {n} files' status" for n in sizes if n != short)
     return (f"{kind}: the agent (collector running) adds {cost[0]:.2f} ms [{cost[1]:.2f}, {cost[2]:.2f}] "
             f"to each command, timed on {short} files; {shares or 'no larger tree run'}; "
@@ -178,8 +186,8 @@ def main():
         listener = Listener(sock)
         disk_spool = os.path.join(home, "disk-spool")
         os.mkdir(disk_spool, 0o700)
-        arms = (("runtime dir (tmpfs)", "running", agent, None),
-                ("runtime dir (tmpfs)", "stopped", agent, None),
+        arms = ((RUNTIME, "running", agent, None),
+                (RUNTIME, "stopped", agent, None),
                 ("state dir (disk)", "drained", variant(home, "disk", disk_spool),
                  drain(disk_spool)),
                 ("af_unix socket", "reading", variant(home, "socket", f"af_unix:stream:{sock}"),
@@ -202,7 +210,7 @@ def main():
                             # A short status: many pairs resolve its fixed cost.
                             pairs = repeat * (8 if files <= SHORT else 1)
                             c = cell(repo, plain, config, pairs, after)
-                            data[f"{kind}-{files}-{where}-{how}"] = c
+                            data[cell_key(kind, files, where, how)] = c
                             rows.append((kind, files, where, how, ms(median(c["off"])),
                                          ms(median(c["on"])),
                                          f"{(median(c['on']) - median(c['off'])) * 1e3:+.2f} ms",
