@@ -184,32 +184,117 @@ static int valid_path(const char *p)
 	return p[strlen(p) - 1] != '/';
 }
 
-static int deeper_first(const void *a, const void *b)
+static size_t depth(const char *p)
 {
-	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+	size_t n = 0;
 
-	return la < lb ? 1 : la > lb ? -1 : 0;
+	for (; *p; p++)
+		n += *p == '/';
+	return n;
 }
 
-/* Remove our files, then our directories, children before parents. */
+static int deeper_first(const void *a, const void *b)
+{
+	size_t da = depth(*(char *const *)a), db = depth(*(char *const *)b);
+
+	return da < db ? 1 : da > db ? -1 : 0;
+}
+
+/*
+ * Removal is not timed, but where every unlink is a round trip to a server
+ * it costs more than the write it follows. Where the first removal prices
+ * the rest above REMOVE_POOL_WORTH_NS (what starting the threads costs),
+ * the rest are removed by up to REMOVE_THREADS threads, a slice each.
+ */
+#define REMOVE_THREADS 16
+#define REMOVE_POOL_WORTH_NS 1000000ULL
+
+struct remove_slice {
+	pthread_t tid;
+	int dirfd, flags;
+	const char *const *paths;
+	const unsigned char *only;	/* NULL: every path; else only[i] set */
+	size_t begin, end;
+};
+
+static void *remove_slice(void *arg)
+{
+	struct remove_slice *s = arg;
+	size_t i;
+
+	for (i = s->begin; i < s->end; i++)
+		if (!s->only || s->only[i])
+			unlinkat(s->dirfd, s->paths[i], s->flags);
+	return NULL;
+}
+
+static void remove_paths(int dirfd, const char *const *paths, const unsigned char *only,
+			 size_t n, int flags)
+{
+	struct remove_slice s[REMOVE_THREADS];
+	size_t first = 0, base, extra, next;
+	uint64_t t0;
+	int nr, k, started = 0;
+
+	while (first < n && only && !only[first])
+		first++;
+	if (first >= n)
+		return;
+	t0 = gt_now_ns();
+	unlinkat(dirfd, paths[first], flags);
+	first++;
+	if (first >= n)
+		return;
+	nr = n - first < REMOVE_THREADS ? (int)(n - first) : REMOVE_THREADS;
+	if ((gt_now_ns() - t0) * (n - first) <= REMOVE_POOL_WORTH_NS)
+		nr = 1;
+	base = (n - first) / (size_t)nr;
+	extra = (n - first) % (size_t)nr;
+	next = first;
+	for (k = 0; k < nr; k++) {
+		s[k].dirfd = dirfd;
+		s[k].flags = flags;
+		s[k].paths = paths;
+		s[k].only = only;
+		s[k].begin = next;
+		next += base + ((size_t)k < extra);
+		s[k].end = next;
+	}
+	for (k = 0; nr > 1 && k < nr; k++, started++)
+		if (pthread_create(&s[k].tid, NULL, remove_slice, &s[k]))
+			break;
+	/* The slices no thread could be started for are removed here. */
+	for (k = started; k < nr; k++)
+		remove_slice(&s[k]);
+	for (k = 0; k < started; k++)
+		pthread_join(s[k].tid, NULL);
+}
+
+/*
+ * Remove our files, then our directories, children before parents: one
+ * depth at a time, deepest first, so no directory is removed before what
+ * is in it.
+ */
 static void remove_all(struct checkout_shared *sh, size_t count,
 		       struct checkout_worker *w, int nr)
 {
 	struct dirlist all = { 0 };
-	size_t i;
+	size_t i, j;
 	int k;
 
-	for (i = 0; i < count; i++)
-		if (sh->written[i])
-			unlinkat(sh->dirfd, sh->paths[i], 0);
+	remove_paths(sh->dirfd, sh->paths, sh->written, count, 0);
 	for (k = 0; k < nr; k++)
 		for (i = 0; i < w[k].dirs.nr; i++)
 			if (dirlist_add(&all, w[k].dirs.v[i], strlen(w[k].dirs.v[i])))
 				goto release;
 	if (all.nr)
 		qsort(all.v, all.nr, sizeof(*all.v), deeper_first);
-	for (i = 0; i < all.nr; i++)
-		unlinkat(sh->dirfd, all.v[i], AT_REMOVEDIR);
+	for (i = 0; i < all.nr; i = j) {
+		for (j = i + 1; j < all.nr && depth(all.v[j]) == depth(all.v[i]); j++)
+			;
+		remove_paths(sh->dirfd, (const char *const *)all.v + i, NULL, j - i,
+			     AT_REMOVEDIR);
+	}
 release:
 	for (i = 0; i < all.nr; i++)
 		free(all.v[i]);

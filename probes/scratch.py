@@ -16,9 +16,17 @@ import hashlib
 import os
 import shutil
 import tempfile
-from typing import Iterable, Iterator, List, Optional, Tuple
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 PREFIX = ".git-tune-scratch-"
+# Removal is untimed housekeeping, but where each unlink is a round trip to a server it
+# is a large share of a part run's wall and of the scratch directory's removal. Where
+# the first removal, timed, prices the rest above POOL_WORTH seconds (a pool's own
+# start), the rest go REMOVE_THREADS at a time (docs/planner.md, "Removal").
+POOL_WORTH = 0.02
+REMOVE_THREADS = 16
 
 
 def _dev(path: str) -> Optional[Tuple[int, int]]:
@@ -110,6 +118,75 @@ def remove_dead(directory: str, prefix: str = PREFIX) -> None:
                 os.unlink(path)
 
 
+def _each(fn: Callable[[str], object], paths: Sequence[str]) -> None:
+    """fn on every path: the first alone and timed, the rest in a pool where the first
+    prices them above POOL_WORTH, else one at a time."""
+    if not paths:
+        return
+    t0 = time.monotonic()
+    fn(paths[0])
+    rest = paths[1:]
+    if rest and (time.monotonic() - t0) * len(rest) > POOL_WORTH:
+        with ThreadPoolExecutor(min(REMOVE_THREADS, len(rest))) as pool:
+            list(pool.map(fn, rest))
+    else:
+        for p in rest:
+            fn(p)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def remove_files(paths: Sequence[str]) -> None:
+    """Unlink every path (one already missing is fine; any other error is raised)."""
+    _each(_unlink, list(paths))
+
+
+def remove_tree(path: str) -> None:
+    """Remove the directory `path` and everything below it, never following a symbolic
+    link, ignoring errors (shutil.rmtree's contract): the files first, then the
+    directories, deepest first; where the storage makes each removal a round trip, many
+    at a time."""
+    files: List[str] = []
+    levels: List[List[str]] = []
+
+    def walk(directory: str, depth: int) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        while len(levels) <= depth:
+            levels.append([])
+        levels[depth].append(directory)
+        for e in entries:
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(e.path, depth + 1)
+            else:
+                files.append(e.path)
+
+    def quietly(fn: Callable[[str], None]) -> Callable[[str], None]:
+        def call(p: str) -> None:
+            with contextlib.suppress(OSError):
+                fn(p)
+        return call
+
+    if os.path.islink(path) or not os.path.isdir(path):
+        quietly(os.unlink)(path)
+        return
+    walk(path, 0)
+    _each(quietly(os.unlink), files)
+    for level in reversed(levels):
+        _each(quietly(os.rmdir), level)
+    # Whatever appeared meanwhile or could not be removed in the passes above.
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> Iterator[Optional[str]]:
     """Yield a new directory in the first writable candidate on the same file
@@ -135,7 +212,7 @@ def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> 
         yield made
     finally:
         if made:
-            shutil.rmtree(made, ignore_errors=True)
+            remove_tree(made)
         if alive is not None:
             os.close(alive)
 

@@ -66,6 +66,21 @@ def test_checkout_writes_and_removes(tmp_path):
     assert (tmp_path / "d3/sub/f3").stat().st_size == 39
 
 
+def test_checkout_removes_what_it_made_many_at_a_time_and_nothing_else(tmp_path):
+    """Thousands of files at depths 1 to 5: removal prices itself by its first unlink
+    and goes to threads (it does on any storage at this count); every file and directory
+    the engine made is gone, deepest first, and a directory it found, with a file of
+    the user's in it, stays."""
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d1" / "users").write_text("kept")
+    paths = ["/".join(f"d{(i + k) % 4}" for k in range(1 + i % 5)) + f"/f{i}"
+             for i in range(3000)]
+    r = engine.checkout(tmp_path, paths, [8] * len(paths), workers=1, threshold=0)
+    assert r.files == 3000 and r.dirs_created > 0
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == \
+        ["d1", "d1/users"]
+
+
 def test_checkout_full_disk_is_an_error_and_cleans_up(tmp_path):
     # /dev/full-like behaviour from a real tiny tmpfs needs root; a byte
     # budget is the portable bound and must refuse before writing.

@@ -415,6 +415,29 @@ def test_a_live_scratch_directory_is_never_removed_whatever_its_pid_says(tmp_pat
     assert not dead.exists()
 
 
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_scratch_directory_is_removed_whole_and_nothing_a_link_in_it_names(tmp_path, monkeypatch, pool):
+    """The scratch directory's removal (one at a time, or in a pool where removals are
+    dear: forced here) takes every file and directory below it, deepest first, and
+    never follows a symbolic link out of it: what a link names outside survives."""
+    from git_tune.probes import scratch
+    if pool:
+        monkeypatch.setattr(scratch, "POOL_WORTH", -1.0)
+    outside = tmp_path / "users"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "file").write_text("mine")
+    with scratch.scratch_dir([str(tmp_path)]) as mine:
+        for i in range(200):
+            d = os.path.join(mine, *(f"d{i % k}" for k in (3, 5, 7)[: 1 + i % 3]))
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, f"f{i}"), "w") as f:
+                f.write("x")
+        os.symlink(outside / "keep", os.path.join(mine, "d0", "link"))
+        os.symlink(outside / "keep" / "file", os.path.join(mine, "file-link"))
+    assert sorted(os.listdir(tmp_path)) == ["users"]
+    assert (outside / "keep" / "file").read_text() == "mine"
+
+
 def _sweep(directory, stop):
     from git_tune.probes import scratch
     while not stop.is_set():

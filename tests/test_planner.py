@@ -6,11 +6,11 @@ import types
 
 from conftest import bench_on
 
-from git_tune.advisor.measure import planner
+from git_tune.advisor.measure import budget as plan, planner
 from git_tune.advisor.measure.budget import Budget
-from git_tune.advisor.measure.planner import Prices
+from git_tune.advisor.measure.planner import PartRun, Prices
 
-PRICED = Prices(entries=48, part_made=0.2, git_start=0.01, fixed=0.1, per_file=0.01,
+PRICED = Prices(least=PartRun(48, 0.5, 0.6, 0.0, None), entries=48, part_made=0.2, git_start=0.01, fixed=0.1, per_file=0.01,
                 write_back=0.0, timed=0.55)
 
 
@@ -68,14 +68,18 @@ def test_the_key_with_the_most_at_stake_is_owed_the_budget_left():
 
 
 def test_prices_are_measured_once_by_real_git_on_a_part_and_have_a_line_of_their_own(tmp_path):
+    """Cheap here (a run of the least part far under SMALL_PILOT of 60 s): a part
+    PRICE_SPAN times larger is run too, and a file's price is the line through both."""
     b = bench_on(tmp_path, 600, Budget(60))
-    p = planner.prices(b)
-    assert p.entries == planner.PRICE_LARGE and p.per_file > 0 and p.fixed >= 0
+    p = planner.prices(b, 32)
+    assert p.least.files == 32 and p.entries == 32 * planner.PRICE_SPAN
+    assert p.per_file > 0 and p.fixed >= 0
     assert p.git_start > 0 and p.timed > 0 and p.part_made > 0
-    # The part is one a trial can use: its files were written by the pricing run.
-    part = b.ws.part(planner.PRICE_LARGE)
-    assert all(os.path.exists(os.path.join(part.worktree, f)) for f in part.paths)
-    assert planner.prices(b) is p                         # once per calibration
+    # Both parts are ones a trial can use: their files were written by the pricing runs.
+    for n in (32, p.entries):
+        part = b.ws.part(n)
+        assert all(os.path.exists(os.path.join(part.worktree, f)) for f in part.paths)
+    assert planner.prices(b, 32) is p                     # once per calibration
     assert b.budget.went.get("prices", 0) > 0             # its seconds are a line
 
 
@@ -88,3 +92,33 @@ def test_a_trials_facts_are_what_its_stored_record_will_hold():
     t = Trial("core.untrackedCache", (), {"costs_not_timed": ("status", "index"), "part": 48})
     assert t.facts == {"costs_not_timed": ["status", "index"], "part": 48}
     assert Trial(t.key, (), json.loads(json.dumps(t.facts))) == t
+
+
+def _graced(total: float, mine, others, graced=False):
+    from git_tune.advisor.measure.budget import Budget as Clock
+    pending = [types.SimpleNamespace(stakes=lambda bench, s=s: s) for s in others]
+    return types.SimpleNamespace(budget=Clock(total), pending=pending, graced=graced), mine
+
+
+def test_only_the_key_with_the_most_at_stake_may_finish_past_the_budget_and_only_once():
+    """plan.OWED_GRACE of the budget (3 s of 20), to the key whose stakes are the
+    highest still to run and more than the grace itself; none to a key with less at
+    stake, to stakes unknown or worth less than the wait, or a second time."""
+    grace = 20 * plan.OWED_GRACE
+    assert planner.owed_grace(*_graced(20, 60.0, [1.2, None])) == grace
+    assert planner.owed_grace(*_graced(20, 60.0, [90.0])) == 0.0
+    assert planner.owed_grace(*_graced(20, None, [])) == 0.0
+    assert planner.owed_grace(*_graced(20, grace / 2, [])) == 0.0
+    assert planner.owed_grace(*_graced(20, 60.0, [], graced=True)) == 0.0
+
+
+def test_a_grace_lengthens_the_budget_only_within_its_block():
+    from git_tune.advisor.measure.budget import Budget as Clock, FakeClock, use_clock
+    with use_clock(FakeClock()) as clock:
+        b = Clock(20)
+        clock.advance(19)
+        with b.extended(3):
+            assert b.left() == 4
+            clock.advance(3.5)
+            assert b.left() == 0.5
+        assert b.left() == 0 and b.total == 20     # what it spent past the end leaves none

@@ -146,7 +146,7 @@ def test_on_slow_storage_checkout_workers_is_decided_on_a_part_whose_work_does_n
             assert not facts.status_verdict
         seen[files] = len(part.paths)
     # The part is sized by the budget and the price of a file, not by the repository.
-    assert seen[2400] <= 2 * max(seen[600], planner.PRICE_LARGE), seen
+    assert seen[2400] <= 2 * max(seen[600], 32 * planner.PRICE_SPAN), seen
 
 
 def test_a_part_is_sized_for_the_worker_counts_it_can_tell_apart():
@@ -185,11 +185,11 @@ def test_before_any_sweep_the_probes_latencies_put_the_largest_stakes_first():
     assert first({}) == "core.preloadIndex"
 
 
-def _cheap_prices(bench):
+def _cheap_prices(bench, least=16):
     """Prices of next to nothing a file, on the bench's own 16-entry part."""
-    from git_tune.advisor.measure.planner import Prices
+    from git_tune.advisor.measure.planner import PartRun, Prices
     bench.ws.part(16)
-    return Prices(entries=16, part_made=0.0, git_start=0.0, fixed=0.001, per_file=1e-7,
+    return Prices(least=PartRun(16, 0.001, 0.001, 0.0, None), entries=16, part_made=0.0, git_start=0.0, fixed=0.001, per_file=1e-7,
                   write_back=0.0, timed=0.001)
 
 

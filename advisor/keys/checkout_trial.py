@@ -219,7 +219,7 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
     entries = len(bench.names)
     try:
         with planner.within_budget(bench):
-            prices = planner.prices(bench)
+            prices = planner.prices(bench, _least_part(bench))
     except MeasurementFailed as e:
         bench.notes.append(f"{WORKERS}: no part of the tree could be timed ({e}); the "
                            "whole tree is")
@@ -264,18 +264,26 @@ def _route(bench: Bench, counts: List[int]) -> Union[Route, WholeTree]:
 
 
 def _sized_part(bench: Bench, counts: List[int], prices: planner.Prices) -> Route:
-    """The part whose runs fit at these prices (_part_size). The larger pricing part,
-    with its run as the A/B's warm-up, where a new one would not hold PART_GROWTH times
-    its entries or cannot be made."""
+    """The part whose runs fit at these prices (_part_size). The largest pricing part
+    no larger than that, with its run as the A/B's warm-up, where a new one would not
+    hold PART_GROWTH times its entries or cannot be made."""
     n = _part_size(bench, counts, prices.per_file, prices.fixed)
-    priced = Route(bench.ws.part(prices.entries), prices.timed, prices.per_file, prices.fixed,
-                   prices.status)
-    if n < prices.entries * PART_GROWTH:
+    runs = [(prices.entries, prices.timed, prices.status),
+            (prices.least.files, prices.least.timed, prices.least.status)]
+    entries, timed, status = next((r for r in runs if r[0] <= n), runs[-1])
+    priced = Route(bench.ws.part(entries), timed, prices.per_file, prices.fixed, status)
+    if n < entries * PART_GROWTH:
         return priced
     try:
         return Route(bench.ws.part(n), None, prices.per_file, prices.fixed)
     except MeasurementFailed:
         return priced
+
+
+def _least_part(bench: Bench) -> int:
+    """The fewest entries a part's comparison can show the gain on (PART_LEAST_WORKERS
+    workers with PART_FILES_PER_WORKER files each; fewer where the tree has fewer)."""
+    return min(len(bench.names) - 1, PART_LEAST_WORKERS * PART_FILES_PER_WORKER)
 
 
 def _whole_tree_pilot(bench: Bench, per_run: float) -> WholeTree:
@@ -322,7 +330,7 @@ def _part_size(bench: Bench, counts: List[int], per_file: float, fixed: float) -
     goes to a larger part for the first (a second count is still timed where the ladder
     finds it fits): no share is sized for a count that would be capped to another."""
     entries = len(bench.names)
-    least = min(entries - 1, PART_LEAST_WORKERS * PART_FILES_PER_WORKER)
+    least = _least_part(bench)
     timed = len(counts)
     while True:
         n = min(entries - 1, int((_per_run(bench, timed) - fixed) / per_file))

@@ -91,6 +91,8 @@ class Bench:
     # The registry entries whose trials are still to run after the one running now
     # (calibrate sets it before each): what the planner weighs a trial's stakes against.
     pending: List = field(default_factory=list)
+    # Whether a key has had planner.owed_grace's seconds past the budget (once a run).
+    graced: bool = False
     # This host's prices (planner.prices), measured on the first trial that asks.
     prices: Optional[Prices] = None
     # Bytes this process may use (the cgroup's memory limit, else the host's available

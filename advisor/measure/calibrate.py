@@ -17,7 +17,7 @@ from typing import Dict, Iterator, Optional, Sequence, Set
 
 from ... import __version__
 from ..keys import registry
-from . import budget as plan, gitbench, hostload, search, settle
+from . import budget as plan, gitbench, hostload, planner, search, settle
 from .ab import OutOfBudget
 from .bench import Bench
 from .budget import Budget, Progress
@@ -156,16 +156,19 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         # Priced out before a second is spent: the trials after it get that second.
         bench.unfinished[entry.key.name] = round(price - left, 1)
         return
+    grace = planner.owed_grace(bench, entry.stakes(bench))
     try:
-        with _bounded(bench, entry):
+        with bench.budget.extended(grace), _bounded(bench, entry):
+            bench.graced = bench.graced or grace > 0
             trial = entry.trial(bench)
     except gitbench.DeadlineReached:
         bench.unfinished[entry.key.name] = None
         return
     except OutOfBudget as e:
-        # Git's default stands; the recommendation names the budget that would decide.
+        # Git's default stands; the recommendation names the budget that would decide
+        # (the grace taken back: a budget that holds the runs without it).
         bench.unfinished[entry.key.name] = (None if e.seconds_short is None
-                                            else round(e.seconds_short, 1))
+                                            else round(e.seconds_short + grace, 1))
         return
     except MeasurementFailed as e:
         bench.notes.append(f"{entry.key.name} not decided: {e}")

@@ -23,6 +23,7 @@ from . import budget as plan, settle as write_back
 from .sweep import MeasurementFailed
 from ...probes import repo as repo_probe
 from ...probes.repo import RepoLayout
+from ...probes.scratch import remove_files
 
 Settings = Dict[str, str]
 # At most this much of a command line goes to the batch checkout's next status's paths.
@@ -746,11 +747,7 @@ class CheckoutWorkload:
 
     def _remove(self) -> None:
         _unlock_scratch(self.clone)
-        for p in self.paths:
-            try:
-                os.unlink(os.path.join(self.clone, p))
-            except FileNotFoundError:
-                pass
+        remove_files([os.path.join(self.clone, p) for p in self.paths])
 
     def _next_status(self) -> List[str]:
         # `git status` has no --pathspec-from-file; a batch too long for one command

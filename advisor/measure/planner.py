@@ -1,10 +1,10 @@
 """The calibration's planner: what this host charges for the work trials are made of,
 and which trial is owed the budget.
 
-Prices are measured, never assumed. The planner's first git seconds time a part of
-PRICE_SMALL entries, and where that was cheap one of PRICE_LARGE, each written
-sequentially, its status run and its write-back waited for, as every later run on a part
-is (gitbench.PartWrite).
+Prices are measured, never assumed. The planner's first git seconds time the least part
+the asking trial can use, and where that was cheap one PRICE_SPAN times larger, each
+written sequentially, its status run and its write-back waited for, as every later run
+on a part is (gitbench.PartWrite).
 That gives what a run costs beside its files (git's starts, the index read and written,
 the write-back) and what a file costs (written, refreshed, removed); beside them, the
 part's making (a fixed cost, once per size) and git's start on this storage.
@@ -16,7 +16,8 @@ budget's end.
 
 Shares: a trial's runs get plan.LADDER of the budget left; where that cannot hold its
 smallest comparison and no key still to run has more at stake, the budget left is
-its (run_share). A trial of several counts climbs a Ladder: one more count only where
+its (run_share), and once per calibration that key may finish up to plan.OWED_GRACE
+of the budget past its end (owed_grace). A trial of several counts climbs a Ladder: one more count only where
 it fits that share, the rest (and more runs for a count within noise) at the budget's
 end.
 """
@@ -34,14 +35,14 @@ from .sweep import MeasurementFailed, Share
 from ...git import repo_environ
 from ...models import stats
 
-# The parts prices are measured on: git's cost beside the files and a file's are the
-# line through their runs. The large one is run only where the small one's run took at
-# most SMALL_PILOT of the budget left: where runs are dear, a part of a few files may be
-# all a trial can afford (on storage where nothing is cached, a file written, refreshed
-# and removed costs tens of milliseconds), the small part's run is Git's default's first
-# there, and its price alone (git's starts and the write-back apart, the rest a file's)
-# errs towards smaller parts.
-PRICE_SMALL, PRICE_LARGE = 6, 48
+# The parts prices are measured on: first the least part the asking trial can use (a
+# smaller one would be made and run for its price alone, a fixed cost slow storage
+# cannot afford), then, only where that run took at most SMALL_PILOT of the budget
+# left, one PRICE_SPAN times larger: git's cost beside the files and a file's are the
+# line through their runs. Where the first run was dear, it is Git's default's first run
+# on that part, and its price alone (git's starts and the write-back apart, the rest a
+# file's) errs towards smaller parts.
+PRICE_SPAN = 4
 SMALL_PILOT = 0.02
 # A run priced off by more than this factor either way is priced again from itself.
 REPRICE = 2.0
@@ -50,11 +51,12 @@ REPRICE = 2.0
 @dataclass(frozen=True)
 class Prices:
     """Seconds this host charges for a run on a part (its files removed, written
-    sequentially, its status, its write-back), from runs on parts of PRICE_LARGE and
-    PRICE_SMALL entries: what a run costs beside its files (`fixed`: git's starts, the
-    index read and written, the write-back) and a file (`per_file`: written, refreshed by
-    the status, removed before the run)."""
+    sequentially, its status, its write-back), from runs on the least part a trial can
+    use and, where that was cheap, on one PRICE_SPAN times larger: what a run costs
+    beside its files (`fixed`: git's starts, the index read and written, the write-back)
+    and a file (`per_file`: written, refreshed by the status, removed before the run)."""
 
+    least: "PartRun"        # the run on the least part (the only one where it was dear)
     entries: int            # the pricing part's entries (the larger where two were run)
     part_made: float        # seconds that part took to make (a fixed cost, once a size)
     git_start: float        # one git command that reads nothing but its config
@@ -90,22 +92,24 @@ def line_through(k0: int, t0: float, k1: int, t1: float) -> Tuple[float, float]:
     return per_file, max(0.0, t1 - per_file * k1)
 
 
-def prices(bench) -> Prices:
+def prices(bench, least: int) -> Prices:
     """This host's prices, measured once per calibration on the first call (kept on the
-    bench). MeasurementFailed where no part can be made or git fails there;
-    DeadlineReached where the budget's deadline came first."""
+    bench), from a part of `least` entries first: the least part the asking trial can
+    use, whose run is then its first of Git's default there. MeasurementFailed where no
+    part can be made or git fails there; DeadlineReached where the budget's deadline
+    came first."""
     if bench.prices is not None:
         return bench.prices
     with gitbench.after_each_run(lambda: bench.budget.tick("prices")):
-        bench.prices = _measured(bench)
+        bench.prices = _measured(bench, least)
     bench.budget.tick("prices")
     return bench.prices
 
 
-def _measured(bench) -> Prices:
+def _measured(bench, least: int) -> Prices:
     entries = len(bench.names)
     started = plan.now()
-    part = bench.ws.part(min(PRICE_SMALL, entries))
+    part = bench.ws.part(max(1, min(least, entries)))
     made = plan.now() - started
     t0 = plan.now()
     gitbench.run_git(["rev-parse", "--git-dir"], part.worktree, gitbench.config_env({}),
@@ -116,15 +120,15 @@ def _measured(bench) -> Prices:
     if small.wall <= bench.budget.left() * SMALL_PILOT and entries > small.files:
         # Cheap here: a part many times larger prices a file apart from a run's own cost.
         t0 = plan.now()
-        large_part = bench.ws.part(min(PRICE_LARGE, entries))
+        large_part = bench.ws.part(min(small.files * PRICE_SPAN, entries))
         made = plan.now() - t0
         priced = _run_on(large_part)
         per_file, fixed = line_through(small.files, small.cost, priced.files, priced.cost)
     else:
         fixed = 2 * start + small.write_back
         per_file = max(small.cost - fixed, 0.0) / max(1, small.files)
-    return Prices(priced.files, made, start, fixed, per_file, priced.write_back, priced.timed,
-                  priced.status)
+    return Prices(small, priced.files, made, start, fixed, per_file, priced.write_back,
+                  priced.timed, priced.status)
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,8 @@ def _run_on(part: gitbench.Part) -> PartRun:
 def run_share(bench, mine: Optional[float], counts: int) -> float:
     """The longest one run of a trial may take, for a key with `mine` seconds at stake
     whose comparisons cover `counts` candidates: plan.LADDER of the budget left, over
-    the warm-up pair and bench.runs pairs each. Where that cannot hold one run on a
-    part of PRICE_LARGE files at this host's prices and no key still to
+    the warm-up pair and bench.runs pairs each. Where that cannot hold one run on the
+    least pricing part at this host's prices and no key still to
     run (bench.pending) has more at stake, all the budget left: the key with the most at
     stake is decided before keys with less start, or says how much budget it needs.
     Still over bench.runs pairs, not the fewest a clear gain needs: a part shows less of
@@ -166,12 +170,28 @@ def run_share(bench, mine: Optional[float], counts: int) -> float:
     ending early."""
     left = bench.budget.left()
     usual = longest_run(left * plan.LADDER / counts, bench.runs)
-    if bench.prices is None or usual >= bench.prices.run(PRICE_LARGE):
+    if bench.prices is None or usual >= bench.prices.run(bench.prices.least.files):
         return usual
     others = [s for s in (e.stakes(bench) for e in bench.pending) if s is not None]
     if mine is None or any(s > mine for s in others):
         return usual
     return longest_run(left / counts, bench.runs)
+
+
+def owed_grace(bench, stakes: Optional[float]) -> float:
+    """The seconds past the budget a key with `stakes` seconds at stake may finish its
+    trial in: plan.OWED_GRACE of the budget, once per calibration, for the key with the
+    most at stake of those still to run (bench.pending), where those stakes are more
+    than the grace itself (the user waits that much longer once, for a gain each time
+    the work runs); else none. Where the budget cannot hold the key's least comparison,
+    that key is owed it (run_share): a gain of 1.7x is not left at Git's default for
+    want of a few seconds, and where even the grace cannot hold it the key says by how
+    much."""
+    grace = bench.budget.total * plan.OWED_GRACE
+    if bench.graced or stakes is None or stakes <= grace:
+        return 0.0
+    others = [s for s in (e.stakes(bench) for e in bench.pending) if s is not None]
+    return 0.0 if any(s > stakes for s in others) else grace
 
 
 Compare = Callable[[int, Dict[str, str]], List[Comparison]]
