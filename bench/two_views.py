@@ -39,14 +39,6 @@ def status(view: str, git_dir: str) -> float:
     return time.perf_counter() - t0
 
 
-def views(root: str, files: int):
-    from git_tune import repogen
-    a, b = os.path.join(root, "a"), os.path.join(root, "b")
-    repogen.generate(a, repogen.RepoShape.for_files(files), limit=files)
-    shutil.copytree(a, b, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    return a, b, os.path.join(a, ".git")
-
-
 def alternating(a: str, b: str, git_dir: str, repeat: int) -> list:
     """The status in view a, each after one in view b: the user's switch of views."""
     out = []
@@ -58,7 +50,8 @@ def alternating(a: str, b: str, git_dir: str, repeat: int) -> list:
 
 def one_size(root: str, files: int, repeat: int) -> tuple:
     from git_tune.advisor.agent import collector, experiment, store, storm, switch
-    a, b, git_dir = views(root, files)
+    from git_tune import repogen
+    a, b, git_dir = repogen.two_views(root, files)
     # Past the second the files were written in, one status writes the index with
     # stat data that are no longer racy: what a view's steady status reads.
     time.sleep(1.1)

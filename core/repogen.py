@@ -125,6 +125,18 @@ def generate(root: str, shape: RepoShape, limit: Optional[int] = None,
     return root
 
 
+def two_views(root: str, files: int) -> Tuple[str, str, str]:
+    """A generated repository of `files` files at root/a and a copy of its work tree
+    without `.git` at root/b: two views of one git directory, whose statuses each find
+    the index's stat data written by the other (an IDE's copy, a container's bind
+    mount). (view a, view b, the git directory.)"""
+    import shutil
+    a, b = os.path.join(root, "a"), os.path.join(root, "b")
+    generate(a, RepoShape.for_files(files), limit=files)
+    shutil.copytree(a, b, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    return a, b, os.path.join(a, ".git")
+
+
 @dataclass(frozen=True)
 class LargeFiles:
     """A repository that needs memory to pack: `versions` commits of `files` large text

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 PREFIX = ".git-tune-scratch-"
 # Removal is untimed housekeeping, but where each unlink is a round trip to a server it
@@ -118,20 +118,21 @@ def remove_dead(directory: str, prefix: str = PREFIX) -> None:
                 os.unlink(path)
 
 
-def _each(fn: Callable[[str], object], paths: Sequence[str]) -> None:
-    """fn on every path: the first alone and timed, the rest in a pool where the first
-    prices them above POOL_WORTH, else one at a time."""
+T = TypeVar("T")
+
+
+def _each(fn: Callable[[str], T], paths: Sequence[str]) -> List[T]:
+    """fn on every path, in order: the first alone and timed, the rest in a pool where
+    the first prices them above POOL_WORTH, else one at a time."""
     if not paths:
-        return
+        return []
     t0 = time.monotonic()
-    fn(paths[0])
+    out = [fn(paths[0])]
     rest = paths[1:]
     if rest and (time.monotonic() - t0) * len(rest) > POOL_WORTH:
         with ThreadPoolExecutor(min(REMOVE_THREADS, len(rest))) as pool:
-            list(pool.map(fn, rest))
-    else:
-        for p in rest:
-            fn(p)
+            return out + list(pool.map(fn, rest))
+    return out + [fn(p) for p in rest]
 
 
 def _unlink(path: str) -> None:
@@ -144,45 +145,51 @@ def remove_files(paths: Sequence[str]) -> None:
     _each(_unlink, list(paths))
 
 
+def _listing(directory: str) -> Tuple[List[str], List[str]]:
+    """(what is not a directory, the directories) in directory, never following a
+    symbolic link; nothing where it cannot be listed."""
+    files: List[str] = []
+    dirs: List[str] = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                (dirs if is_dir else files).append(e.path)
+    except OSError:
+        pass
+    return files, dirs
+
+
+def _quietly(fn: Callable[[str], None]) -> Callable[[str], None]:
+    def call(p: str) -> None:
+        with contextlib.suppress(OSError):
+            fn(p)
+    return call
+
+
 def remove_tree(path: str) -> None:
     """Remove the directory `path` and everything below it, never following a symbolic
-    link, ignoring errors (shutil.rmtree's contract): the files first, then the
-    directories, deepest first; where the storage makes each removal a round trip, many
-    at a time."""
+    link, ignoring errors (shutil.rmtree's contract): listed one depth at a time, the
+    files removed, then the directories, deepest first; where the storage makes each
+    of these a round trip, many at a time (_each)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        _quietly(os.unlink)(path)
+        return
     files: List[str] = []
     levels: List[List[str]] = []
-
-    def walk(directory: str, depth: int) -> None:
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            return
-        while len(levels) <= depth:
-            levels.append([])
-        levels[depth].append(directory)
-        for e in entries:
-            try:
-                is_dir = e.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if is_dir:
-                walk(e.path, depth + 1)
-            else:
-                files.append(e.path)
-
-    def quietly(fn: Callable[[str], None]) -> Callable[[str], None]:
-        def call(p: str) -> None:
-            with contextlib.suppress(OSError):
-                fn(p)
-        return call
-
-    if os.path.islink(path) or not os.path.isdir(path):
-        quietly(os.unlink)(path)
-        return
-    walk(path, 0)
-    _each(quietly(os.unlink), files)
-    for level in reversed(levels):
-        _each(quietly(os.rmdir), level)
+    level = [path]
+    while level:
+        levels.append(level)
+        level = []
+        for found, dirs in _each(_listing, levels[-1]):
+            files += found
+            level += dirs
+    _each(_quietly(os.unlink), files)
+    for directories in reversed(levels):
+        _each(_quietly(os.rmdir), directories)
     # Whatever appeared meanwhile or could not be removed in the passes above.
     shutil.rmtree(path, ignore_errors=True)
 

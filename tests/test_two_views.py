@@ -7,7 +7,6 @@ storm, `recommend` names it instead of calling it settled, and the experiment th
 says yes to keeps core.checkStat=minimal, after which git re-reads nothing."""
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -30,11 +29,8 @@ def status(view, git_dir, settings=()):
 
 @pytest.fixture
 def two_views(tmp_path):
-    a = tmp_path / "a"
-    repogen.generate(str(a), repogen.RepoShape.for_files(FILES), limit=FILES)
-    b = tmp_path / "b"
-    shutil.copytree(a, b, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    yield a, b, a / ".git"
+    a, b, git_dir = repogen.two_views(str(tmp_path), FILES)
+    yield a, b, git_dir
     collector.stop()
     subprocess.run(["git-tune", "agent", "disable"], capture_output=True)
 

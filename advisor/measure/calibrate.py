@@ -241,11 +241,11 @@ def next_trial(pending: Sequence[registry.Entry], order: Sequence[registry.Entry
 
 
 def bench_for(report: ProbeReport, opts: Options, budget: Budget,
-              ws: Optional[gitbench.Workspace]) -> Bench:
-    """What the sweeps and trials are given, from the probe's report: the repository's
-    tracked files, the host, the storage's class and latencies, `ws` (None: nothing is
-    timed)."""
-    s = subject(report)
+              ws: Optional[gitbench.Workspace], s: Optional[Subject] = None) -> Bench:
+    """What the sweeps and trials are given, from the probe's report (and its subject,
+    where the caller has it): the repository's tracked files, the host, the storage's
+    class and latencies, `ws` (None: nothing is timed)."""
+    s = s or subject(report)
     return Bench(ws, repo_probe.tracked_sample(s.layout, n=10 ** 9), report.host.effective_cores,
                  s.storage.storage_class, report.git, opts, budget,
                  pid_limit=report.host.cgroup.pids_max, stat_data=s.facts.stat_data,
@@ -269,7 +269,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget, s: Subject) -
     before = report.timings.get("settle", 0.0)     # the probe's own wait
     flushed = 0.0 if done is None else done.seconds
     if done is not None and flushed is None:       # still writing back
-        bench = bench_for(report, opts, budget, None)
+        bench = bench_for(report, opts, budget, None, s)
         _nothing_timed(bench, before + done.waited)
         return bench
     layout = s.layout
@@ -280,7 +280,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget, s: Subject) -
         if scratch is None:
             raise UsageError("no writable directory on the repository's file system outside "
                              "the working tree (read-only?): nothing can be calibrated")
-        bench = bench_for(report, opts, budget, gitbench.Workspace(layout, scratch, local))
+        bench = bench_for(report, opts, budget, gitbench.Workspace(layout, scratch, local), s)
         waited = before + (flushed or 0.0)
         if waited > opts.budget * plan.PROBE:
             bench.notes.append(f"waited {waited:.1f} s for the file system to write back "
