@@ -53,6 +53,27 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
     assert seen[300] == seen[3000] == (120, 120, 120), seen
 
 
+def test_a_parts_runs_hold_the_trees_files_a_directory():
+    """A part's runs of consecutive entries each hold about as many files as a
+    directory of the tree does, up to PART_RUNS runs: its files pay a directory's
+    lookups (leading directories, .gitattributes) as often as the tree's do."""
+    from git_tune.advisor.measure import gitbench
+
+    def listing(paths):
+        return [f"100644 {'0' * 40} 0\t{p}" for p in paths]
+
+    nine_a_dir = listing(f"d{i // 9}/f{i}" for i in range(9000))
+    flat = listing(f"f{i}" for i in range(9000))
+    one_a_dir = listing(f"d{i}/f" for i in range(9000))
+    assert gitbench.part_runs(nine_a_dir, 32) == 4
+    assert gitbench.part_runs(flat, 32) == 1
+    assert gitbench.part_runs(one_a_dir, 32) == gitbench.PART_RUNS
+    assert gitbench.part_runs(nine_a_dir, 900) == gitbench.PART_RUNS
+    # Each run of a part of the nine-a-directory tree lies in one or two directories.
+    part = gitbench.sample_entries(nine_a_dir, 32, gitbench.part_runs(nine_a_dir, 32))
+    assert len({r.split("\t")[1].split("/")[0] for r in part}) <= 8
+
+
 def test_no_write_back_is_waited_for_past_the_deadline(tmp_path):
     """A part's write-back is timed within the run's deadline: one already passed starts
     no sync and stops the run as the deadline stops git (DeadlineReached, not a

@@ -22,7 +22,6 @@ from ...models.storage import NETWORK
 
 WORKERS, THRESHOLD = "checkout.workers", "checkout.thresholdForParallelism"
 SAMPLE_FILES = 2000        # files the engine writes per checkout measurement, at most
-ENGINE_PILOT = 20          # files the engine writes first, to price one
 WARM_FILES = 200           # the engine's warm-up write, where it is cheap
 MIN_ENGINE_BATCH = 40      # files per engine measurement, at least
 # Engine times within this share of the fastest count's are taken as equal (_engine_pick).
@@ -46,12 +45,22 @@ def _facts(s: Optional[Sweep]) -> Facts:
 def checkout_batch(target: str, paths, sizes, budget: float,
                    limits: engine.Limits = engine.NO_LIMITS) -> Tuple[list, list]:
     """Size the batch so about ten single-worker measurements fit the budget, from a
-    small pilot write; where a warm-up (allocator, journal, dentry caches) of WARM_FILES
-    costs under a tenth of the budget, it follows."""
-    pilot = min(len(paths), ENGINE_PILOT)
+    pilot write of the least batch; where a warm-up (allocator, journal, dentry caches)
+    of WARM_FILES costs under a tenth of the budget, it follows."""
+    paths, sizes, _ = _sized_batch(target, paths, sizes, budget, limits)
+    return paths, sizes
+
+
+def _sized_batch(target: str, paths, sizes, budget: float,
+                 limits: engine.Limits) -> Tuple[list, list, Optional[float]]:
+    """checkout_batch's batch, and the pilot's one-thread seconds where the batch is the
+    pilot's own files (the least batch: where files are that dear, the pilot is the
+    sweep's measurement of one thread, not a write to repeat)."""
+    pilot = min(len(paths), MIN_ENGINE_BATCH)
     t = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
                         limits=limits).wall
     per_file = max(t / max(1, pilot), 1e-6)
+    first: Optional[float] = t
     warm = min(len(paths), WARM_FILES)
     if per_file * warm <= budget / 10:
         t = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
@@ -61,8 +70,9 @@ def checkout_batch(target: str, paths, sizes, budget: float,
         # priced by the pilot alone the sweep's first count could take its whole share:
         # a sweep of one count predicts nothing.
         per_file = max(per_file, t / max(1, warm))
+        first = None
     keep = min(len(paths), max(MIN_ENGINE_BATCH, int(budget / 10 / per_file)))
-    return paths[:keep], sizes[:keep]
+    return paths[:keep], sizes[:keep], first if keep == pilot else None
 
 
 def max_workers(bench: Bench) -> int:
@@ -101,9 +111,13 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     dims = [Dim(WORKERS, 1, top, default=1)]
     share = planner.sweep_share(bench, "checkout")
     paths, sizes = bench.sample(SAMPLE_FILES, seconds=planner.sample_seconds(share))
-    paths, sizes = checkout_batch(target, paths, sizes, share.seconds, share.bounded())
+    paths, sizes, piloted = _sized_batch(target, paths, sizes, share.seconds, share.bounded())
 
     def write(point, k=len(paths)):
+        nonlocal piloted
+        if piloted is not None and k == len(paths) and point[WORKERS] == 1:
+            seconds, piloted = piloted, None        # the pilot wrote these files already
+            return seconds
         return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
                                threshold=0, limits=share.limits()).wall
 

@@ -257,9 +257,9 @@ class Threshold(registry.Tuner):
     def price(self, key, bench: Bench) -> Optional[float]:
         """Where the workers were timed on a part: its first batch, TINY_FILES on a part
         of its own, at the pilots' price; where the part was the pilot's (no price of a
-        file), at the part's fastest sequential run: a part is gitbench.PART_RUNS runs
-        of consecutive entries, each in directories of their own, so the tiny batch's
-        part has as many directories as the pilot's, and git's start-up is no less on
+        file), at the part's fastest sequential run: a part is runs of consecutive
+        entries (gitbench.part_runs), each in directories of their own, so the tiny
+        batch's part has as many directories as the pilot's or nearly, and git's start-up is no less on
         fewer files: priced at its files' share, the trial starts where it cannot finish
         (docs/planner.md, "Figures behind the threshold's rules")."""
         workers = bench.trials.get(WORKERS)

@@ -267,7 +267,7 @@ class Workspace:
         lstat): the one step whose cost grows with the repository, in memory."""
         if n in self._parts:
             return self._parts[n]
-        records = sample_entries(self.listed(), n, PART_RUNS)
+        records = sample_entries(self.listed(), n, part_runs(self.listed(), n))
         dest = os.path.join(self.root, f"part-{len(records)}")
         for made in self._parts.values():
             if made.worktree == dest:   # n beyond the regular files: the part of them all
@@ -590,9 +590,12 @@ def fresh_files_diff(ws: Workspace, n: int):
 RACY_SECONDS = 1.05
 CLOCK_TICK = 0.02
 
-# Runs of consecutive entries keep a part's directory locality like the whole tree's
-# (git's checkout caches the leading directories it has made or seen): files spread one
-# by one each sit in a directory of their own, and each costs git a directory's lookups.
+# Runs of consecutive entries keep a part's directory locality like the whole tree's:
+# git's checkout checks each new directory's leading directories and reads its
+# .gitattributes once, then each file in it costs a lookup of its own. Files spread one
+# by one each sit in a directory of their own and each pays a directory's lookups,
+# which a part's files would then pay more often than the tree's. So a part has at most
+# PART_RUNS runs, and no more than make each hold the tree's files a directory (part_runs).
 PART_RUNS = 16
 
 
@@ -600,6 +603,16 @@ def _plain(listed: Sequence[str]) -> List[str]:
     """The regular files' records (stage 0) of a `git ls-files -s -z` listing."""
     return [r for r in listed if r[:6] in ("100644", "100755")
             and r.split("\t", 1)[0].endswith(" 0")]
+
+
+def part_runs(listed: Sequence[str], n: int) -> int:
+    """The runs of consecutive entries a part of n entries is made of: PART_RUNS, or
+    fewer where that many would give a run fewer entries than the tree's regular files
+    a directory (on average)."""
+    paths = [r.split("\t", 1)[1] for r in _plain(listed)]
+    directories = len({os.path.dirname(p) for p in paths})
+    per_directory = len(paths) / max(1, directories)
+    return max(1, min(PART_RUNS, round(n / per_directory)))
 
 
 def sample_entries(listed: Sequence[str], n: int, runs: Optional[int] = None,
