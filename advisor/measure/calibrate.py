@@ -173,6 +173,11 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
     except MeasurementFailed as e:
         bench.notes.append(f"{entry.key.name} not decided: {e}")
         return
+    past = bench.budget.used() - bench.budget.total
+    if grace and trial is not None and past > 0:
+        bench.notes.append(f"{entry.key.name}: its comparison ended {past:.1f} s past the "
+                           f"{bench.budget.total:g} s budget, in the grace the key with the "
+                           f"most at stake has ({grace:.1f} s at most)")
     if trial is not None:
         bench.trials[entry.key.name] = trial
         if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
