@@ -123,15 +123,20 @@ T = TypeVar("T")
 
 def _each(fn: Callable[[str], T], paths: Sequence[str]) -> List[T]:
     """fn on every path, in order: the first alone and timed, the rest in a pool where
-    the first prices them above POOL_WORTH, else one at a time."""
+    the first prices them above POOL_WORTH, else (or where no thread can start) one at
+    a time. fn must bear being called twice on a path: a pool that fails half way is
+    done again one at a time."""
     if not paths:
         return []
     t0 = time.monotonic()
     out = [fn(paths[0])]
     rest = paths[1:]
     if rest and (time.monotonic() - t0) * len(rest) > POOL_WORTH:
-        with ThreadPoolExecutor(min(REMOVE_THREADS, len(rest))) as pool:
-            return out + list(pool.map(fn, rest))
+        try:
+            with ThreadPoolExecutor(min(REMOVE_THREADS, len(rest))) as pool:
+                return out + list(pool.map(fn, rest))
+        except RuntimeError:
+            pass    # no thread could start (a pid limit): one at a time, from the first
     return out + [fn(p) for p in rest]
 
 

@@ -438,6 +438,30 @@ def test_a_scratch_directory_is_removed_whole_and_nothing_a_link_in_it_names(tmp
     assert (outside / "keep" / "file").read_text() == "mine"
 
 
+def test_removal_where_no_thread_can_start_goes_one_at_a_time(tmp_path, monkeypatch):
+    """Inside a pid limit a pool cannot start its threads: the removal goes on one at a
+    time, and nothing is left (tests/test_containers.py meets it under a real limit)."""
+    import concurrent.futures
+    from git_tune.probes import scratch
+
+    class NoThreads(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, *a, **k):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(scratch, "POOL_WORTH", -1.0)
+    monkeypatch.setattr(scratch, "ThreadPoolExecutor", NoThreads)
+    paths = []
+    for i in range(50):
+        p = tmp_path / f"d{i % 5}" / f"f{i}"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text("x")
+        paths.append(str(p))
+    scratch.remove_files(paths)
+    scratch.remove_tree(str(tmp_path / "d0"))
+    assert sorted(os.listdir(tmp_path)) == [f"d{i}" for i in range(1, 5)]
+    assert all(not os.listdir(tmp_path / f"d{i}") for i in range(1, 5))
+
+
 def _sweep(directory, stop):
     from git_tune.probes import scratch
     while not stop.is_set():
