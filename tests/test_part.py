@@ -65,12 +65,13 @@ def test_a_parts_runs_hold_the_trees_files_a_directory():
     nine_a_dir = listing(f"d{i // 9}/f{i}" for i in range(9000))
     flat = listing(f"f{i}" for i in range(9000))
     one_a_dir = listing(f"d{i}/f" for i in range(9000))
-    assert gitbench.part_runs(nine_a_dir, 32) == 4
-    assert gitbench.part_runs(flat, 32) == 1
-    assert gitbench.part_runs(one_a_dir, 32) == gitbench.PART_RUNS
-    assert gitbench.part_runs(nine_a_dir, 900) == gitbench.PART_RUNS
+    assert gitbench.part_runs(32, gitbench.files_a_directory(nine_a_dir)) == 4
+    assert gitbench.part_runs(32, gitbench.files_a_directory(flat)) == 1
+    assert gitbench.part_runs(32, gitbench.files_a_directory(one_a_dir)) == gitbench.PART_RUNS
+    assert gitbench.part_runs(900, gitbench.files_a_directory(nine_a_dir)) == gitbench.PART_RUNS
     # Each run of a part of the nine-a-directory tree lies in one or two directories.
-    part = gitbench.sample_entries(nine_a_dir, 32, gitbench.part_runs(nine_a_dir, 32))
+    runs = gitbench.part_runs(32, gitbench.files_a_directory(nine_a_dir))
+    part = gitbench.sample_entries(nine_a_dir, 32, runs)
     assert len({r.split("\t")[1].split("/")[0] for r in part}) <= 8
 
 

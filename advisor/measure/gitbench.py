@@ -223,6 +223,7 @@ class Workspace:
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
+    _per_directory: Optional[float] = None   # files_a_directory of them, once
     _all_marked: Optional["Sample"] = None   # fresh samples' index, every entry marked
     _frame: Optional[List[str]] = None       # fresh_frame, once chosen
     fresh_seconds: Optional[float] = None    # what the last fresh sample took to make
@@ -267,7 +268,9 @@ class Workspace:
         lstat): the one step whose cost grows with the repository, in memory."""
         if n in self._parts:
             return self._parts[n]
-        records = sample_entries(self.listed(), n, part_runs(self.listed(), n))
+        if self._per_directory is None:
+            self._per_directory = files_a_directory(self.listed())
+        records = sample_entries(self.listed(), n, part_runs(n, self._per_directory))
         dest = os.path.join(self.root, f"part-{len(records)}")
         for made in self._parts.values():
             if made.worktree == dest:   # n beyond the regular files: the part of them all
@@ -605,13 +608,16 @@ def _plain(listed: Sequence[str]) -> List[str]:
             and r.split("\t", 1)[0].endswith(" 0")]
 
 
-def part_runs(listed: Sequence[str], n: int) -> int:
-    """The runs of consecutive entries a part of n entries is made of: PART_RUNS, or
-    fewer where that many would give a run fewer entries than the tree's regular files
-    a directory (on average)."""
+def files_a_directory(listed: Sequence[str]) -> float:
+    """The regular files (stage 0) a directory of the listed tree holds, on average."""
     paths = [r.split("\t", 1)[1] for r in _plain(listed)]
-    directories = len({os.path.dirname(p) for p in paths})
-    per_directory = len(paths) / max(1, directories)
+    return len(paths) / max(1, len({os.path.dirname(p) for p in paths}))
+
+
+def part_runs(n: int, per_directory: float) -> int:
+    """The runs of consecutive entries a part of n entries is made of: PART_RUNS, or
+    fewer where that many would give a run fewer entries than the tree's
+    `per_directory` files a directory (files_a_directory)."""
     return max(1, min(PART_RUNS, round(n / per_directory)))
 
 

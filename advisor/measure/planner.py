@@ -17,9 +17,9 @@ budget's end.
 Shares: a trial's runs get plan.LADDER of the budget left; where that cannot hold its
 smallest comparison and no key still to run has more at stake, the budget left is
 its (run_share), and once per calibration that key may finish up to plan.OWED_GRACE
-of the budget past its end (owed_grace). A trial of several counts climbs a Ladder: one more count only where
-it fits that share, the rest (and more runs for a count within noise) at the budget's
-end.
+of the budget past its end (owed_grace). A trial of several counts climbs a Ladder:
+one more count only where it fits that share, the rest (and more runs for a count
+within noise) at the budget's end.
 """
 import contextlib
 import dataclasses
@@ -172,10 +172,17 @@ def run_share(bench, mine: Optional[float], counts: int) -> float:
     usual = longest_run(left * plan.LADDER / counts, bench.runs)
     if bench.prices is None or usual >= bench.prices.run(bench.prices.least.files):
         return usual
-    others = [s for s in (e.stakes(bench) for e in bench.pending) if s is not None]
-    if mine is None or any(s > mine for s in others):
+    if not _most_at_stake(bench, mine):
         return usual
     return longest_run(left / counts, bench.runs)
+
+
+def _most_at_stake(bench, stakes: Optional[float]) -> bool:
+    """Whether a key with `stakes` seconds at stake (None: unknown) has at least as much
+    at stake as every key still to run (bench.pending) whose stakes are known."""
+    if stakes is None:
+        return False
+    return not any(s is not None and s > stakes for s in (e.stakes(bench) for e in bench.pending))
 
 
 def owed_grace(bench, stakes: Optional[float]) -> float:
@@ -190,8 +197,7 @@ def owed_grace(bench, stakes: Optional[float]) -> float:
     grace = bench.budget.total * plan.OWED_GRACE
     if bench.graced or stakes is None or stakes <= grace:
         return 0.0
-    others = [s for s in (e.stakes(bench) for e in bench.pending) if s is not None]
-    return 0.0 if any(s > stakes for s in others) else grace
+    return grace if _most_at_stake(bench, stakes) else 0.0
 
 
 Compare = Callable[[int, Dict[str, str]], List[Comparison]]
