@@ -165,11 +165,11 @@ def main():
     p.add_argument("--commands", type=int, default=None, help="commands in the soak")
     p.add_argument("--beds", default=",".join(BEDS), help="comma-separated beds to run")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
-                   help="files in the work tree (default 100 10000 100000; --tiny 100 1000)")
+                   help="files in the work tree (default 100 10000 100000; --tiny 100)")
     args = p.parse_args()
     beds = tuple(b for b in args.beds.split(",") if b)
-    sizes = args.sizes or ([100, 1000] if args.tiny else [100, 10000, 100000])
-    repeat = args.repeat or (5 if args.tiny else 60)
+    sizes = args.sizes or ([100] if args.tiny else [100, 10000, 100000])
+    repeat = args.repeat or (3 if args.tiny else 60)
     commands = args.commands or (200 if args.tiny else 10000)
     home = tempfile.mkdtemp(prefix="git-tune-agent-bench-")
     runtime = tempfile.mkdtemp(prefix="git-tune-agent-run-", dir="/dev/shm")  # 0700, tmpfs

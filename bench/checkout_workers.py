@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from common import bed_latency, BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
+from common import bed_latency, beds_for, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
 
 WORKERS = {"tmpfs": 8, "disk": 8, "latfs-nfs": 32, "hdd": 8}
 
@@ -29,12 +29,12 @@ def remove_tracked(repo: str) -> None:
 def main():
     args = parser(__doc__).parse_args()
     files = 300 if args.tiny else 2000
-    repeat = args.repeat or (3 if args.tiny else 5)
+    repeat = args.repeat or (2 if args.tiny else 5)
     cold = os.geteuid() == 0
     rows, data, notes = [], {}, []
     if not cold:
         notes.append("not root: caches stay warm, so these are not the seed's cold numbers")
-    for kind in BEDS:
+    for kind in beds_for(args.tiny):
         try:
             with storage(kind, bed_latency(args.tiny), size_mb=2048) as mnt:
                 repo = repo_on(kind, mnt, files)

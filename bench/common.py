@@ -139,6 +139,12 @@ TINY_LATENCY = Latency(lookup_us=150, open_us=150, read_us=50, write_us=50, crea
                        fsync_us=300, readdir_us=150)
 
 
+def beds_for(tiny: bool, beds: Sequence[str] = BEDS) -> Tuple[str, ...]:
+    """The beds a run covers: at --tiny size all but the one-spindle bed, whose every
+    request waits its 4 ms (tests/test_beds.py checks that bed itself)."""
+    return tuple(b for b in beds if not (tiny and b == "hdd"))
+
+
 def bed_latency(tiny: bool) -> Optional[Latency]:
     """The latency beds' delays: CI's where tiny, else each bed's own (None)."""
     return TINY_LATENCY if tiny else None

@@ -103,7 +103,7 @@ def main():
     p = parser(__doc__)
     p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
     args = p.parse_args()
-    repeat = args.repeat or (5 if args.tiny else 15)
+    repeat = args.repeat or (3 if args.tiny else 15)
     sizes = {"disk": 2000 if args.tiny else 50000, "latfs-nfs": 300 if args.tiny else 3000}
     budget = 10 if args.tiny else 20
     rows, data, notes = [], {}, []

@@ -193,7 +193,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
     sizes = [300] if a.tiny else a.sizes
-    beds = 2 if a.tiny else a.beds
+    beds = 1 if a.tiny else a.beds
     rounds = 1 if a.tiny else a.rounds
     budget = 5.0 if a.tiny else a.budget
     rng = random.Random(a.seed)

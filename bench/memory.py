@@ -75,7 +75,7 @@ def shown(r: peak.PeakRun) -> str:
 def main():
     args = parser(__doc__).parse_args()
     shape = TINY if args.tiny else FULL
-    limits = ([192 * MIB, UNLIMITED] if args.tiny
+    limits = ([192 * MIB] if args.tiny
               else [256 * MIB, 512 * MIB, 1024 * MIB, UNLIMITED])
     rows, data, notes = [], {}, []
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
@@ -84,7 +84,7 @@ def main():
                   os.walk(os.path.join(repo, ".git")) for f in fs) / MIB
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
-            got = chosen(repo, limit, 30 if args.tiny else 120)
+            got = chosen(repo, limit, 10 if args.tiny else 120)
             if got is None:
                 notes.append(f"{name}: no memory cgroup could be made here (root and the "
                              "memory controller are needed); row skipped")

@@ -121,7 +121,7 @@ def main():
     args = parser(__doc__).parse_args()
     files = 300 if args.tiny else 10000
     repeat = args.repeat or (2 if args.tiny else 10)
-    budget = 5 if args.tiny else 20
+    budget = 3 if args.tiny else 20
     home = tempfile.mkdtemp(prefix="git-tune-storm-bench-")
     isolate(home)
     rows, data, notes = [], {}, []

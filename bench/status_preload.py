@@ -10,17 +10,17 @@ the lstat time went.
 import os
 import tempfile
 
-from common import bed_latency, BEDS, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
+from common import bed_latency, beds_for, BedUnavailable, ab, median, parser, repo_on, report, storage, timed
 
 from git_tune.advisor.measure.gitbench import trace_phases
 
 
 def main():
     args = parser(__doc__).parse_args()
-    files = 2000 if args.tiny else 10000
-    repeat = args.repeat or (5 if args.tiny else 7)
+    files = 500 if args.tiny else 10000
+    repeat = args.repeat or (2 if args.tiny else 7)
     rows, data, notes = [], {}, []
-    for kind in BEDS:
+    for kind in beds_for(args.tiny):
         try:
             with storage(kind, bed_latency(args.tiny)) as mnt:
                 repo = repo_on(kind, mnt, files)

@@ -173,7 +173,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     t0 = time.monotonic()
     mix.run({})
     slow = time.monotonic() - t0 > SLOW_MIX
-    repeat = repeat or (1 if slow else 3)
+    repeat = repeat or (1 if slow or tiny else 3)
     final = min(final, stats.MIN_RUNS) if slow else final
     t0 = time.monotonic()
     grid = {}
@@ -201,7 +201,8 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     # Each round starts one contender later, so none always follows the same other's
     # whole-tree write (page cache, writeback) or always comes first.
     order = list(each)
-    while rounds < final or (rounds < 30 and time.monotonic() - t0 < FINAL_SECONDS):
+    more_for = 0 if tiny else FINAL_SECONDS     # --tiny: only checks the benchmark runs
+    while rounds < final or (rounds < 30 and time.monotonic() - t0 < more_for):
         turn = order[rounds % len(order):] + order[:rounds % len(order)]
         for k in turn:
             each[k].append(mix.times(contenders[k]))
@@ -289,7 +290,7 @@ def main():
     args = p.parse_args()
     files = 300 if args.tiny else args.files
     repeat = args.repeat
-    final = 5 if args.tiny else 7
+    final = 2 if args.tiny else 7
     budget = 4 if args.tiny else Options().budget
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
     row_of = {n: n if files == FILES or args.tiny else f"{n} {files}" for n in names}

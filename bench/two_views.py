@@ -109,7 +109,7 @@ def main():
     p.add_argument("--sizes", type=int, nargs="+", default=None)
     args = p.parse_args()
     sizes = args.sizes or ([500] if args.tiny else [5000, 50000])
-    repeat = args.repeat or (3 if args.tiny else 10)
+    repeat = args.repeat or (2 if args.tiny else 10)
     home = tempfile.mkdtemp(prefix="git-tune-views-bench-")
     isolate(home)
     rows, data = [], {}

@@ -194,7 +194,7 @@ def main():
     args = p.parse_args()
     files = 300 if args.tiny else 3000
     budget = args.budget or (5 if args.tiny else 20)
-    rounds = args.repeat or (3 if args.tiny else 7)
+    rounds = args.repeat or (2 if args.tiny else 7)
     beds = ["disk"] if args.tiny else args.beds
     rows, summary, data, notes = [], [], {}, []
     for kind in beds:

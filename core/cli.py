@@ -27,7 +27,7 @@ def repo_option(f):
                         help="The repository (default: the one containing the current directory).")(f)
 
 
-def scope_option(default="global"):
+def scope_option(default: str="global"):
     return click.option("--scope", default=default, show_default=True,
                         help="Where to write: global, system, local or file:PATH.")
 
@@ -71,7 +71,7 @@ def _version_text() -> str:
     return f"git-tune {__version__}, {engine}"
 
 
-def _print_version(ctx, _param, value):
+def _print_version(ctx, _param, value) -> None:
     if value and not ctx.resilient_parsing:
         say(_version_text())
         ctx.exit(0)
@@ -117,7 +117,7 @@ def _use_git(ctx, _param, value):
 @click.option("--git", "git_path", envvar="GIT_TUNE_GIT", expose_value=False, is_eager=True,
               callback=_use_git, type=click.Path(exists=True, dir_okay=False),
               help="The git to tune and time (default: git on PATH).")
-def cli():
+def cli() -> None:
     """Measure this host's storage and CPUs, then tune Git's performance settings for it.
 
     \b
@@ -145,7 +145,7 @@ def _revive_collector() -> None:
 @click.option("--thorough", is_flag=True,
               help="Measure more samples and run git's untracked-cache test (seconds).")
 @json_option
-def probe(repo, thorough, as_json):
+def probe(repo, thorough, as_json) -> None:
     """Report the host, its storage, the cache state, git and the repository."""
     from .views import probe_view
     from .probes.report import probe as run_probe
@@ -157,7 +157,7 @@ class Finite(click.ParamType):
 
     name = "number"
 
-    def __init__(self, low: float, high: float, unit: str = "seconds"):
+    def __init__(self, low: float, high: float, unit: str = "seconds") -> None:
         self.low, self.high, self.unit = low, high, unit
 
     def convert(self, value, param, ctx):
@@ -233,7 +233,7 @@ def _progress_bar():
     bar: Optional[Any] = None           # click's ProgressBar, once progress is reported
     done = 0                            # of 1000
 
-    def update(phase, fraction):
+    def update(phase, fraction) -> None:
         nonlocal bar, done
         if bar is None:
             bar = click.progressbar(length=1000, label="calibrating", file=sys.stderr,
@@ -246,7 +246,7 @@ def _progress_bar():
         bar.update(step)                # a redraw per report: the label moves on
         done += step
 
-    def close():
+    def close() -> None:
         """End the bar's line (once): what is said next starts on a line of its own."""
         nonlocal bar, done
         if bar is not None:
@@ -255,7 +255,7 @@ def _progress_bar():
     return update, close
 
 
-def _options(budget, strategy, seed, cold, runs, workload="mixed"):
+def _options(budget, strategy, seed, cold, runs, workload: str="mixed"):
     from .advisor.measure.record import Options
     return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs,
                    workload=workload)
@@ -276,7 +276,7 @@ def _run_calibration(report, options):
 @calibration_options
 @plot_option
 @json_option
-def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_json):
+def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_json) -> None:
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
     from .advisor.measure.calibrate import probe_repository
     from .views import calibration_view
@@ -342,7 +342,7 @@ class _Confirmer:
     terminal nobody can be asked, and nothing is written."""
 
     def __init__(self, yes: bool, as_json: bool, before_asking=lambda: None,
-                 explain: bool = False):
+                 explain: bool = False) -> None:
         self.yes, self.as_json, self.shown, self.explain = yes, as_json, False, explain
         self.before_asking = before_asking      # the progress bar's line ended first
 
@@ -432,7 +432,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
               help="Time these values instead of the ones in force.")
 @plot_option
 @json_option
-def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
+def verify(repo, runs, cold, workloads, candidate, plot_file, as_json) -> None:
     """Time real git before and after git-tune's values, with confidence intervals.
 
     \b
@@ -458,7 +458,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json):
 @override_option
 @dry_run_option
 @json_option
-def set_values(assignments, repo, scope, override, dry_run, as_json):
+def set_values(assignments, repo, scope, override, dry_run, as_json) -> None:
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
     from .advisor.write.manual import set_values as run_set
     from .views import write_view
@@ -470,7 +470,7 @@ def set_values(assignments, repo, scope, override, dry_run, as_json):
 @click.option("--max-age", type=Finite(0, 1e6, "days"), default=90, show_default=True,
               help="Days after which applied values count as stale.")
 @json_option
-def show(max_age, as_json):
+def show(max_age, as_json) -> None:
     """List what git-tune applied, where, and whether it is stale."""
     from dataclasses import asdict
     from .advisor.write.show import show as run_show
@@ -482,7 +482,7 @@ def show(max_age, as_json):
 @repo_option
 @click.option("--scope", default=None, help="The scope to revert (default: the only one written).")
 @json_option
-def revert(repo, scope, as_json):
+def revert(repo, scope, as_json) -> None:
     """Restore the config files git-tune touched to their exact earlier bytes."""
     from dataclasses import asdict
     from .advisor.write.revert import nothing_to_revert, revert as revert_scope, target
@@ -493,7 +493,7 @@ def revert(repo, scope, as_json):
 
 
 @cli.group()
-def agent():
+def agent() -> None:
     """Watch what your own git commands cost (trace2), the rehash storms, and keep tuning
     on them: drift re-tuned when idle, experiments on your own commands."""
 
@@ -502,7 +502,7 @@ def agent():
 @repo_option
 @click.option("--all", "watch_all", is_flag=True, help="Keep every repository's commands.")
 @json_option
-def agent_enable(repo, watch_all, as_json):
+def agent_enable(repo, watch_all, as_json) -> None:
     """Route git's trace2 events to git-tune's collector (global config, revertable)."""
     from .advisor.agent import switch
     from .views import agent_enable_view
@@ -512,7 +512,7 @@ def agent_enable(repo, watch_all, as_json):
 @agent.command("disable")
 @click.option("--forget", is_flag=True, help="Delete the records too.")
 @json_option
-def agent_disable(forget, as_json):
+def agent_disable(forget, as_json) -> None:
     """Stop the collector and put the global config back byte for byte."""
     from .advisor.agent import switch
     emit(switch.disable(forget), as_json, lambda r: r["reverted"]["message"], "agent")
@@ -520,7 +520,7 @@ def agent_disable(forget, as_json):
 
 @agent.command("status")
 @json_option
-def agent_status(as_json):
+def agent_status(as_json) -> None:
     """Whether events are routed and collected, and how much is stored."""
     from .advisor.agent import switch
     from .views import agent_status_view
@@ -529,7 +529,7 @@ def agent_status(as_json):
 
 @agent.command("start")
 @json_option
-def agent_start(as_json):
+def agent_start(as_json) -> None:
     """Start the collector if it is not running (after a reboot)."""
     from dataclasses import asdict
     from .advisor.agent import collector
@@ -539,7 +539,7 @@ def agent_start(as_json):
 
 
 @agent.command("run", hidden=True)
-def agent_run():
+def agent_run() -> None:
     """The collector's loop (started by enable/start)."""
     from .advisor.agent import collector, switch
     collector.run(switch.load, switch.collect, switch.tend)
@@ -549,7 +549,7 @@ def agent_run():
 @click.option("--budget", type=Finite(1, 3600, "seconds"), default=20, show_default=True,
               help="Seconds each re-calibration may take.")
 @json_option
-def agent_retune(budget, as_json):
+def agent_retune(budget, as_json) -> None:
     """Re-tune now what has drifted (git upgraded, host or repository changed): only keys
     that change nothing but speed; others are named for `git-tune auto` to ask about."""
     from .advisor.agent import switch
@@ -603,7 +603,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
 
 @agent.command("log")
 @json_option
-def agent_log(as_json):
+def agent_log(as_json) -> None:
     """Every re-tune and experiment of the agent's, with its reasons and evidence."""
     from .advisor.agent import retune
     from .views import agent_log_view
@@ -617,7 +617,7 @@ def agent_log(as_json):
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Write each command's latencies per set of values as a PNG.")
 @json_option
-def agent_report(repo, since, plot_file, as_json):
+def agent_report(repo, since, plot_file, as_json) -> None:
     """Your commands' latencies (median, p90) per set of values in force; storms."""
     from .advisor.agent import report, store, switch
     from .views import agent_report_view
@@ -630,7 +630,7 @@ def agent_report(repo, since, plot_file, as_json):
 
 
 @cli.group()
-def profile():
+def profile() -> None:
     """Fleet profiles: measured once per host class, applied everywhere in it."""
 
 
@@ -640,7 +640,7 @@ def profile():
 @budget_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
 @json_option
-def profile_export(repo, workload, budget, output, as_json):
+def profile_export(repo, workload, budget, output, as_json) -> None:
     """Export this host's measured recommendation as a versioned JSON profile."""
     import json
     from .advisor.fleet import profiles
@@ -680,7 +680,7 @@ def apply(profile_path, repo, scope, check, show_diff, force, override, as_json)
 
 
 @cli.group()
-def fleet():
+def fleet() -> None:
     """Work on many hosts' profiles."""
 
 
@@ -690,7 +690,7 @@ def fleet():
 @click.option("--output-dir", type=click.Path(file_okay=False),
               help="Write one merged profile per host class here.")
 @json_option
-def fleet_merge(profile_paths, output_dir, as_json):
+def fleet_merge(profile_paths, output_dir, as_json) -> None:
     """Merge many hosts' profiles into one profile per host class, with the spread."""
     import json
     import os
@@ -723,6 +723,6 @@ def _terminate(signum, _frame):
     raise KeyboardInterrupt
 
 
-def main(argv=None):
+def main(argv=None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     cli.main(args=argv, prog_name="git-tune")

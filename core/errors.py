@@ -36,7 +36,7 @@ class EngineError(GitTuneError):
 
     exit_code = 3
 
-    def __init__(self, status: int, name: str, message: str):
+    def __init__(self, status: int, name: str, message: str) -> None:
         super().__init__(message or name)
         self.status = status
         self.name = name

@@ -183,17 +183,17 @@ def progress(iterable=None, length=None, label: str = "", enabled: bool = True):
 
 
 class _Silent:
-    def __init__(self, iterable):
+    def __init__(self, iterable) -> None:
         self.iterable = iterable
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        return False
+    def __exit__(self, *exc) -> None:
+        return None
 
     def __iter__(self):
         return iter(self.iterable)
 
-    def update(self, n, current_item=None):
+    def update(self, n, current_item=None) -> None:
         pass

@@ -64,7 +64,7 @@ def sizes(shape: RepoShape, n: int) -> List[int]:
     return [min(shape.max_size, int(rng.lognormvariate(mu, shape.sigma))) for _ in range(n)]
 
 
-def git(repo, *args, env=None, check=True, capture=True) -> subprocess.CompletedProcess:
+def git(repo, *args, env=None, check: bool=True, capture: bool=True) -> subprocess.CompletedProcess:
     """git -C repo ARGS through the one runner (no timeout: a large repository's first
     commit takes as long as it takes)."""
     proc = run_git(["-C", str(repo), *args], env=env, timeout=None, stdout=capture)

@@ -13,7 +13,7 @@ def _lat(latency: dict, op: str) -> str:
 def storage_lines(role: str, s: dict) -> List[str]:
     devs = []
 
-    def walk(d):
+    def walk(d) -> None:
         flag = "" if d["rotational"] is None else f" rotational={int(d['rotational'])}"
         devs.append(f"{d['name']}{flag}")
         for sub in d["slaves"]:

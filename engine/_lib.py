@@ -248,7 +248,7 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
     outcome = {}
     done = threading.Event()
 
-    def target():
+    def target() -> None:
         try:
             outcome["status"] = fn(*args, ctypes.byref(ctl), *tail, err, ERR_LEN)
         finally:

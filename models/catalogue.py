@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UsageError
 
@@ -167,7 +167,7 @@ class Key:
         return f"{low}..{high}{extra}"
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     """A value quoted for an error message, cut short (it may be hostile or huge)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -197,7 +197,7 @@ def catalogue() -> Dict[str, Key]:
     return keys
 
 
-def _bound(k: dict, which: str) -> Optional[int]:
+def _bound(k: Dict[str, Any], which: str) -> Optional[int]:
     """A key's min or max: a number, or for a size a size's text ("64g")."""
     value = k.get(which)
     if value is None or k["type"] != "size":
@@ -208,7 +208,7 @@ def _bound(k: dict, which: str) -> Optional[int]:
     return number
 
 
-def _keys(raw: dict) -> Dict[str, Key]:
+def _keys(raw: Dict[str, Any]) -> Dict[str, Key]:
     keys = {}
     for name, k in raw["keys"].items():
         if k["type"] not in TYPES:
@@ -244,7 +244,7 @@ class Workload:
     weights: Tuple[Tuple[str, float], ...]
 
 
-def _workload(w: dict) -> Workload:
+def _workload(w: Dict[str, Any]) -> Workload:
     weights = w.get("weights", {})
     if not isinstance(weights, dict) or not all(
             isinstance(v, (int, float)) and 0 <= v <= 1 for v in weights.values()):

@@ -50,12 +50,13 @@ class ParallelCost:
         return None
 
 
-def _predict(params, workers, n) -> float:
+def _predict(params: Sequence[float], workers: float, n: float) -> float:
     serial, per_item, per_worker, parallelism = params
     return serial + n * per_item / min(workers, parallelism) + workers * per_worker
 
 
-def _fit_once(w: np.ndarray, n: np.ndarray, t: np.ndarray, max_parallelism: int):
+def _fit_once(w: np.ndarray, n: np.ndarray, t: np.ndarray,
+              max_parallelism: int) -> Tuple[Tuple[float, float, float, int], float]:
     best = None
     for p in range(1, max_parallelism + 1):
         design = np.column_stack([np.ones_like(t), n / np.minimum(w, p), w])

@@ -52,7 +52,7 @@ def drop_outliers(values: Sequence[float], k: float = 5.0) -> np.ndarray:
     mad = 1.4826 * np.median(np.abs(v - med))
     if mad == 0:
         return v
-    return v[np.abs(v - med) <= k * mad]
+    return np.asarray(v[np.abs(v - med) <= k * mad])
 
 
 def clearly_apart(slow: Sequence[float], fast: Sequence[float], runs: int = CLEAR_RUNS) -> bool:
@@ -88,7 +88,8 @@ def compare(old: Sequence[float], new: Sequence[float], seed: int = 0,
 
 def _boot_medians(rng: np.random.Generator, values: np.ndarray, resamples: int) -> np.ndarray:
     """The medians of `resamples` bootstrap resamples of values."""
-    return np.median(rng.choice(values, size=(resamples, len(values)), replace=True), axis=1)
+    return np.asarray(np.median(rng.choice(values, size=(resamples, len(values)), replace=True),
+                                axis=1))
 
 
 def _verdict(enough: bool, low: float, high: float, min_effect: float) -> str:

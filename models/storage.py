@@ -3,14 +3,14 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 MEMORY, LOCAL_SSD, LOCAL_HDD, NETWORK, UNKNOWN = "memory", "local-ssd", "local-hdd", "network", "unknown"
 CLASSES = (MEMORY, LOCAL_SSD, LOCAL_HDD, NETWORK, UNKNOWN)
 
 
 @lru_cache(maxsize=1)
-def rules() -> dict:
+def rules() -> Dict[str, Any]:
     return tomllib.loads(resources.files("git_tune.models").joinpath("storage_classes.toml").read_text())
 
 
@@ -21,14 +21,14 @@ class Classification:
     notes: Tuple[str, ...]
 
 
-def _ms(latencies: Dict[str, dict], op: str) -> Optional[float]:
+def _ms(latencies: Mapping[str, Mapping[str, Any]], op: str) -> Optional[float]:
     lat = latencies.get(op)
     if not lat or not lat.get("count"):
         return None
-    return lat["p50"] * 1e3
+    return float(lat["p50"]) * 1e3
 
 
-def classify(fstype: str, latencies: Dict[str, dict], rotational: Optional[bool]) -> Classification:
+def classify(fstype: str, latencies: Mapping[str, Mapping[str, Any]], rotational: Optional[bool]) -> Classification:
     """latencies: op name -> {"count", "p50", ...} in seconds (engine.Latency as a dict)."""
     r = rules()
     t = r["thresholds"]

@@ -5,7 +5,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Dict, Iterable, Tuple
+from typing import Any, Dict, Iterable, Tuple
 
 from ..errors import UsageError
 from . import catalogue
@@ -37,12 +37,13 @@ class Workload:
 
 
 @lru_cache(maxsize=1)
-def _toml() -> dict:
+def _toml() -> Dict[str, Any]:
     return tomllib.loads(resources.files("git_tune.models").joinpath("workloads.toml").read_text())
 
 
-def profiles() -> Dict[str, dict]:
-    return _toml()["profile"]
+def profiles() -> Dict[str, Dict[str, Any]]:
+    profile: Dict[str, Dict[str, Any]] = _toml()["profile"]
+    return profile
 
 
 @lru_cache(maxsize=1)
@@ -69,7 +70,7 @@ def built_in_verified() -> Tuple[str, ...]:
     return tuple(name for name, w in _toml()["workload"].items() if w.get("verify", True))
 
 
-def showing(keys) -> Tuple[str, ...]:
+def showing(keys: Iterable[str]) -> Tuple[str, ...]:
     """The workloads `verify` times for these keys: those whose commands the keys affect."""
     ks = [catalogue.lookup(k) for k in keys]
     return tuple(w.name for w in table().values() if w.verify and any(w.shows(k) for k in ks))

@@ -8,7 +8,7 @@ the repository, or it measures itself.
 import glob
 import os
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from .. import engine
 from ..models import storage as storage_model
@@ -35,7 +35,7 @@ class CacheFacts:
     hot_lstat_p50: Optional[float]
     metadata_ratio: Optional[float]
     state: str
-    notes: tuple
+    notes: Tuple[str, ...]
 
 
 def residency(paths: Sequence[str], base: Optional[str] = None) -> Residency:
@@ -67,7 +67,8 @@ PILOT_FILES = 25
 COST_IN_LSTATS = 4
 
 
-def _metadata_p50(worktree: str, sample: Sequence[str], allowance: Optional[float]):
+def _metadata_p50(worktree: str, sample: Sequence[str],
+                  allowance: Optional[float]) -> Tuple[float, int]:
     """lstat latency of the tracked sample, before anything opens those files (an open
     caches their metadata), and how many of the sample the allowance affords."""
     pilot = engine.preload(sample[:PILOT_FILES], base=worktree, threads=1,

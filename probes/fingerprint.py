@@ -9,11 +9,14 @@ import hashlib
 import os
 import platform
 import socket
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import engine
 from . import host, mounts
 from .storage import FS_MAGIC
+
+if TYPE_CHECKING:
+    from .report import ProbeReport
 
 PREFIX = "h2-"
 
@@ -24,7 +27,7 @@ def of(cores: int, memory_total: int, fstype: str, source: Optional[str]) -> str
     return PREFIX + hashlib.sha256(os.fsencode("|".join(parts))).hexdigest()[:16]
 
 
-def of_report(report) -> str:
+def of_report(report: "ProbeReport") -> str:
     s = report.primary_storage()
     return of(report.host.effective_cores, report.host.memory_total, s.fstype if s else "",
               s.source if s else None)

@@ -11,6 +11,7 @@ from .. import git
 from ..errors import GitError
 from ..models import catalogue
 from . import memo
+from .layout import RepoLayout
 from .scratch import scratch_dir
 
 
@@ -28,7 +29,7 @@ class GitFacts:
     version: Optional[str]
     keys_understood: Dict[str, str]      # key -> first version
     keys_not_understood: Dict[str, str]  # key -> version that would be needed
-    values: Dict[str, List[dict]]        # key -> every setting, last wins
+    values: Dict[str, List[Dict[str, str]]]     # key -> every setting, last wins
     untracked_cache_works: Optional[bool]
     untracked_cache_detail: str
     fsmonitor_daemon: Optional[bool]
@@ -39,7 +40,8 @@ class GitFacts:
 
 
 def run_git(args: List[str], cwd: Optional[str] = None, timeout: float = 30,
-            env: Optional[dict] = None, repo=None) -> subprocess.CompletedProcess:
+            env: Optional[Dict[str, str]] = None,
+            repo: Optional[RepoLayout] = None) -> "subprocess.CompletedProcess[str]":
     """git for the probes: hooks off, GitError when git is missing (git.run)."""
     return git.run(args, cwd=cwd, timeout=timeout, env=env, repo=repo)
 
@@ -72,7 +74,7 @@ def require_git() -> catalogue.Version:
     return version
 
 
-def config_values(layout) -> Dict[str, List[ConfigValue]]:
+def config_values(layout: Optional[RepoLayout]) -> Dict[str, List[ConfigValue]]:
     """Every config entry whose key is in the catalogue, with scope and origin (layout:
     the located repository, or None outside any)."""
     proc = run_git(["config", "--list", "--show-origin", "--show-scope", "-z"], repo=layout)
@@ -126,7 +128,8 @@ def test_untracked_cache(scratch: str) -> Tuple[Optional[bool], str]:
     return proc.returncode == 0, detail
 
 
-def fsmonitor_daemon(repo: Optional[str], layout=None) -> Tuple[Optional[bool], str]:
+def fsmonitor_daemon(repo: Optional[str],
+                     layout: Optional[RepoLayout] = None) -> Tuple[Optional[bool], str]:
     """Whether this git has the daemon, asked in the directory repo (of the located
     repository `layout`, named explicitly when given)."""
     proc = run_git(["fsmonitor--daemon", "status"], cwd=repo or None, repo=layout)
@@ -176,7 +179,8 @@ def _skip_hash_in(directory: str) -> Tuple[Optional[bool], str]:
     return False, "ignored (an index written with it still ends in its hash)"
 
 
-def git_facts(layout, scratch: Optional[str], thorough: bool = False) -> GitFacts:
+def git_facts(layout: Optional[RepoLayout], scratch: Optional[str],
+              thorough: bool = False) -> GitFacts:
     """git's facts, for the located repository `layout` (None outside any)."""
     notes = []
     repo = layout.top if layout else None

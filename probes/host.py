@@ -84,7 +84,7 @@ def _v1_mount(sys: SysRoot, controller: str) -> Optional[str]:
     return None
 
 
-def _v1_limits(sys: SysRoot, lines) -> Tuple[Optional[float], Optional[int]]:
+def _v1_limits(sys: SysRoot, lines: List[Tuple[str, str, str]]) -> Tuple[Optional[float], Optional[int]]:
     quota_cpus, memory = None, None
     for _, controllers, path in lines:
         names = controllers.split(",")

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .. import ownpaths, strictjson
 from ..errors import UnsafeState
@@ -29,7 +29,7 @@ def _path(kind: str, key: str, create: bool = True) -> str:
                         hashlib.sha256(os.fsencode(key)).hexdigest()[:24] + ".json")
 
 
-def _record(path: str) -> Optional[dict]:
+def _record(path: str) -> Optional[Dict[str, Any]]:
     """A stored record as git-tune wrote it, or None: absent, damaged, or not the user's
     own regular file (a cache another user could write is no cache)."""
     try:

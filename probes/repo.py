@@ -3,35 +3,19 @@ import glob
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import engine, git
 from ..errors import EngineError, GitError, UsageError
 from . import statdata
 from .gitinfo import run_git
-
-
-@dataclass(frozen=True)
-class RepoLayout:
-    """Where things are: worktree and git directories can live on different file systems."""
-
-    worktree: Optional[str]
-    git_dir: str
-    common_dir: str
-    index_file: str
-    bare: bool
-    object_format: str = "sha1"      # sha256 in a repository made with --object-format=sha256
-
-    @property
-    def top(self) -> str:
-        """Where git runs for the repository: its work tree, its git directory where bare."""
-        return self.worktree or self.git_dir
+from .layout import RepoLayout as RepoLayout     # the located repository, named here too
 
 
 @dataclass(frozen=True)
 class RepoFacts:
     layout: RepoLayout
-    index: Optional[dict]            # engine.IndexResult as a dict, plus timing
+    index: Optional[Dict[str, Any]]  # engine.IndexResult as a dict, plus timing
     index_error: Optional[str]
     tracked_files: Optional[int]
     directories: Optional[int]
@@ -47,7 +31,7 @@ class RepoFacts:
     submodules: int
     worktrees: int
     notes: Tuple[str, ...]
-    stat_data: Optional[dict] = None     # statdata.StatData: the index's stat data vs lstat
+    stat_data: Optional[Dict[str, Any]] = None     # statdata.StatData: the index's stat data vs lstat
     # Seconds the untracked walk took; where it was given up, the seconds it had run by
     # then (a lower bound: untracked_estimate is None). What a status with untracked
     # files costs at least, before any trial has timed one.
@@ -99,7 +83,8 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
                 return None
             # A broken config (syntax error, include cycle) stops every git command.
             raise GitError(f"git cannot work here: {git.first_lines(proc.stderr)}")
-        return proc.stdout[:-1] if proc.stdout.endswith("\n") else proc.stdout
+        out: str = proc.stdout
+        return out[:-1] if out.endswith("\n") else out
 
     bare = ask("--is-bare-repository")
     if bare is None:

@@ -8,7 +8,7 @@ import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..errors import GitError, UsageError
@@ -36,7 +36,7 @@ class ProbeReport:
     timings: Dict[str, float]
     notes: List[str]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
     def primary_storage(self) -> Optional[StorageReport]:
@@ -51,7 +51,7 @@ def _part(allowance: Optional[float], share: float) -> Optional[float]:
     return None if allowance is None else allowance * share
 
 
-def _dev(path: str):
+def _dev(path: str) -> int:
     st = os.stat(path)
     return st.st_dev
 
@@ -68,11 +68,11 @@ def _scratch_candidates(target: str, layout: Optional[repo.RepoLayout]) -> List[
 
 
 class _Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         self.timings: Dict[str, float] = {}
 
     @contextlib.contextmanager
-    def section(self, name: str):
+    def section(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
             yield
@@ -80,7 +80,7 @@ class _Clock:
             self.timings[name] = round(time.perf_counter() - t0, 4)
 
 
-def _targets(path: str, layout) -> Dict[str, str]:
+def _targets(path: str, layout: Optional[repo.RepoLayout]) -> Dict[str, str]:
     """The directories whose storage is probed: the worktree and the git dir, or path."""
     if not layout:
         return {"worktree": path}
@@ -89,9 +89,10 @@ def _targets(path: str, layout) -> Dict[str, str]:
     return targets
 
 
-def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, sample,
+def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool],
+                     layout: Optional[repo.RepoLayout], sample: Optional[Sequence[str]],
                      thorough: bool, root: str, clock: _Clock, allowance: Optional[float],
-                     flushing: bool = False):
+                     flushing: bool = False) -> Tuple[Dict[str, StorageReport], gitinfo.GitFacts]:
     """Each file system's report (measured once when the worktree and git dir share it),
     and git's facts, with scratch directories on those file systems; none where the file
     system is still writing back earlier writes (`flushing`: every write and fsync there
@@ -127,10 +128,11 @@ def _storage_and_git(targets: Dict[str, str], same_fs: Optional[bool], layout, s
 _UNLOCATED = object()
 
 
-def _locate(path: Optional[str], located, notes: List[str]) -> Optional[repo.RepoLayout]:
+def _locate(path: Optional[str], located: object, notes: List[str]) -> Optional[repo.RepoLayout]:
     """The repository at path (`located` where the caller found it already); a repository
     git refuses is a note: the probe reports what it can (exit 0)."""
     if located is not _UNLOCATED:
+        assert located is None or isinstance(located, repo.RepoLayout)
         return located
     try:
         return repo.locate(path)
@@ -141,7 +143,7 @@ def _locate(path: Optional[str], located, notes: List[str]) -> Optional[repo.Rep
 
 def probe(path: Optional[str] = None, thorough: bool = False, root: str = "/",
           allowance: Optional[float] = None, flushing: bool = False,
-          located=_UNLOCATED) -> ProbeReport:
+          located: object = _UNLOCATED) -> ProbeReport:
     """Probe the host and the repository at path (default: the current directory's, if any).
 
     With `allowance` (seconds; calibrate gives a share of its budget), the timed parts

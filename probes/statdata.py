@@ -7,7 +7,7 @@ ctimes once; some mounts change them on every mount or lookup (9p, virtiofs, FUS
 and an index shared between two systems sees the other's numbers."""
 import os
 from dataclasses import asdict, dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .. import engine
 from ..errors import EngineError
@@ -22,7 +22,7 @@ class StatData:
     sampled: int
     changed: int                    # entries git's default checks find changed
     fields: Tuple[str, ...]         # the fields that differ in most of those
-    check: dict                     # engine.StatCheck: every field's count
+    check: Dict[str, Any]           # engine.StatCheck: every field's count
     diagnosis: Optional[str]        # what it means and what fixes it; None when all is well
 
 

@@ -1,7 +1,7 @@
 """Storage under a path: its file system, mount, devices, measured latencies and class."""
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, TypedDict
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
 
 from .. import engine
 from ..errors import EngineError
@@ -41,21 +41,21 @@ class StorageReport:
     fuse_subtype: Optional[str]
     read_only: bool
     dev: Tuple[int, int]
-    devices: Tuple[dict, ...]
+    devices: Tuple[Dict[str, Any], ...]
     rotational: Optional[bool]
-    latency: Dict[str, dict]
+    latency: Dict[str, Dict[str, Any]]
     measured: str                 # "scratch" | "read-only sample" | "none"
     storage_class: str
     evidence: Tuple[str, ...]
     notes: Tuple[str, ...]
 
 
-def _latency_dicts(lat: Dict[str, engine.Latency]) -> Dict[str, dict]:
+def _latency_dicts(lat: Dict[str, engine.Latency]) -> Dict[str, Dict[str, Any]]:
     return {k: asdict(v) for k, v in lat.items() if v.count}
 
 
 def _measure_read_only(sample_files: Sequence[str], base: str,
-                       allowance: Optional[float] = None) -> Dict[str, dict]:
+                       allowance: Optional[float] = None) -> Dict[str, Dict[str, Any]]:
     """Only lookups can be measured where nothing may be written. With `allowance`, as
     many of the sample as a pilot of PILOT["samples"] lookups says fit half of it (the
     misses take the other half), each call stopped at the allowance: during a
@@ -117,7 +117,7 @@ def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str]
     leaves = stack.leaves() if stack else []
     rotational = any(l.rotational for l in leaves) if any(l.rotational is not None for l in leaves) else None
 
-    latency: Dict[str, dict] = {}
+    latency: Dict[str, Dict[str, Any]] = {}
     measured = "none"
     params = THOROUGH if thorough else QUICK
     if scratch:

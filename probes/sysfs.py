@@ -1,12 +1,12 @@
 """Reading /proc and /sys below a root, so tests can use a fake tree."""
 import os
-from typing import Optional
+from typing import List, Optional
 
 
 class SysRoot:
     """Paths under a root directory ('/' on a real host)."""
 
-    def __init__(self, root: str = "/"):
+    def __init__(self, root: str = "/") -> None:
         self.root = root
 
     def path(self, *parts: str) -> str:
@@ -23,7 +23,7 @@ class SysRoot:
     def exists(self, *parts: str) -> bool:
         return os.path.exists(self.path(*parts))
 
-    def listdir(self, *parts: str):
+    def listdir(self, *parts: str) -> List[str]:
         try:
             return sorted(os.listdir(self.path(*parts)))
         except OSError:

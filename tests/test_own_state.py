@@ -241,7 +241,8 @@ def test_a_planted_link_at_the_pid_file_is_replaced_not_followed(enabled, victim
     assert (victim / ".bashrc").read_bytes() == bashrc and not os.path.islink(pid)
 
 
-# 4. Damaged inputs: no traceback, the collector alive after each.
+# 4. Damaged inputs: no traceback, the collector alive after them. Each kind is written at
+# once (a store's and a log's lines stay in the file, so every later read meets them all).
 
 DAMAGED_EVENTS = [
     '{"event":"cmd_name","sid":"S","name":"status"}\n{"event":"exit","sid":"S","t_abs":0.1,"code":0,"value":1e400}\n',
@@ -261,6 +262,11 @@ DAMAGED_LOG = ["5", "[]", "null", '{"time":"soon","experiment":"started"}',
                '{"time":1,"reasons":5}', '{"time":1e400}']
 
 
+def _append(path, lines):
+    with open(path, "a") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
 def _alive_after(write):
     write()
     time.sleep(2.5 * collector.POLL)
@@ -272,19 +278,16 @@ def _alive_after(write):
 def test_the_collector_survives_every_damaged_input(enabled):
     collector.start()
     d = switch.load().spool
-    agent = store.agent_dir()
-    for i, text in enumerate(DAMAGED_EVENTS):
-        path = os.path.join(d, event_name(100 + i))
+    paths = [os.path.join(d, event_name(100 + i)) for i in range(len(DAMAGED_EVENTS))]
 
-        def write_old():                # past STALE: read as a killed git's, and removed
+    def write_old():                    # past STALE: read as a killed git's, and removed
+        for path, text in zip(paths, DAMAGED_EVENTS):
             open(path, "w").write(text)
             os.utime(path, (time.time() - 2 * spool.STALE,) * 2)
-        _alive_after(write_old)
-        assert not os.path.exists(path)
-    for line in DAMAGED_STORE:
-        _alive_after(lambda: open(os.path.join(agent, store.CURRENT), "a").write(line + "\n"))
-    for line in DAMAGED_LOG:
-        _alive_after(lambda: open(retune.log_path(), "a").write(line + "\n"))
+    _alive_after(write_old)
+    assert [p for p in paths if os.path.exists(p)] == []
+    _alive_after(lambda: _append(os.path.join(store.agent_dir(), store.CURRENT), DAMAGED_STORE))
+    _alive_after(lambda: _append(retune.log_path(), DAMAGED_LOG))
     assert all(r.elapsed is None or r.elapsed < 1e6 for r in store.records())
     report = json.loads(invoke("agent", "report", "--json").output)
     assert all(lat["p90"] < 1e6 for lat in report["latencies"])

@@ -29,7 +29,7 @@ from ..measure.record import FAILS_DEFAULT, Calibration, Trial, failed_compariso
 from ..measure.sweep import MeasurementFailed
 from ...models import catalogue
 from ...probes.host import host_facts
-from ...probes.repo import RepoLayout
+from ...probes.layout import RepoLayout
 from . import pack
 
 KEY = "core.deltaBaseCacheLimit"

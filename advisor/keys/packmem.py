@@ -29,7 +29,7 @@ from ..measure.record import (FAILS_DEFAULT, Calibration, Trial,
 from ..measure.sweep import MeasurementFailed
 from ...models import catalogue
 from ...probes.host import host_facts
-from ...probes.repo import RepoLayout
+from ...probes.layout import RepoLayout
 
 WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
 WORKLOAD = "repack"

@@ -119,7 +119,7 @@ class ModuleTuner(Tuner):
     """The module-level functions of a module without TUNERS (a plug-in's toy key), looked
     up at each call, so a function the module replaces later is the one called."""
 
-    def __init__(self, module: ModuleType):
+    def __init__(self, module: ModuleType) -> None:
         self.module = module
         self.rank = getattr(module, "TRIAL_RANK", 1)
 

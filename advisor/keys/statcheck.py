@@ -88,7 +88,7 @@ class StatKey(registry.Tuner):
     # costs nothing (no git run).
     rank = 0
 
-    def __init__(self, value: str, tolerates: FrozenSet[str]):
+    def __init__(self, value: str, tolerates: FrozenSet[str]) -> None:
         self.value, self.tolerates = value, tolerates
 
     def narrowest(self, fields: tuple) -> bool:

@@ -33,7 +33,7 @@ class OutOfBudget(Exception):
     """A trial's minimum runs do not fit in the budget left: seconds_short says by how
     much (at least), None when the budget had ended before the trial could start."""
 
-    def __init__(self, seconds_short: Optional[float]):
+    def __init__(self, seconds_short: Optional[float]) -> None:
         super().__init__("budget spent" if seconds_short is None else f"{seconds_short:.1f} s short")
         self.seconds_short = seconds_short
 
@@ -102,7 +102,7 @@ def longest_run(seconds: float, runs: int) -> float:
 class _SideFailed(MeasurementFailed):
     """Git failed on one side of a comparison after its warm-up had worked."""
 
-    def __init__(self, side: str, error: str):
+    def __init__(self, side: str, error: str) -> None:
         super().__init__(error)
         self.side, self.error = side, error
 

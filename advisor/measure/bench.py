@@ -15,7 +15,7 @@ from .planner import Prices
 from .record import Comparison, Options, Sweep, Trial
 from ...models import stats, workloads
 from ...probes.gitinfo import GitFacts
-from ...probes.repo import RepoLayout
+from ...probes.layout import RepoLayout
 from ...probes.repo import spread_order
 
 MIN_SAMPLE = 100

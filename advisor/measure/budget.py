@@ -66,7 +66,7 @@ def use_clock(clock: Clock) -> Iterator[Clock]:
 class FakeClock:
     """A clock that moves only when told: a scripted run's seconds pass exactly."""
 
-    def __init__(self, start: float = 1000.0):
+    def __init__(self, start: float = 1000.0) -> None:
         self.t = start
 
     def __call__(self) -> float:
@@ -85,7 +85,7 @@ class Budget:
     one under its phase's name: a family's sweep and trials, the wait for write-back,
     the record), which the calibration keeps and its output shows."""
 
-    def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0):
+    def __init__(self, total: float, progress: Optional[Progress] = None, spent: float = 0.0) -> None:
         self.total = total
         self.start = now() - spent     # seconds already spent (the probe)
         self.progress = progress

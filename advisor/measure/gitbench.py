@@ -22,7 +22,7 @@ from ...errors import GitError
 from . import budget as plan, settle as write_back
 from .sweep import MeasurementFailed
 from ...probes import repo as repo_probe
-from ...probes.repo import RepoLayout
+from ...probes.layout import RepoLayout
 from ...probes.scratch import remove_files
 
 Settings = Dict[str, str]
@@ -756,7 +756,7 @@ class CheckoutWorkload:
     the next status the same on both sides of an A/B, so its pathspec is the batch
     (status refreshes only what its pathspec names)."""
 
-    def __init__(self, clone: str, paths: Sequence[str], scratch: str):
+    def __init__(self, clone: str, paths: Sequence[str], scratch: str) -> None:
         self.clone = clone
         self.paths = list(paths)
         self.list_file = os.path.join(scratch, f"pathspec.{len(self.paths)}")
@@ -854,7 +854,7 @@ class PartWrite(WholeTreeWrite):
     with_status: bool = True                   # run the part's status after the write
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str,
-                 part: Optional[Part] = None):
+                 part: Optional[Part] = None) -> None:
         super().__init__(clone, paths, scratch)
         self.part = part    # told of each run's write (Part.files), where given
 

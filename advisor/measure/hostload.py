@@ -74,7 +74,7 @@ class Load:
 class Watch:
     """Started before measuring; `load()` says what other processes used since."""
 
-    def __init__(self, cores: float):
+    def __init__(self, cores: float) -> None:
         self.cores, self.cpus = max(1.0, float(cores)), _cpus()
         self.t0, self.host0, self.own0 = time.monotonic(), _host_busy(self.cpus), _own()
 

@@ -41,7 +41,7 @@ class PeakRun:
 class Confinement:
     """A memory cgroup of its own for one run (make() returns None where none can be made)."""
 
-    def __init__(self, path: str, version: int):
+    def __init__(self, path: str, version: int) -> None:
         self.path, self.version = path, version
 
     @classmethod

@@ -215,7 +215,7 @@ class Ladder:
     seconds to spare."""
 
     def __init__(self, bench, key: str, candidate: Candidate, counts: List[int],
-                 compare: Compare, resume: Resume):
+                 compare: Compare, resume: Resume) -> None:
         self.bench, self.key, self.candidate, self.counts = bench, key, candidate, list(counts)
         self.compare, self.resume = compare, resume
         self.timed: Dict[int, List[Comparison]] = {}

@@ -146,7 +146,7 @@ class Trial:
     comparisons: Tuple[Comparison, ...]
     facts: Dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # The facts as the stored record will hold them (a tuple is a list there): what a
         # decision reads now is what it reads from the record later.
         object.__setattr__(self, "facts", json.loads(json.dumps(self.facts)))

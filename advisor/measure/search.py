@@ -52,7 +52,7 @@ def _py(v):
 class Strategy:
     name = "base"
 
-    def __init__(self, dims: Sequence[Dim], seed: int = 0):
+    def __init__(self, dims: Sequence[Dim], seed: int = 0) -> None:
         self.dims = list(dims)
         self.seed = seed
 
@@ -80,7 +80,7 @@ class GridStrategy(Strategy):
 
     name = "grid"
 
-    def __init__(self, dims, seed=0):
+    def __init__(self, dims, seed: int=0) -> None:
         super().__init__(dims, seed)
         self.points = [dict(zip([d.name for d in dims], combo))
                        for combo in itertools.product(*(d.values() for d in dims))]
@@ -96,7 +96,7 @@ class GridStrategy(Strategy):
 class RandomStrategy(Strategy):
     name = "random"
 
-    def __init__(self, dims, seed=0):
+    def __init__(self, dims, seed: int=0) -> None:
         super().__init__(dims, seed)
         self.rng = random.Random(seed)
 
@@ -109,14 +109,14 @@ class CoordinateStrategy(Strategy):
 
     name = "coordinate"
 
-    def __init__(self, dims, seed=0):
+    def __init__(self, dims, seed: int=0) -> None:
         super().__init__(dims, seed)
         self.current = {d.name: d.default if d.default is not None else d.values()[0] for d in dims}
         self.best_value = None
         self.queue: List[Point] = []
         self.dim_index = -1
 
-    def _refill(self):
+    def _refill(self) -> None:
         self.dim_index = (self.dim_index + 1) % len(self.dims)
         d = self.dims[self.dim_index]
         here = self.current[d.name]
@@ -131,7 +131,7 @@ class CoordinateStrategy(Strategy):
             self._refill()
         return self.queue.pop(0)
 
-    def tell(self, point, value):
+    def tell(self, point, value) -> None:
         if self.best_value is None or value < self.best_value:
             self.best_value = value
             self.current = dict(point)
@@ -142,7 +142,7 @@ class SkoptStrategy(Strategy):
 
     name = "gp"
 
-    def __init__(self, dims, seed=0, initial_points: Optional[int] = None):
+    def __init__(self, dims, seed: int=0, initial_points: Optional[int] = None) -> None:
         super().__init__(dims, seed)
         from skopt import Optimizer
         n_init = initial_points or min(6, max(3, 2 * len(dims) + 1))
@@ -161,7 +161,7 @@ class SkoptStrategy(Strategy):
             x = self.opt.ask()
         return {n: _py(v) for n, v in zip(self.names, x)}
 
-    def tell(self, point, value):
+    def tell(self, point, value) -> None:
         with _one_blas_thread():
             self.opt.tell([point[n] for n in self.names], float(value))
 
@@ -178,14 +178,14 @@ class Seeded(Strategy):
     design that must cover some points before a short budget ends, whatever the
     strategy. The name is the inner strategy's: the seeds are the caller's design."""
 
-    def __init__(self, inner: Strategy, points: Sequence[Point]):
+    def __init__(self, inner: Strategy, points: Sequence[Point]) -> None:
         super().__init__(inner.dims, inner.seed)
         self.inner, self.queue, self.name = inner, [dict(p) for p in points], inner.name
 
     def ask(self):
         return self.queue.pop(0) if self.queue else self.inner.ask()
 
-    def tell(self, point, value):
+    def tell(self, point, value) -> None:
         self.inner.tell(point, value)
 
 

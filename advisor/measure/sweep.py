@@ -77,7 +77,7 @@ class Share:
     it. No later call may run past the share (one single-threaded pass of a large tree
     on NFS takes longer than all of it): the engine stops it, and the point fails."""
 
-    def __init__(self, seconds: float, budget_end: float):
+    def __init__(self, seconds: float, budget_end: float) -> None:
         self.seconds, self.budget_end = seconds, budget_end
         self.end = now() + seconds
         self._first = True

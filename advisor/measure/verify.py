@@ -163,7 +163,7 @@ class _Switch:
     and where the two directions differ in cost the verdict compares directions, not
     values."""
 
-    def __init__(self, ws: gitbench.Workspace, a: str, b: str):
+    def __init__(self, ws: gitbench.Workspace, a: str, b: str) -> None:
         self.clone = os.path.join(ws.root, "switch")
         env = gitbench.config_env({})
         gitbench.run_git(["clone", "-q", "--shared", "--no-checkout",

@@ -121,7 +121,7 @@ GIT_LOCK_WAIT = 2.0
 class GitLock:
     """A held `<file>.lock`: read the file's bytes under it, stage new bytes, commit."""
 
-    def __init__(self, path: str, fd: int):
+    def __init__(self, path: str, fd: int) -> None:
         self.path = path                    # the file itself (links resolved)
         self.lock_path = path + LOCK_SUFFIX
         self._fd: Optional[int] = fd
