@@ -27,7 +27,7 @@ def repo_option(f):
                         help="The repository (default: the one containing the current directory).")(f)
 
 
-def scope_option(default: str="global"):
+def scope_option(default: str = "global"):
     return click.option("--scope", default=default, show_default=True,
                         help="Where to write: global, system, local or file:PATH.")
 
@@ -255,7 +255,7 @@ def _progress_bar():
     return update, close
 
 
-def _options(budget, strategy, seed, cold, runs, workload: str="mixed"):
+def _options(budget, strategy, seed, cold, runs, workload: str = "mixed"):
     from .advisor.measure.record import Options
     return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs,
                    workload=workload)

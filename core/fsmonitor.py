@@ -9,7 +9,7 @@ until stopped: git-tune stops every daemon its own measurements started, and
 """
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import psutil
 
@@ -35,7 +35,7 @@ def running(worktree: str) -> bool:
     return proc.returncode == 0
 
 
-def start(worktree: str, env: Optional[dict] = None) -> Optional[str]:
+def start(worktree: str, env: Optional[Dict[str, str]] = None) -> Optional[str]:
     """Start the daemon for this working tree; None, or git's reason for refusing it
     (no daemon in this git, a network file system, ...)."""
     proc = git.run(["fsmonitor--daemon", "start"], cwd=worktree, env=env)

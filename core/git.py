@@ -21,9 +21,20 @@ explicitly (`repo=`: GIT_DIR and GIT_WORK_TREE set from the located layout).
 import os
 import signal
 import subprocess
-from typing import List, Optional
+from typing import Dict, List, Mapping, Optional, Protocol
 
 from .errors import GitError
+
+
+class Located(Protocol):
+    """A located repository (probes/layout.py RepoLayout), as a run against it names it."""
+
+    @property
+    def git_dir(self) -> str: ...
+
+    @property
+    def worktree(self) -> Optional[str]: ...
+
 
 # Hooks are looked up under core.hooksPath; /dev/null is no directory, so git finds none.
 NO_HOOKS_SETTINGS = {"core.hooksPath": os.devnull}
@@ -52,7 +63,7 @@ def _steers(name: str) -> bool:
             or name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")))
 
 
-def clean_environ() -> dict:
+def clean_environ() -> Dict[str, str]:
     """The caller's environment without anything that points git at a repository, and
     with git's trace2 event target off unless the caller set one: git-tune's own git runs
     are not the user's commands, and the agent (trace2.eventTarget in the global config)
@@ -62,7 +73,7 @@ def clean_environ() -> dict:
     return env
 
 
-def caller_environ() -> dict:
+def caller_environ() -> Dict[str, str]:
     """clean_environ() plus the variables that say where the caller's repository is: for
     locating it (once), never for running git against it or anything else."""
     env = clean_environ()
@@ -70,7 +81,7 @@ def caller_environ() -> dict:
     return env
 
 
-def repo_environ(repo, env: Optional[dict] = None) -> dict:
+def repo_environ(repo: Located, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """env (default: clean_environ()) naming `repo` (a located layout: git_dir, worktree)
     explicitly, as GIT_DIR and GIT_WORK_TREE."""
     env = dict(clean_environ() if env is None else env)
@@ -82,10 +93,11 @@ def repo_environ(repo, env: Optional[dict] = None) -> dict:
     return env
 
 
-def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
+def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
         timeout: Optional[float] = 60, input: Optional[str] = None,
         check: bool = False, hooks: bool = False,
-        stdout: bool = True, repo=None) -> subprocess.CompletedProcess:
+        stdout: bool = True,
+        repo: Optional[Located] = None) -> "subprocess.CompletedProcess[str]":
     """git ARGS; GitError if git is missing, or (check=True) exits non-zero.
     stdout=False discards the output (a timed run must not wait on a pipe).
     env defaults to clean_environ(); repo (a located layout) names the user's
@@ -120,7 +132,7 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[dict] = None,
     return done
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: "subprocess.Popen[str]") -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -128,7 +140,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.communicate()
 
 
-def with_config(settings: dict, base: Optional[dict] = None) -> dict:
+def with_config(settings: Mapping[str, object],
+                base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """An environment in which git sees `settings` as command-line config
     (GIT_CONFIG_COUNT/KEY_n/VALUE_n), added to any already there."""
     env = dict(clean_environ() if base is None else base)

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 import textwrap
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import click
 
@@ -81,7 +81,8 @@ def say(text: str, err: bool = False) -> None:
     click.echo(text, err=err)
 
 
-def emit(data: dict, as_json: bool, human: Callable[[dict], str], kind: str) -> None:
+def emit(data: Dict[str, Any], as_json: bool, human: Callable[[Dict[str, Any]], str],
+         kind: str) -> None:
     """The result: JSON with its `schema` first, or text for people fitted to the width."""
     if as_json:
         data = {"schema": schema(kind), **{k: v for k, v in data.items() if k != "schema"}}
@@ -95,7 +96,7 @@ def chatter(message: str) -> None:
     say(fit(message, width()), err=True)
 
 
-def seconds(s) -> str:
+def seconds(s: Optional[float]) -> str:
     """A duration in the unit that reads best: 412 ns, 3.1 µs, 0.25 ms, 1.43 s."""
     if s is None:
         return "-"
@@ -108,12 +109,12 @@ def seconds(s) -> str:
     return f"{s:.2f} s"
 
 
-def counted(n, noun: str) -> str:
+def counted(n: object, noun: str) -> str:
     """'1 thread', '2 threads': a count with its noun in the right number."""
     return f"{n} {noun}" if str(n) == "1" else f"{n} {noun}s"
 
 
-def size(n) -> str:
+def size(n: Optional[float]) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -123,20 +124,20 @@ def size(n) -> str:
     return str(n)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "",
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], align: str = "",
           columns: Optional[int] = None) -> str:
     """A plain text table; align is one letter per column, 'l' or 'r' (default l). It
     fits `columns` (default: width()): the widest columns are narrowed, widest first,
     and their cells wrapped onto more lines of the row."""
-    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    cells = [[("" if c is None else str(c)) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     columns = width() if columns is None else columns
     if columns:
         widths = _narrowed(widths, columns - 2 * (len(widths) - 1))
 
-    def lines(cells) -> List[str]:
+    def lines(row_cells: Sequence[str]) -> List[str]:
         wrapped = [textwrap.wrap(c, widths[i], break_long_words=True, break_on_hyphens=False)
-                   or [""] for i, c in enumerate(cells)]
+                   or [""] for i, c in enumerate(row_cells)]
         out = []
         for k in range(max(len(w) for w in wrapped)):
             row = []
@@ -148,7 +149,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "",
         return out
 
     sep = "  ".join("-" * w for w in widths)
-    return "\n".join(lines(headers) + [sep] + [l for r in rows for l in lines(r)])
+    return "\n".join(lines(headers) + [sep] + [l for r in cells for l in lines(r)])
 
 
 # The last column is the reason, prose that wraps well: it gives way first, down to this.
@@ -175,25 +176,27 @@ def _narrowed(widths: List[int], room: int) -> List[int]:
     return widths
 
 
-def progress(iterable=None, length=None, label: str = "", enabled: bool = True):
-    """A progress bar on a terminal's stderr, nothing elsewhere."""
+def progress(iterable: Optional[Iterable[Any]] = None, length: Optional[int] = None,
+             label: str = "", enabled: bool = True) -> Any:
+    """A progress bar on a terminal's stderr, nothing elsewhere (either is a context
+    manager with update(n), iterable over `iterable`)."""
     if not enabled or not sys.stderr.isatty():
         return _Silent(iterable)
     return click.progressbar(iterable, length=length, label=label, file=sys.stderr)
 
 
 class _Silent:
-    def __init__(self, iterable) -> None:
+    def __init__(self, iterable: Optional[Iterable[Any]]) -> None:
         self.iterable = iterable
 
-    def __enter__(self):
+    def __enter__(self) -> "_Silent":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
-    def __iter__(self):
-        return iter(self.iterable)
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.iterable or ())
 
-    def update(self, n, current_item=None) -> None:
+    def update(self, n: int, current_item: object = None) -> None:
         pass

@@ -1,12 +1,14 @@
 """PNG plots: what real git measured per key, and the engine's curves (matplotlib, an
 optional extra)."""
 import sys
-from typing import Dict, List
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+Json = Dict[str, Any]     # a record as its JSON reads (the calibration's, the report's)
 
 from .errors import UsageError
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -20,7 +22,8 @@ def _pyplot():
     return plt
 
 
-def _series(evaluations, x_key, group_key=None):
+def _series(evaluations: Iterable[Mapping[str, Any]], x_key: str, group_key: Optional[str] = None
+            ) -> Dict[object, List[Tuple[Any, float]]]:
     groups: Dict[object, Dict[object, List[float]]] = {}
     for e in evaluations:
         if e["value"] is None:
@@ -30,7 +33,7 @@ def _series(evaluations, x_key, group_key=None):
     return {g: sorted((x, sorted(v)[len(v) // 2]) for x, v in pts.items()) for g, pts in groups.items()}
 
 
-def _real_git(ax, calibration: dict, recommendation: dict) -> None:
+def _real_git(ax: Any, calibration: Json, recommendation: Json) -> None:
     """Every comparison real git ran, per key: the candidate's speedup over Git's
     default with its 95% interval; green where the key was set, grey where not."""
     status = {k["key"]: k["status"] for k in recommendation["keys"]}
@@ -54,7 +57,7 @@ def _real_git(ax, calibration: dict, recommendation: dict) -> None:
     ax.set_title("real git: what decides")
 
 
-def recommendation(calibration: dict, recommendation: dict, path: str) -> str:
+def recommendation(calibration: Json, recommendation: Json, path: str) -> str:
     """Real git's measurements per key (what decides) beside the engine's sweeps (its
     predictions, drawn as such)."""
     plt = _pyplot()
@@ -69,7 +72,7 @@ def recommendation(calibration: dict, recommendation: dict, path: str) -> str:
     return path
 
 
-def sweeps(calibration: dict, path: str) -> str:
+def sweeps(calibration: Json, path: str) -> str:
     """One panel per engine sweep: seconds against its first dimension, one line per value
     of a second (categorical) one, and the cost model where the sweep fitted one."""
     plt = _pyplot()
@@ -83,7 +86,8 @@ def sweeps(calibration: dict, path: str) -> str:
     return path
 
 
-def _engine_panels(axes, panels, prediction: bool = False) -> None:
+def _engine_panels(axes: Sequence[Any], panels: Iterable[Tuple[str, Json]],
+                   prediction: bool = False) -> None:
     for ax, (name, sweep) in zip(axes, panels):
         x_key = sweep["dims"][0]["name"]
         group = sweep["dims"][1]["name"] if len(sweep["dims"]) > 1 else None
@@ -104,7 +108,7 @@ def _engine_panels(axes, panels, prediction: bool = False) -> None:
         ax.legend()
 
 
-def verify(report: dict, path: str) -> str:
+def verify(report: Json, path: str) -> str:
     """Before/after run times per workload, every run shown."""
     plt = _pyplot()
     ws = report["workloads"]
@@ -122,7 +126,7 @@ def verify(report: dict, path: str) -> str:
     return path
 
 
-def agent(report: dict, path: str) -> str:
+def agent(report: Json, path: str) -> str:
     """Each command class's median with its interval and p90, one bar per set of values
     in force (before and after each write), per repository."""
     plt = _pyplot()
@@ -147,5 +151,5 @@ def agent(report: dict, path: str) -> str:
     return path
 
 
-def _short(values: dict) -> str:
+def _short(values: Mapping[str, object]) -> str:
     return "\n".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(values.items())) or "defaults"

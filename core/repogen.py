@@ -10,7 +10,7 @@ import os
 import random
 import subprocess
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .errors import GitError
 from .git import run as run_git
@@ -28,11 +28,11 @@ class RepoShape:
 
     @property
     def file_count(self) -> int:
-        dirs = sum(self.width ** d for d in range(self.depth + 1))
+        dirs: int = sum(self.width ** d for d in range(self.depth + 1))
         return dirs * self.files
 
     @classmethod
-    def for_files(cls, n: int, **kw) -> "RepoShape":
+    def for_files(cls, n: int, **kw: Any) -> "RepoShape":
         """The smallest width-10, 9-per-directory shape holding at least n files."""
         depth = 0
         while cls(depth=depth, **kw).file_count < n:
@@ -44,7 +44,7 @@ def paths(shape: RepoShape, limit: Optional[int] = None) -> Iterator[str]:
     """Relative file paths of the shape, depth first, at most `limit`."""
     count = 0
 
-    def walk(prefix: str, depth: int):
+    def walk(prefix: str, depth: int) -> Iterator[str]:
         nonlocal count
         for f in range(shape.files):
             if limit is not None and count >= limit:
@@ -64,7 +64,8 @@ def sizes(shape: RepoShape, n: int) -> List[int]:
     return [min(shape.max_size, int(rng.lognormvariate(mu, shape.sigma))) for _ in range(n)]
 
 
-def git(repo, *args, env=None, check: bool=True, capture: bool=True) -> subprocess.CompletedProcess:
+def git(repo: "str | os.PathLike[str]", *args: str, env: Optional[Dict[str, str]] = None,
+        check: bool = True, capture: bool = True) -> "subprocess.CompletedProcess[str]":
     """git -C repo ARGS through the one runner (no timeout: a large repository's first
     commit takes as long as it takes)."""
     proc = run_git(["-C", str(repo), *args], env=env, timeout=None, stdout=capture)

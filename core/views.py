@@ -1,19 +1,21 @@
 """Human-readable views of command results (the JSON is the same data, whole)."""
 import time
-from typing import List
+from typing import Any, Dict, Iterable, List, Optional
+
+Json = Dict[str, Any]     # a command's result as its JSON reads
 
 from .output import counted, seconds, size, verbatim
 
 
-def _lat(latency: dict, op: str) -> str:
+def _lat(latency: Json, op: str) -> str:
     v = latency.get(op)
     return seconds(v["p50"]) if v else "-"
 
 
-def storage_lines(role: str, s: dict) -> List[str]:
+def storage_lines(role: str, s: Json) -> List[str]:
     devs = []
 
-    def walk(d) -> None:
+    def walk(d: Json) -> None:
         flag = "" if d["rotational"] is None else f" rotational={int(d['rotational'])}"
         devs.append(f"{d['name']}{flag}")
         for sub in d["slaves"]:
@@ -37,7 +39,7 @@ def storage_lines(role: str, s: dict) -> List[str]:
     return lines
 
 
-def probe_view(r: dict) -> str:
+def probe_view(r: Json) -> str:
     h = r["host"]
     out = [f"Host        {h['logical_cpus']} CPUs ({h['physical_cores']} cores), "
            f"{h['effective_cores']} usable; {size(h['memory_total'])} memory, "
@@ -93,13 +95,13 @@ def probe_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def _gain(g) -> str:
+def _gain(g: Optional[Json]) -> str:
     if not g:
         return "-"
     return f"{g['speedup']:.2f}x ({g['low']:.2f}-{g['high']:.2f})"
 
 
-def recommend_view(r: dict) -> str:
+def recommend_view(r: Json) -> str:
     from .output import table
     rows = [(k["key"], k["value"] if k["status"] == "set" else "-", k["git_default"],
              _gain(k["gain"]), k["reason"]) for k in r["keys"]]
@@ -119,7 +121,7 @@ def recommend_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def calibration_view(c: dict) -> str:
+def calibration_view(c: Json) -> str:
     from .output import table
     out = [f"Calibrated {c['repository']['path']} ({c['repository']['entries']} files) on "
            f"{c['storage']['fstype']} ({c['storage']['storage_class']}), git {c['git_version']}, "
@@ -148,10 +150,10 @@ def calibration_view(c: dict) -> str:
     return "\n".join(out)
 
 
-def went(spent: dict) -> str:
+def went(spent: Json) -> str:
     """Where a calibration's budget went: the probe's parts together, then each phase,
     in the order they came."""
-    phases: dict = {}
+    phases: Dict[str, float] = {}
     for phase, s in spent.items():
         name = "probe" if phase.startswith("probe ") else phase
         phases[name] = phases.get(name, 0.0) + s
@@ -162,13 +164,13 @@ def went(spent: dict) -> str:
         for k, v in phases.items() if v >= 0.05)
 
 
-def after_write(scope: dict) -> list:
+def after_write(scope: Json) -> List[str]:
     """The last lines of every write: how to see it and how to undo it."""
     spec = scope["name"] if scope["name"] != "file" else "file:" + scope["include_file"]
     return ["see: git-tune show", f"undo: git-tune revert --scope {spec}"]
 
 
-def write_view(r: dict, footer: bool = True) -> str:
+def write_view(r: Json, footer: bool = True) -> str:
     p = r["plan"]
     out = []
     for c in p["conflicts"]:
@@ -197,7 +199,7 @@ def write_view(r: dict, footer: bool = True) -> str:
     return "\n".join(out)
 
 
-def verify_view(r: dict, regions: bool = True) -> str:
+def verify_view(r: Json, regions: bool = True) -> str:
     """The verification's table; with `regions`, where the time went by trace2 region."""
     from .output import table
     rows = []
@@ -230,7 +232,7 @@ def verify_view(r: dict, regions: bool = True) -> str:
     return "\n".join(out)
 
 
-def slower_after_write(v: dict) -> list:
+def slower_after_write(v: Json) -> List[str]:
     """auto's verification, where a workload was slower beyond noise under the values just
     written: said after its table (auto has taken them back: `taken_back`)."""
     from .advisor.measure.verify import slower
@@ -240,16 +242,16 @@ def slower_after_write(v: dict) -> list:
     return [f"slower with the values written: {'; '.join(said)}."]
 
 
-def _speedup(e: dict) -> str:
+def _speedup(e: Json) -> str:
     return f"{1 / e['ratio']:.2f}x ({1 / e['high']:.2f}-{1 / e['low']:.2f})"
 
 
-def _warnings(notes) -> list:
+def _warnings(notes: Iterable[str]) -> List[str]:
     """A busy host (hostload) is said before any figure: every one is read with it."""
     return [f"warning: {n}" for n in notes if n.startswith("unreliable:")]
 
 
-def show_view(r: dict) -> str:
+def show_view(r: Json) -> str:
     if not r["applied"]:
         return "git-tune has applied nothing."
     out = []
@@ -269,7 +271,7 @@ def show_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def auto_summary(r: dict) -> str:
+def auto_summary(r: Json) -> str:
     """What auto shows by default, before it asks and after: what it will write and what
     each value gained, what it expects, what stays Git's, the risk. Short (a screen at
     80 columns); `--explain` shows the whole table, the findings and the diff."""
@@ -310,7 +312,7 @@ def auto_summary(r: dict) -> str:
     return "\n".join(out)
 
 
-def auto_preview(r: dict, explain: bool = False) -> str:
+def auto_preview(r: Json, explain: bool = False) -> str:
     """What auto shows before it asks: the summary, or with `explain` the recommendation
     and the diff it would write."""
     if not explain:
@@ -323,7 +325,7 @@ def auto_preview(r: dict, explain: bool = False) -> str:
     return "\n".join(out)
 
 
-def next_steps(r: dict, demo: bool = False) -> list:
+def next_steps(r: Json, demo: bool = False) -> List[str]:
     """What to try next, whatever auto found: its last lines when it wrote nothing."""
     if r["written"]:
         steps = []
@@ -340,7 +342,7 @@ def next_steps(r: dict, demo: bool = False) -> list:
     return steps
 
 
-def auto_view(r: dict, preview_shown: bool = False, explain: bool = False) -> str:
+def auto_view(r: Json, preview_shown: bool = False, explain: bool = False) -> str:
     if not preview_shown and not explain:
         out = [auto_summary(r)]
         if r["written"]:
@@ -359,7 +361,7 @@ def auto_view(r: dict, preview_shown: bool = False, explain: bool = False) -> st
     return "\n".join(l for l in out if l is not None) + "\n" + "\n".join(_auto_tail(r))
 
 
-def _auto_tail(r: dict, with_message: bool = True, explain: bool = True) -> list:
+def _auto_tail(r: Json, with_message: bool = True, explain: bool = True) -> List[str]:
     """auto's last lines: index rewrites, what was held back, the verification, the
     message, how to see and undo a write that stands."""
     out = []
@@ -375,7 +377,7 @@ def _auto_tail(r: dict, with_message: bool = True, explain: bool = True) -> list
     return [l for l in out if l is not None]
 
 
-def apply_view(r: dict, show_diff: bool) -> str:
+def apply_view(r: Json, show_diff: bool) -> str:
     out = []
     if r["mismatches"]:
         out.append("applied despite class mismatch (--force): " + "; ".join(r["mismatches"]))
@@ -395,7 +397,7 @@ def apply_view(r: dict, show_diff: bool) -> str:
     return "\n".join(out)
 
 
-def merge_view(r: dict) -> str:
+def merge_view(r: Json) -> str:
     out = []
     for c in r["classes"]:
         cls = ", ".join(f"{k}={v}" for k, v in c["profile"]["class"].items())
@@ -408,7 +410,7 @@ def merge_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def multi_view(r: dict) -> str:
+def multi_view(r: Json) -> str:
     from .output import table
     rows = []
     for a in r["repos"]:
@@ -426,7 +428,7 @@ def multi_view(r: dict) -> str:
     return "\n".join(out)
 
 
-def agent_enable_view(r: dict) -> str:
+def agent_enable_view(r: Json) -> str:
     st, c = r["state"], r["collector"]
     watch = "every repository" if st["watch_all"] else ", ".join(st["watch"])
     lines = [f"agent enabled: git's trace2 events are collected for {watch}",
@@ -448,7 +450,7 @@ def agent_enable_view(r: dict) -> str:
     return "\n".join(lines)
 
 
-def agent_status_view(r: dict) -> str:
+def agent_status_view(r: Json) -> str:
     st, c = r["state"], r["collector"]
     if not st["enabled"]:
         head = "agent disabled (git-tune agent enable --repo P | --all)"
@@ -489,7 +491,7 @@ def agent_status_view(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _retune_line(e: dict) -> str:
+def _retune_line(e: Json) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("time", 0)))
     if e.get("experiment"):
         return f"{when} scope {e.get('scope')}: experiment {e['experiment']}: {e.get('what')}"
@@ -506,23 +508,23 @@ def _retune_line(e: dict) -> str:
     return line
 
 
-def agent_retune_view(r: dict) -> str:
+def agent_retune_view(r: Json) -> str:
     if not r["drift"]:
         return "nothing has drifted: git-tune's values still hold (git-tune show)"
     return "\n".join(_retune_line(e) for e in r["retuned"])
 
 
-def agent_log_view(r: dict) -> str:
+def agent_log_view(r: Json) -> str:
     if not r["retunes"]:
         return "the agent has re-tuned nothing yet"
     return "\n".join(_retune_line(e) for e in r["retunes"])
 
 
-def _values(v: dict) -> str:
+def _values(v: Json) -> str:
     return ", ".join(f"{k}={x}" for k, x in sorted(v.items())) or "Git's defaults"
 
 
-def agent_report_view(r: dict) -> str:
+def agent_report_view(r: Json) -> str:
     from .output import table
     if not r["latencies"]:
         return "no commands recorded yet (git-tune agent status)"

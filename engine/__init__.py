@@ -205,7 +205,7 @@ def _index_result(r) -> IndexResult:
 _OBJECT_FORMATS = {"sha1": 0, "sha256": 1}
 
 
-def _index_opts(threads, alloc, pool_block, verify_checksum, object_format: str="sha1"):
+def _index_opts(threads, alloc, pool_block, verify_checksum, object_format: str = "sha1"):
     if object_format not in _OBJECT_FORMATS:
         raise EngineError(-1, "GT_EINVAL", f"unknown object format {object_format!r}")
     return _lib.IndexOpts(threads=threads, alloc=_ALLOCS[alloc], pool_block=pool_block,

@@ -80,7 +80,7 @@ class GridStrategy(Strategy):
 
     name = "grid"
 
-    def __init__(self, dims, seed: int=0) -> None:
+    def __init__(self, dims, seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.points = [dict(zip([d.name for d in dims], combo))
                        for combo in itertools.product(*(d.values() for d in dims))]
@@ -96,7 +96,7 @@ class GridStrategy(Strategy):
 class RandomStrategy(Strategy):
     name = "random"
 
-    def __init__(self, dims, seed: int=0) -> None:
+    def __init__(self, dims, seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.rng = random.Random(seed)
 
@@ -109,7 +109,7 @@ class CoordinateStrategy(Strategy):
 
     name = "coordinate"
 
-    def __init__(self, dims, seed: int=0) -> None:
+    def __init__(self, dims, seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.current = {d.name: d.default if d.default is not None else d.values()[0] for d in dims}
         self.best_value = None
@@ -142,7 +142,7 @@ class SkoptStrategy(Strategy):
 
     name = "gp"
 
-    def __init__(self, dims, seed: int=0, initial_points: Optional[int] = None) -> None:
+    def __init__(self, dims, seed: int = 0, initial_points: Optional[int] = None) -> None:
         super().__init__(dims, seed)
         from skopt import Optimizer
         n_init = initial_points or min(6, max(3, 2 * len(dims) + 1))
