@@ -8,10 +8,10 @@ import enum
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..measure.ab import STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER
-from ..measure.record import FAILS_DEFAULT, Comparison, Trial
+from ..measure.record import FAILS_DEFAULT, Calibration, Comparison, Trial
 from ...models import catalogue, stats, workloads
 from ...models.catalogue import Key
 
@@ -64,7 +64,7 @@ class KeyAdvice:
         return self.gains or ((self.gain,) if self.gain else ())
 
 
-def not_set(key: Key, reason: str, evidence: Optional[dict] = None) -> KeyAdvice:
+def not_set(key: Key, reason: str, evidence: Optional[Dict[str, Any]] = None) -> KeyAdvice:
     return KeyAdvice(key.name, NOT_SET, None, key.default, None, reason, evidence or {},
                      key.needs_index_rewrite)
 
@@ -83,7 +83,7 @@ def not_offered(key: Key, git_version: str) -> KeyAdvice:
                      f"git {git_version} does not read it (needs {need} on this platform)")
 
 
-def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict] = None,
+def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional[Dict[str, Any]] = None,
               suffix: str = "") -> KeyAdvice:
     """Set `value` if real git was faster with it beyond noise, else keep Git's default.
     Where git failed on one side, the side that works wins whatever its speed."""
@@ -113,7 +113,7 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
 
 
 def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
-            what: Dict[str, str], evidence: Optional[dict] = None, suffix: str = "") -> KeyAdvice:
+            what: Dict[str, str], evidence: Optional[Dict[str, Any]] = None, suffix: str = "") -> KeyAdvice:
     """The value chosen by the workload profile's objective: the comparisons on workloads it
     weighs (workloads.MIN_WEIGHT or more) decide. One failing or slower beyond noise keeps
     Git's default (the guard); otherwise at least one must be faster beyond noise, and the
@@ -132,12 +132,13 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
         if c.fails:     # git fails on one side here: that decides, whatever the speeds
             return a
     for c, a in verdicts:
-        if c.stopped == STOPPED_SLOWER or c.estimate.verdict == stats.SLOWER:
+        if c.stopped == STOPPED_SLOWER or (c.estimate is not None
+                                           and c.estimate.verdict == stats.SLOWER):
             return dataclasses.replace(a, reason=a.reason + suffix)
     faster = [(c, a) for c, a in verdicts if a.status == SET]
     ratio = weighted_ratio(counted, weights)
     each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
-                     for c in counted)
+                     for c in counted if c.estimate is not None)
     if not faster or ratio >= 1:
         return not_set(key, f"not set: {each}; not faster beyond noise where it weighs "
                             f"{1 / ratio:.2f}x" + suffix, evidence)
@@ -147,12 +148,12 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
                                             + suffix, gains=gains)
 
 
-def _counted(comparisons, weights: Dict[str, float]) -> list:
+def _counted(comparisons: Iterable[Comparison], weights: Dict[str, float]) -> List[Comparison]:
     """The comparisons on workloads the profile weighs (workloads.MIN_WEIGHT or more)."""
     return [c for c in comparisons if weights.get(c.workload, 0) >= workloads.MIN_WEIGHT]
 
 
-def weighted_ratio(comparisons, weights: Dict[str, float]) -> float:
+def weighted_ratio(comparisons: Iterable[Comparison], weights: Dict[str, float]) -> float:
     """The profile's weighted geometric mean time ratio over the comparisons it weighs that
     timed both sides (where git failed on one side, that decides, not a ratio)."""
     return workloads.weighted_geomean((weights[c.workload], c.estimate.ratio)
@@ -160,7 +161,7 @@ def weighted_ratio(comparisons, weights: Dict[str, float]) -> float:
                                       if c.estimate is not None)
 
 
-def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[dict]) -> KeyAdvice:
+def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[Dict[str, Any]]) -> KeyAdvice:
     """One side of the trial could not run here: git's own words say why."""
     ev = dict(evidence or {}, git_error=c.error)
     runs = len(c.times_default) + len(c.times_candidate)
@@ -172,7 +173,7 @@ def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[di
                         "Git's default kept", ev)
 
 
-def unfinished(key: Key, cal, seconds_short: Optional[float],
+def unfinished(key: Key, cal: Calibration, seconds_short: Optional[float],
                ask: Optional[str] = None) -> KeyAdvice:
     """Real git could not even start deciding this key in the budget: Git's default, and
     the budget that would have let it (when a warm-up run priced it). `ask`: the value
@@ -191,5 +192,5 @@ def unfinished(key: Key, cal, seconds_short: Optional[float],
                    {"seconds_short": seconds_short})
 
 
-def trial_of(key: Key, cal) -> Optional[Trial]:
+def trial_of(key: Key, cal: Calibration) -> Optional[Trial]:
     return cal.trials.get(key.name)

@@ -7,7 +7,7 @@ faster beyond noise. Keys the installed git does not read are never offered.
 import dataclasses
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .advice import NOT_SET, SET, KeyAdvice
 from . import advice
@@ -39,7 +39,7 @@ class Recommendation:
     def reasons(self) -> Dict[str, str]:
         return {k.key: k.reason for k in self.keys if k.status == SET}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -55,7 +55,8 @@ def _expected(keys: Tuple[KeyAdvice, ...]) -> Dict[str, float]:
     return expected
 
 
-def _decide(entry: registry.Entry, cal: Calibration, understood, weights) -> KeyAdvice:
+def _decide(entry: registry.Entry, cal: Calibration, understood: Mapping[str, catalogue.Key],
+            weights: Dict[str, float]) -> KeyAdvice:
     name = entry.key.name
     if name not in understood:
         return advice.not_offered(entry.key, cal.git_version)
@@ -68,7 +69,8 @@ def _decide(entry: registry.Entry, cal: Calibration, understood, weights) -> Key
     return decide_measured(entry, cal, weights)
 
 
-def decide_measured(entry: registry.Entry, cal: Calibration, weights) -> KeyAdvice:
+def decide_measured(entry: registry.Entry, cal: Calibration,
+                    weights: Dict[str, float]) -> KeyAdvice:
     """The key module's decision; a trial real git was not run for (Trial.not_run) keeps
     Git's default with its reason, whatever the module, as does a key without one."""
     trial = cal.trials.get(entry.key.name)

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ... import __version__, git
 from . import configtext, journal, safefile, scopes
@@ -98,7 +98,8 @@ class Provenance:
     reasons: Dict[str, str] = field(default_factory=dict)
 
 
-def _git_config(args: List[str], cwd: Optional[str] = None, input: Optional[str] = None):
+def _git_config(args: List[str], cwd: Optional[str] = None,
+                input: Optional[str] = None) -> "subprocess.CompletedProcess[str]":
     return git.run(["config", *args], cwd=cwd, input=input)
 
 
@@ -206,7 +207,8 @@ def canonical(settings: Dict[str, str]) -> Dict[str, str]:
     return out
 
 
-def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subprocess.CompletedProcess:
+def _edited_copy(config_file: str, old: Optional[bytes],
+                 *args: str) -> "subprocess.CompletedProcess[Any]":
     """`git config --file COPY ARGS` on a copy of the config file's bytes `old`: git edits
     the text as it would edit the file, and the file itself is replaced under git's lock."""
     # A scratch directory, not a TemporaryDirectory: a run killed here (SIGKILL) leaves
@@ -219,9 +221,8 @@ def _edited_copy(config_file: str, old: Optional[bytes], *args: str) -> subproce
         with open(copy, "wb") as f:
             f.write(old or b"")
         proc = _git_config(["--file", copy, *args])
-        with open(copy, "rb") as f:
-            proc.stdout = f.read()
-        return proc
+        with open(copy, "rb") as f:     # the edited copy's bytes, in place of git's output
+            return subprocess.CompletedProcess(proc.args, proc.returncode, f.read(), proc.stderr)
 
 
 def _with_include(config_file: str, include_file: str, old: Optional[bytes] = None) -> bytes:
@@ -232,7 +233,8 @@ def _with_include(config_file: str, include_file: str, old: Optional[bytes] = No
     if proc.returncode:
         raise ConfigWriteError(f"git config could not add include.path to '{config_file}': "
                                f"{git.first_lines(proc.stderr)}; nothing was changed")
-    return proc.stdout
+    edited: bytes = proc.stdout
+    return edited
 
 
 def without_include(config_file: str, include_file: str, old: bytes) -> bytes:
@@ -246,11 +248,12 @@ def without_include(config_file: str, include_file: str, old: bytes) -> bytes:
         raise ConfigWriteError(f"git config could not remove include.path from "
                                f"'{config_file}': {git.first_lines(proc.stderr)}; "
                                "nothing was reverted")
-    return proc.stdout
+    edited: bytes = proc.stdout
+    return edited
 
 
 def _diff(path: str, old: Optional[bytes], new: Optional[str]) -> str:
-    def lines(data):
+    def lines(data: str) -> List[str]:
         return data.splitlines(True) if data else []
     old_text = old.decode("utf-8", "backslashreplace") if old is not None else ""
     return "".join(difflib.unified_diff(lines(old_text), lines(new or ""),
@@ -432,7 +435,7 @@ def _validate_file(path: str, staged: str) -> None:
 @dataclass(frozen=True)
 class WriteResult:
     written: bool
-    scope: dict
+    scope: Dict[str, Any]
     include_file: str
     settings: Dict[str, str]
     backup: Optional[str]

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from ... import __version__, ownpaths, strictjson
 from . import safefile, scopes
@@ -26,7 +26,7 @@ def state_path() -> str:
     return os.path.join(scopes.state_dir(), STATE_FILE)
 
 
-def load_state() -> Dict[str, dict]:
+def load_state() -> Dict[str, Dict[str, Any]]:
     """The state file's entries. One that is not the user's own regular file is refused
     (UnsafeState): its backups would be written into the user's config files."""
     data = ownpaths.read_file(os.path.join(ownpaths.state_dir(create=False), STATE_FILE))
@@ -71,7 +71,7 @@ def applied() -> List[Applied]:
     return out
 
 
-def save_state(state: Dict[str, dict]) -> None:
+def save_state(state: Dict[str, Dict[str, Any]]) -> None:
     try:
         ownpaths.write_file(state_path(), json.dumps(state, indent=1, sort_keys=True).encode())
     except OSError as e:
@@ -96,9 +96,9 @@ def digest(data: Optional[bytes]) -> Optional[str]:
     return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
-def entry(state: Dict[str, dict], scope: Scope, files: Dict[str, Optional[str]], *,
-          settings: Dict[str, str], per_repo: Dict[str, Dict[str, str]], provenance: dict,
-          backup_dir: str, pending: bool, origins: Optional[Dict[str, str]] = None) -> dict:
+def entry(state: Dict[str, Dict[str, Any]], scope: Scope, files: Dict[str, Optional[str]], *,
+          settings: Dict[str, str], per_repo: Dict[str, Dict[str, str]], provenance: Dict[str, Any],
+          backup_dir: str, pending: bool, origins: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """The state entry for this write. It is saved *before* any file changes (pending), so a
     run killed half way still leaves revert the backup from before git-tune's first write,
     and every digest git-tune may have left in each file (`known`): a file holding one of
@@ -124,7 +124,7 @@ def entry(state: Dict[str, dict], scope: Scope, files: Dict[str, Optional[str]],
             "git_tune_version": __version__, **provenance}
 
 
-def restamp(scope: Scope, provenance: dict) -> None:
+def restamp(scope: Scope, provenance: Dict[str, Any]) -> None:
     """Record that the scope's values were measured again with `provenance` (git
     version, host, repository) and stand as they are: no file changes."""
     with safefile.lock(scopes.state_dir()):
@@ -134,7 +134,7 @@ def restamp(scope: Scope, provenance: dict) -> None:
             save_state(state)
 
 
-def referenced_backups(state: Dict[str, dict]) -> set:
+def referenced_backups(state: Dict[str, Dict[str, Any]]) -> Set[str]:
     """Backup directories some state entry still needs (for revert, or as its latest)."""
     keep = {e.get(k) for e in state.values() for k in ("backup", "first_backup")}
     keep |= {os.path.dirname(item["copy"]) for e in state.values()
@@ -142,7 +142,7 @@ def referenced_backups(state: Dict[str, dict]) -> set:
     return {k for k in keep if k}
 
 
-def originals_of(backup_dir: Optional[str]) -> Dict[str, dict]:
+def originals_of(backup_dir: Optional[str]) -> Dict[str, Dict[str, Any]]:
     if not backup_dir:
         return {}
     try:

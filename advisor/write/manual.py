@@ -1,6 +1,6 @@
 """`git-tune set`: values chosen by hand, written through the same safe path as auto."""
 from dataclasses import asdict
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from . import configwrite, scopes
 from ...errors import UsageError
@@ -9,7 +9,7 @@ from ...probes import gitinfo, repo as repo_probe
 
 
 def set_values(assignments: Sequence[str], repo: Optional[str], scope_spec: str, *,
-               override: bool, dry_run: bool) -> dict:
+               override: bool, dry_run: bool) -> Dict[str, Any]:
     version = gitinfo.require_git()
     understood = catalogue.understood(version)
     settings = dict(catalogue.parse_assignment(a) for a in assignments)

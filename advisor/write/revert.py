@@ -3,7 +3,7 @@ under git's own lock on the scope's config file."""
 import contextlib
 import os
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..keys import registry
 from . import configwrite, journal, safefile, scopes
@@ -13,7 +13,7 @@ from ...errors import ConfigWriteError, UsageError
 
 @dataclass(frozen=True)
 class RevertResult:
-    scope: dict
+    scope: Dict[str, Any]
     restored: Tuple[str, ...]        # back to their exact bytes from before git-tune
     include_removed_from: Optional[str]   # edited since: only our include.path was removed
     message: str
@@ -42,7 +42,7 @@ def nothing_to_revert(scope: Optional[Scope]) -> RevertResult:
                         f"nothing to revert: git-tune has written nothing{where}")
 
 
-def _restore_files(scope: Scope, originals: Dict[str, dict],
+def _restore_files(scope: Scope, originals: Dict[str, Dict[str, Any]],
                    known: Dict[str, List[str]]) -> Tuple[List[str], Optional[str], Optional[str]]:
     """git-tune's own files back to their bytes; the scope's config file, under git's
     lock, too where it holds bytes git-tune left, else only without git-tune's include.
@@ -75,7 +75,7 @@ def _restore_files(scope: Scope, originals: Dict[str, dict],
     return restored, removed_from, kept
 
 
-def _keep_hand_edits(originals: Dict[str, dict], known: Dict[str, List[str]],
+def _keep_hand_edits(originals: Dict[str, Dict[str, Any]], known: Dict[str, List[str]],
                      skip: Optional[str]) -> Optional[str]:
     """A file of git-tune's own (an include file) that someone edited by hand since
     git-tune wrote it: its bytes are copied into a backup before revert puts back what

@@ -9,7 +9,7 @@ import shutil
 import stat
 import tempfile
 import time
-from typing import Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 from ... import ownpaths
 from ...errors import ConfigWriteError, Locked, UnsafeState
@@ -386,7 +386,7 @@ def digest(path: str) -> Optional[str]:
         return None
 
 
-def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
+def restore_one(entry: Dict[str, Any], only_changed: bool = False) -> List[str]:
     """Put one backed-up file back to its exact bytes (or remove it if it was absent).
 
     only_changed: leave a file alone when it already holds those bytes (a rollback
@@ -405,7 +405,7 @@ def restore_one(entry: dict, only_changed: bool = False) -> List[str]:
     return [path]
 
 
-def backed_up_bytes(entry: dict) -> bytes:
+def backed_up_bytes(entry: Dict[str, Any]) -> bytes:
     """A backup's bytes, checked against the digest recorded when it was made: a backup
     file changed since (by anyone) is never written into a config file."""
     copy = entry.get("copy")
@@ -437,7 +437,7 @@ def restore(backup_dir: str, only_changed: bool = False) -> List[str]:
 KEEP_BACKUPS = 10
 
 
-def prune_backups(root: str, keep: set, newest: int = KEEP_BACKUPS) -> None:
+def prune_backups(root: str, keep: Set[str], newest: int = KEEP_BACKUPS) -> None:
     """Remove backups no state entry needs, but for the newest few (a short history)."""
     dirs = sorted(os.path.join(root, "backups", n)
                   for n in scratch.listdir(os.path.join(root, "backups")))

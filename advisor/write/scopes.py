@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from ... import git, ownpaths
 from ...errors import GitError, UsageError
+from ...probes.layout import RepoLayout
 
 SYSTEM_DIR = "/etc/git-tune"
 
@@ -59,7 +60,7 @@ def _system_config_file() -> str:
     return "/etc/gitconfig"
 
 
-def resolve(spec: str, layout=None) -> Scope:
+def resolve(spec: str, layout: Optional[RepoLayout] = None) -> Scope:
     """The scope `spec` names; local needs the located repository (`layout`): its common
     git directory, since git never reads `.git/worktrees/W/config` (a linked worktree's)."""
     if spec == "global":
