@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Any, Callable, Dict, Optional, Protocol
 
 import psutil
 
@@ -88,7 +88,7 @@ def start() -> CollectorState:
     return running()
 
 
-def environ() -> dict:
+def environ() -> Dict[str, Any]:
     """The collector's environment: no repository of the caller's (hooks export GIT_DIR),
     and no trace2 target of its own."""
     from ... import git
@@ -145,7 +145,7 @@ def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
     tended = time.monotonic()
     failing = {"until": 0.0, "wait": BACKOFF}
 
-    def guarded(step: Callable[..., object], *args) -> None:
+    def guarded(step: Callable[..., object], *args: object) -> None:
         if time.monotonic() < failing["until"]:
             return
         try:

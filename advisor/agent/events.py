@@ -86,13 +86,15 @@ MAX_SECONDS = 7 * 86400.0
 MAX_COUNT = 1 << 40
 
 
-def _seconds(value) -> Optional[float]:
+def _seconds(value: object) -> Optional[float]:
     """A duration git wrote, or None for anything else (NaN, a string, a negative, one
     longer than MAX_SECONDS)."""
-    return float(value) if strictjson.finite(value, 0.0, MAX_SECONDS) else None
+    if isinstance(value, (int, float)) and strictjson.finite(value, 0.0, MAX_SECONDS):
+        return float(value)     # finite() refuses a bool
+    return None
 
 
-def _number(value) -> Optional[int]:
+def _number(value: object) -> Optional[int]:
     """A count git wrote (an integer, or its decimal text), or None."""
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         value = int(value)
@@ -155,11 +157,11 @@ def reduce(lines: Iterable[str], tuned: Iterable[str], ended: float = 0.0) -> Op
                    elapsed, code, caller, regions, counts, values, ended)
 
 
-def _text(value, limit: int = 4096) -> bool:
+def _text(value: object, limit: int = 4096) -> bool:
     return isinstance(value, str) and len(value) <= limit
 
 
-def from_stored(raw) -> Optional[Command]:
+def from_stored(raw: object) -> Optional[Command]:
     """A record as the store holds it (one JSON object), or None where any field is not
     of the type and range a record of reduce()'s has: a line from another version, one
     cut by a crash, or anyone's damage."""

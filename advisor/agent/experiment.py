@@ -27,7 +27,7 @@ import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, ContextManager, Dict, List, Optional, Sequence, Set, Tuple
 
 from ... import git, ownpaths, strictjson
 from . import retune, store
@@ -40,6 +40,7 @@ from ..write import configwrite, journal, revert, safefile, scopes, show
 from ...errors import GitError, GitTuneError, UnsafeState, UsageError
 from ...models import catalogue, stats, workloads
 from ...probes import gitinfo, repo as repo_probe
+from ...probes.layout import RepoLayout
 
 STATE = "experiment.json"
 # Commands of the affected classes per slot. Even: a user switching back and forth
@@ -78,7 +79,7 @@ class Experiment:
     since: float                       # commands that ended after this count for the slot
     slots: Tuple[Slot, ...] = ()
     include_bytes: Optional[str] = None   # the include file before the experiment (latin-1)
-    entry: Optional[dict] = None          # git-tune's state entry before the experiment
+    entry: Optional[Dict[str, Any]] = None          # git-tune's state entry before the experiment
     # Where the approved value is Git's default and Git's default keeps what the
     # candidate leaves: the value its slots run with instead (catalogue reverts_with).
     reverts_with: Optional[str] = None
@@ -129,11 +130,11 @@ def _read() -> Tuple[Optional[Experiment], bool]:
         return None, True
 
 
-def _text(v, none: bool = False) -> bool:
+def _text(v: object, none: bool = False) -> bool:
     return isinstance(v, str) or (none and v is None)
 
 
-def _parse(raw) -> Experiment:
+def _parse(raw: object) -> Experiment:
     """experiment.json's record; ValueError where any field is not of its type."""
     if not isinstance(raw, dict):
         raise ValueError("not an object")
@@ -215,7 +216,7 @@ def _write(exp: Experiment, arm: str) -> Experiment:
     return replace(exp, wrote=journal.digest(journal.read_bytes(target.include_file)))
 
 
-def _one_at_a_time():
+def _one_at_a_time() -> ContextManager[None]:
     """The collector's step, `experiment --stop` and `agent disable` take turns: a stop
     while a step switches arms must not leave the switched value behind."""
     return safefile.lock(store.agent_dir())
@@ -350,7 +351,8 @@ def _start(scope: str, key_name: str, candidate: str, repo: Optional[str],
     return exp
 
 
-def _approved(scope: str, layout, entry, key: str) -> Tuple[Optional[str], bool]:
+def _approved(scope: str, layout: Optional[RepoLayout], entry: Optional[journal.Applied],
+              key: str) -> Tuple[Optional[str], bool]:
     """(the value in force the candidate is compared with, whether it comes from a wider
     scope): the scope's own value; in a local scope without one, a value git-tune wrote
     in a wider scope (the local experiment runs against it and leaves it where it is);
@@ -362,7 +364,7 @@ def _approved(scope: str, layout, entry, key: str) -> Tuple[Optional[str], bool]
     return approved, False
 
 
-def _from_wider_scope(layout, key: str) -> Optional[str]:
+def _from_wider_scope(layout: Optional[RepoLayout], key: str) -> Optional[str]:
     """The value git reads for `key` in the repository where it comes from an include
     file git-tune wrote for a wider scope (global, system), else None."""
     proc = git.run(["config", "--show-origin", "--get", key], repo=layout)
@@ -382,13 +384,14 @@ def shown(exp: Experiment, arm: str) -> str:
     return value if value is not None else "Git default"
 
 
-def set_elsewhere(layout, key: str, approved: Optional[str]) -> Optional[str]:
+def set_elsewhere(layout: Optional[RepoLayout], key: str, approved: Optional[str]) -> Optional[str]:
     """Where the located repository's git reads `key` from, with its value, when that is
     not the experiment's scope's value (`approved`; None: the key unset anywhere): a
     value the user set, or a later config file's, would be the one in force in both arms."""
     proc = git.run(["config", "--show-origin", "--get", key], repo=layout)
     if proc.returncode not in (0, 1):
-        raise UsageError(f"git cannot read {layout.worktree}'s config: "
+        where = f"{layout.worktree}'s " if layout else "the"
+        raise UsageError(f"git cannot read {where} config: "
                          f"{git.first_lines(proc.stderr)}")
     origin, _, value = proc.stdout.rstrip("\n").partition("\t")
     if (value if proc.returncode == 0 else None) == approved:
@@ -408,13 +411,13 @@ def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
     return None
 
 
-def _log(exp: Experiment, event: str, what: str, **more) -> None:
+def _log(exp: Experiment, event: str, what: str, **more: object) -> None:
     retune.append_log({"time": time.time(), "experiment": event, "scope": exp.scope,
                        "repo": exp.repo, "key": exp.key, "candidate": exp.candidate,
                        "what": what, **more})
 
 
-def propose(records: Sequence[Command]) -> Optional[dict]:
+def propose(records: Sequence[Command]) -> Optional[Dict[str, Any]]:
     """An experiment the agent starts on its own, on what a calibration left open
     (registry.open_questions: a worker count set on the engine's ranking beyond what real
     git timed on a part, one a part showed faster within its noise, a key the budget
@@ -448,7 +451,7 @@ def propose(records: Sequence[Command]) -> Optional[dict]:
     return None
 
 
-def _where_to_ask(seen) -> List[Tuple[str, str]]:
+def _where_to_ask(seen: Set[str]) -> List[Tuple[str, str]]:
     """(scope, repository) pairs whose stored calibrations may hold questions: each
     write of git-tune's measured on a repository whose commands the agent sees (not
     edited by hand), then each seen repository with none of its own but a calibration
@@ -510,7 +513,8 @@ def _like_with_like(x: Slot, y: Slot) -> Tuple[float, float]:
     shared = sorted(set(x.costs) & set(y.costs))
     if not shared or any(x.costs[c] <= 0 or y.costs[c] <= 0 for c in shared):
         return x.cost, y.cost
-    mean = lambda s: math.exp(sum(math.log(s.costs[c]) for c in shared) / len(shared))  # noqa: E731
+    def mean(s: Slot) -> float:
+        return math.exp(sum(math.log(s.costs[c]) for c in shared) / len(shared))
     return mean(x), mean(y)
 
 
@@ -558,7 +562,7 @@ def _verdict(exp: Experiment) -> Optional[Tuple[str, str]]:
     return None
 
 
-def _finish(exp: Experiment, keep: str, why: str) -> dict:
+def _finish(exp: Experiment, keep: str, why: str) -> Dict[str, Any]:
     if keep == APPROVED:
         done = _restore(exp)
     else:
@@ -643,7 +647,7 @@ def _put_back(exp: Experiment) -> str:
     return f"{exp.key} put back to {exp.approved or 'Git default'}; the other values kept"
 
 
-def step(records: Sequence[Command]) -> Optional[dict]:
+def step(records: Sequence[Command]) -> Optional[Dict[str, Any]]:
     """One look at the user's commands: end the experiment where its state is damaged,
     its scope was written by someone else, or the key was set elsewhere; end the arm on
     a failure; close a full slot and switch arms; decide where the pairs do. What
@@ -652,7 +656,7 @@ def step(records: Sequence[Command]) -> Optional[dict]:
         return _step(records)
 
 
-def _step(records: Sequence[Command]) -> Optional[dict]:
+def _step(records: Sequence[Command]) -> Optional[Dict[str, Any]]:
     exp, damaged = _read()
     if damaged:
         _end_damaged()
@@ -703,7 +707,7 @@ def _step(records: Sequence[Command]) -> Optional[dict]:
     return {"switched": other}
 
 
-def status() -> Optional[dict]:
+def status() -> Optional[Dict[str, Any]]:
     exp = load()
     if exp is None:
         return None

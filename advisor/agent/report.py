@@ -3,7 +3,7 @@ command, under each set of git-tune's values in force (so before and after each
 write), where the time went, and the rehash storms."""
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -74,9 +74,9 @@ def _latency(repo: str, command: str, values: Dict[str, str], group: Sequence[Co
                    callers)
 
 
-def _groups(records: Sequence[Command]) -> Dict[tuple, List[Command]]:
+def _groups(records: Sequence[Command]) -> Dict[Tuple[str, str, Tuple[Tuple[str, str], ...]], List[Command]]:
     """(repo, command, values in force) -> its commands that ended."""
-    groups: Dict[tuple, List[Command]] = {}
+    groups: Dict[Tuple[str, str, Tuple[Tuple[str, str], ...]], List[Command]] = {}
     for c in records:
         if c.elapsed is None or not c.repo:
             continue
@@ -93,7 +93,7 @@ def latencies(records: Sequence[Command]) -> List[Latency]:
 
 def changes(records: Sequence[Command]) -> List[Change]:
     """Per repository and command: each later set of values against the first seen."""
-    by_command: Dict[tuple, List[tuple]] = {}
+    by_command: Dict[Tuple[str, str], List[Tuple[str, Tuple[Tuple[str, str], ...], List[Command]]]] = {}
     for (repo, cmd, values), g in _groups(records).items():
         by_command.setdefault((repo, cmd), []).append((min(c.sid for c in g), values, g))
     out = []
@@ -101,7 +101,8 @@ def changes(records: Sequence[Command]) -> List[Change]:
         sets.sort()
         _, first, before = sets[0]
         for _, values, after in sets[1:]:
-            est = stats.compare([c.elapsed for c in before], [c.elapsed for c in after])
+            est = stats.compare([c.elapsed for c in before if c.elapsed is not None],
+                                [c.elapsed for c in after if c.elapsed is not None])
             out.append(Change(repo, cmd, dict(first), dict(values), len(before), len(after),
                               est.speedup, 1 / est.high, 1 / est.low, est.verdict))
     return out
@@ -116,7 +117,7 @@ def select(records: Sequence[Command], repo: Optional[str], since: Optional[floa
             and (real is None or (c.repo and os.path.realpath(c.repo) == real))]
 
 
-def report(records: Sequence[Command]) -> dict:
+def report(records: Sequence[Command]) -> Dict[str, Any]:
     return {"commands": len(records),
             "latencies": [asdict(l) for l in latencies(records)],
             "changes": [asdict(c) for c in changes(records)],

@@ -12,10 +12,11 @@ import json
 import os
 import time
 from dataclasses import asdict
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import ownpaths, strictjson
 from . import drift as drift_mod, store
+from .events import Command
 from ..decide.recommend import recommend
 from ..measure import calibrate as cal
 from ..measure.record import Options
@@ -39,7 +40,7 @@ _LOG_TEXT = ("scope", "repo", "key", "candidate", "what", "why", "experiment", "
              "running", "value", "kept", "stopped", "approved", "inherited")
 
 
-def valid_entry(e) -> bool:
+def valid_entry(e: object) -> bool:
     """Whether a log line's value is an entry the readers can show: an object with a
     finite time, text where text is read, a list of texts as reasons."""
     return (isinstance(e, dict) and strictjson.finite(e.get("time", 0.0))
@@ -51,7 +52,7 @@ def valid_entry(e) -> bool:
                 for k in ("before", "after")))))
 
 
-def log() -> List[dict]:
+def log() -> List[Dict[str, Any]]:
     """Every re-tune and experiment event, oldest first; a line that is not a valid
     entry (cut by a crash, damaged) is skipped."""
     try:
@@ -69,7 +70,7 @@ def log() -> List[dict]:
     return out
 
 
-def append_log(entry: dict) -> None:
+def append_log(entry: Dict[str, Any]) -> None:
     """One line more in the agent's log (re-tunes and experiments), kept under
     LOG_MAX_BYTES."""
     path = log_path()
@@ -105,7 +106,7 @@ def unattended(recommended: Dict[str, str], approved: Dict[str, str]
     return settings, asks
 
 
-def retune(d: drift_mod.Drift, *, budget: float) -> dict:
+def retune(d: drift_mod.Drift, *, budget: float) -> Dict[str, Any]:
     """Calibrate the drifting write's repository again and re-apply what the bounds
     allow; the log entry it made."""
     entry = show.applied_to(d.scope, d.repo)
@@ -143,7 +144,7 @@ def retune(d: drift_mod.Drift, *, budget: float) -> dict:
     return out
 
 
-def retune_drifting(records, *, budget: float, now: Optional[float] = None) -> List[dict]:
+def retune_drifting(records: Sequence[Command], *, budget: float, now: Optional[float] = None) -> List[Dict[str, Any]]:
     """Every drifting write not re-tuned for the same reasons lately, each re-tuned."""
     now = time.time() if now is None else now
     return [retune(d, budget=budget) for d in drift_mod.detect(records)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 UNIT = "git-tune-agent.service"
 
@@ -23,7 +23,7 @@ class ServiceState:
     note: str = ""
 
 
-def _systemctl(*args: str) -> subprocess.CompletedProcess:
+def _systemctl(*args: str) -> "subprocess.CompletedProcess[str]":
     return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
                           timeout=30, stdin=subprocess.DEVNULL)
 
@@ -43,7 +43,7 @@ def unit_path() -> str:
     return os.path.join(base, "systemd", "user", UNIT)
 
 
-def unit_text(environ: dict) -> str:
+def unit_text(environ: Dict[str, Any]) -> str:
     """The unit: the collector of this git-tune's Python, in the environment it would
     be started with detached (no repository of the caller's, no trace2 of its own)."""
     keep = [f"Environment={k}={v}" for k, v in sorted(environ.items())
@@ -68,7 +68,7 @@ def _lingering() -> Optional[bool]:
     return None if proc.returncode else proc.stdout.strip() == "Linger=yes"
 
 
-def install(environ: dict) -> ServiceState:
+def install(environ: Dict[str, Any]) -> ServiceState:
     """Write the unit, enable and start it; ServiceState(False, ...) where that failed
     (the detached collector is the fallback)."""
     path = unit_path()

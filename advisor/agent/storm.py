@@ -46,7 +46,8 @@ def _storming(c: Command) -> Optional[bool]:
 
 def _storm(repo: str, run: Sequence[Command]) -> Storm:
     written = any("index_write" in c.regions for c in run)
-    med = lambda xs: float(np.median(xs)) if xs else 0.0  # noqa: E731
+    def med(xs: Sequence[float]) -> float:
+        return float(np.median(xs)) if xs else 0.0
     if written:
         cause = "unstable stat data"
         fix = ("the index was written back between them and git still re-read the tree: "

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import (collector, drift, experiment, retune, service, spool,
                store, storm)
@@ -39,7 +39,7 @@ def tuned_keys() -> List[str]:
     return sorted(catalogue.catalogue())
 
 
-def trace2_settings(spool_dir: str) -> dict:
+def trace2_settings(spool_dir: str) -> Dict[str, Any]:
     # Lower case, as `git config --list` names them: the plan compares with what is there.
     # Nesting 3: dir.c's counts of a status's untracked walk sit there (the untracked
     # cache's directories read again, drift.untracked_cache_idle).
@@ -68,7 +68,7 @@ def load() -> AgentState:
     return AgentState(bool(spool_now), False, (), spool_now or "")
 
 
-def _parse(raw) -> AgentState:
+def _parse(raw: object) -> AgentState:
     """agent.json's record; ValueError where it is not one (a spool path that is not
     one of git-tune's places included)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("enabled"), bool) \
@@ -144,7 +144,7 @@ def _refuse_foreign_target() -> None:
                          "unset it to enable the agent")
 
 
-def enable(repo: Optional[str], watch_all: bool) -> dict:
+def enable(repo: Optional[str], watch_all: bool) -> Dict[str, Any]:
     """Route git's events to the spool, watch the repository (or every one), start the
     collector. Serialised: two at once leave one collector and both repositories."""
     version = gitinfo.require_git()
@@ -188,7 +188,7 @@ def _env_overrides() -> List[str]:
     return [v for v in ("GIT_TRACE2_EVENT",) if os.environ.get(v)]
 
 
-def disable(forget: bool) -> dict:
+def disable(forget: bool) -> Dict[str, Any]:
     """Stop the collector, end any experiment (the user's values kept), take the routing
     out of the global config whatever state the agent is in, drop the raw events (and
     with `forget` the records too). Each step runs even where one before it failed; the
@@ -236,7 +236,7 @@ def _unroute(target: scopes.Scope) -> Optional[str]:
     return "; ".join(done) or None
 
 
-def status() -> dict:
+def status() -> Dict[str, Any]:
     state = load()
     got = collect(state)
     records = store.records()
@@ -262,7 +262,7 @@ PROPOSE_EVERY = 3600.0
 _looked = {"at": 0.0}
 
 
-def tend(budget: float = RETUNE_BUDGET, now: Optional[float] = None) -> list:
+def tend(budget: float = RETUNE_BUDGET, now: Optional[float] = None) -> List[Dict[str, Any]]:
     """What the collector does every minute: step the running experiment; else, when the
     host is idle, re-tune every write that has drifted (git upgraded, host or repository
     changed) within the budget, through the same safe write path; else, at most every
@@ -292,7 +292,7 @@ def tend(budget: float = RETUNE_BUDGET, now: Optional[float] = None) -> list:
         return [{"retuned": False, "why": str(e)}]
 
 
-def retune_now(budget: float) -> dict:
+def retune_now(budget: float) -> Dict[str, Any]:
     """`agent retune`: what has drifted, and each drifting write re-tuned now."""
     collect()
     records = store.records()
