@@ -5,7 +5,7 @@ Kept lean for fleet hosts: no numpy, no optimiser, one quick probe.
 import os
 from collections import Counter
 from dataclasses import asdict
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from ..write import configwrite, scopes
 from . import profiles
@@ -18,7 +18,7 @@ SCHEMA_VERSION = 1
 
 
 def apply_profile(path: str, scope_spec: str, repo: Optional[str], *, check: bool, force: bool,
-                  override: bool) -> dict:
+                  override: bool) -> Dict[str, Any]:
     profile = profiles.load(path)
     understood = catalogue.understood(gitinfo.require_git())     # GitError without a git
     report = probe(repo)
@@ -58,7 +58,7 @@ def _storage_class_again(repo: Optional[str], first: str) -> str:
     return Counter(classes).most_common(1)[0][0]
 
 
-def _evidence(m: Optional[dict]) -> str:
+def _evidence(m: Optional[Dict[str, Any]]) -> str:
     """What the profile says was measured for a key (already checked by profiles.parse)."""
     if not m:
         return "measured on the profile's host"

@@ -7,9 +7,10 @@ includeIf "gitdir:..." block.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..measure import calibrate as cal
+from ..measure.budget import Progress
 from ..measure.record import Options
 from ..decide.recommend import recommend
 from ...errors import UsageError
@@ -40,21 +41,21 @@ class RepoAdvice:
     repo: str
     git_dir: str
     entries: Optional[int]          # None where the index could not be read
-    recommendation: dict
+    recommendation: Dict[str, Any]
 
 
 @dataclass(frozen=True)
 class MultiRecommendation:
-    repos: tuple
+    repos: Tuple[RepoAdvice, ...]
     common: Dict[str, str]
     per_repo: Dict[str, Dict[str, str]]      # git dir -> values beyond the common ones
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
 def recommend_many(repos: Sequence[str], workload: str, options: Options,
-                   progress=None) -> MultiRecommendation:
+                   progress: Optional[Progress] = None) -> MultiRecommendation:
     advice, settings = [], {}
     for r in repos:
         layout = repo_probe.locate(os.path.abspath(r))
@@ -78,7 +79,7 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
     return MultiRecommendation(tuple(advice), common, {d: v for d, v in per_repo.items() if v})
 
 
-def write_many(many, scope_spec: str) -> dict:
+def write_many(many: MultiRecommendation, scope_spec: str) -> Dict[str, Any]:
     """The values every repository shares into the scope, each repository's own into its
     includeIf block, through the same safe write as auto."""
     from ..write import configwrite, scopes

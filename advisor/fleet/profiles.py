@@ -24,6 +24,9 @@ from ... import __version__
 from ..decide import advice
 from ...errors import UsageError
 from ...models import catalogue
+from ...probes.report import ProbeReport
+from ..decide.recommend import Recommendation
+from ..measure.record import Calibration
 
 SCHEMA = "git-tune-profile/1"
 CLASS_FIELDS = ("storage_class", "fstype", "cores", "memory", "git")
@@ -72,7 +75,7 @@ def in_range(version: str, spec: str) -> bool:
     return all(RANGE_OPS[op](v, w) for op, w in parse_range(spec))
 
 
-def host_class(report) -> Dict[str, str]:
+def host_class(report: ProbeReport) -> Dict[str, str]:
     """This host's class, from a probe report."""
     s = report.primary_storage()
     return {"storage_class": s.storage_class if s else "unknown",
@@ -91,11 +94,11 @@ def utc(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def _rounded(values: Dict) -> Dict:
+def _rounded(values: Dict[str, Any]) -> Dict[str, Any]:
     return {k: round(v, RATIO_DIGITS) if isinstance(v, float) else v for k, v in values.items()}
 
 
-def agent_evidence(log: Sequence[dict], settings: Dict[str, str]) -> Dict[str, dict]:
+def agent_evidence(log: Sequence[Dict[str, Any]], settings: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
     """What the agent's experiments on this host's real commands said of each value the
     profile sets (aggregates only: no repository, no command): the newest decision on the
     key, whether it kept the profile's value, over how many pairs of slots, and the
@@ -113,7 +116,7 @@ def agent_evidence(log: Sequence[dict], settings: Dict[str, str]) -> Dict[str, d
     return out
 
 
-def export(report, record, rec, agent_log: Sequence[dict] = ()) -> dict:
+def export(report: ProbeReport, record: Calibration, rec: Recommendation, agent_log: Sequence[Dict[str, Any]] = ()) -> Dict[str, Any]:
     """A profile from a probe report, a calibration record and its recommendation (and
     the agent's log: its experiments' aggregates, where it ran)."""
     # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
@@ -137,7 +140,7 @@ class MalformedProfile(UsageError):
 TEXT_LIMIT = 200
 
 
-def _text(value, where: str, optional: bool = False) -> Optional[str]:
+def _text(value: object, where: str, optional: bool = False) -> Optional[str]:
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -148,14 +151,15 @@ def _text(value, where: str, optional: bool = False) -> Optional[str]:
     return value
 
 
-def _number(value, where: str, integer: bool = False) -> float:
+def _number(value: object, where: str, integer: bool = False) -> float:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if not ok or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+    if (not ok or not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not math.isfinite(value) or value < 0):
         raise MalformedProfile(f"{where} must be a {'whole ' if integer else ''}number >= 0")
     return value
 
 
-def _object(value, where: str) -> dict:
+def _object(value: object, where: str) -> Dict[str, Any]:
     if not isinstance(value, dict):
         raise MalformedProfile(f"{where} must be an object, not {type(value).__name__}")
     return value
@@ -166,7 +170,7 @@ MEASUREMENT_FIELDS = {"workload": "text", "speedup": "number", "low": "number", 
                       "speedup_median": "number", "speedup_max": "number"}
 
 
-def _measurement(m, where: str) -> dict:
+def _measurement(m: object, where: str) -> Dict[str, Any]:
     m = _object(m, where)
     out = {}
     for name, kind in MEASUREMENT_FIELDS.items():
@@ -180,7 +184,7 @@ def _measurement(m, where: str) -> dict:
     return out
 
 
-def _agent_evidence(v, where: str) -> dict:
+def _agent_evidence(v: object, where: str) -> Dict[str, Any]:
     v = _object(v, where)
     if not isinstance(v.get("confirms"), bool):
         raise MalformedProfile(f"{where}.confirms must be true or false")
@@ -189,7 +193,7 @@ def _agent_evidence(v, where: str) -> dict:
             "speedup": _number(v.get("speedup"), f"{where}.speedup")}
 
 
-def parse(data, source: str) -> dict:
+def parse(data: object, source: str) -> Dict[str, Any]:
     """A profile checked field by field and normalised: catalogue key names, canonical
     values, typed measurements. Anything else is MalformedProfile (exit 2) naming the field."""
     try:
@@ -244,12 +248,12 @@ def parse(data, source: str) -> dict:
         raise MalformedProfile(f"'{source}' is not a usable profile: {e}") from None
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_each_once(paths: Sequence[str]) -> Tuple[List[dict], List[str]]:
+def load_each_once(paths: Sequence[str]) -> Tuple[List[Dict[str, Any]], List[str]]:
     """The profiles of `paths`, a file given twice (or a byte-identical copy of it: one
     host's one export) counted once; and a sentence for each such repeat. Profiles of
     distinct exports always differ in their bytes (their creation time)."""
@@ -270,7 +274,7 @@ def load_each_once(paths: Sequence[str]) -> Tuple[List[dict], List[str]]:
     return out, repeats
 
 
-def load(path: str) -> dict:
+def load(path: str) -> Dict[str, Any]:
     try:
         with open(path, "rb") as f:
             raw = f.read((1 << 20) + 1)
@@ -285,7 +289,7 @@ def load(path: str) -> dict:
     return parse(data, path)
 
 
-def mismatches(profile: dict, here: Dict[str, str]) -> List[str]:
+def mismatches(profile: Dict[str, Any], here: Dict[str, str]) -> List[str]:
     want = profile["class"]
     out = []
     for f in CLASS_FIELDS:
@@ -298,19 +302,19 @@ def mismatches(profile: dict, here: Dict[str, str]) -> List[str]:
     return out
 
 
-def class_key(profile: dict) -> Tuple[str, ...]:
+def class_key(profile: Dict[str, Any]) -> Tuple[str, ...]:
     return tuple(profile["class"][f] for f in CLASS_FIELDS)
 
 
 @dataclass(frozen=True)
 class MergedClass:
-    profile: dict
+    profile: Dict[str, Any]
     hosts: int
     spread: Dict[str, Dict[str, int]]       # key -> value -> hosts ("(default)" for unset)
     warnings: Tuple[str, ...]
 
 
-def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
+def _disagree_beyond_noise(key: str, group: Sequence[Dict[str, Any]]) -> bool:
     """Some hosts measured a clear gain for a value that others did not take."""
     values = {p["settings"].get(key) for p in group}
     if len(values) < 2:
@@ -324,23 +328,23 @@ def _disagree_beyond_noise(key: str, group: Sequence[dict]) -> bool:
 CONFIRMED_WEIGHT = 2
 
 
-def _weight(k: str, p: dict) -> int:
+def _weight(k: str, p: Dict[str, Any]) -> int:
     return CONFIRMED_WEIGHT if p.get("agent", {}).get(k, {}).get("confirms") else 1
 
 
-def _weight_total(k: str, group: Sequence[dict]) -> int:
+def _weight_total(k: str, group: Sequence[Dict[str, Any]]) -> int:
     return sum(_weight(k, p) for p in group)
 
 
-def _weighed_majority(k: str, group: Sequence[dict]) -> Tuple[str, int]:
+def _weighed_majority(k: str, group: Sequence[Dict[str, Any]]) -> Tuple[str, int]:
     """The value with the most weight, and its weight."""
-    weights: Counter = Counter()
+    weights: Counter[str] = Counter()
     for p in group:
         weights[p["settings"].get(k, "(default)")] += _weight(k, p)
     return weights.most_common(1)[0]
 
 
-def _merged_agent(settings: Dict[str, str], group: Sequence[dict]) -> Dict[str, dict]:
+def _merged_agent(settings: Dict[str, str], group: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """For each merged value, what the hosts whose agent kept that very value measured."""
     out = {}
     for k, v in settings.items():
@@ -352,9 +356,9 @@ def _merged_agent(settings: Dict[str, str], group: Sequence[dict]) -> Dict[str, 
     return out
 
 
-def merge(profiles: Sequence[dict]) -> List[MergedClass]:
+def merge(profiles: Sequence[Dict[str, Any]]) -> List[MergedClass]:
     """One profile per host class: the value most hosts chose, with the spread."""
-    groups: Dict[Tuple[str, ...], List[dict]] = defaultdict(list)
+    groups: Dict[Tuple[str, ...], List[Dict[str, Any]]] = defaultdict(list)
     for p in profiles:
         groups[class_key(p)].append(p)
     out = []
