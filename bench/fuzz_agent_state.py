@@ -1,6 +1,6 @@
 """The agent's own files fuzzed for longer than CI does: every state file's validator
 (git's event lines, store lines, agent.json, experiment.json, log lines) through the
-property-based tests of tests/test_own_state.py, at many more cases each. A failure is
+property-based tests of tests/test_own_state_fuzz.py, at many more cases each. A failure is
 a traceback some damaged file would cause: the table counts them (0 is the claim).
 
     python3 bench/fuzz_agent_state.py [--tiny]     (examples per input: 20,000; tiny 200)
@@ -28,7 +28,7 @@ def main() -> None:
     for name, test in INPUTS.items():
         t0 = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "no:warnings", f"tests/test_own_state.py::{test}"],
+                               "-p", "no:warnings", f"tests/test_own_state_fuzz.py::{test}"],
                               cwd=root, capture_output=True, text=True,
                               env=dict(os.environ, GIT_TUNE_FUZZ_EXAMPLES=str(examples)))
         failed = re.search(r"(\d+) failed", proc.stdout)

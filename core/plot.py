@@ -105,7 +105,8 @@ def _engine_panels(axes: Sequence[Any], panels: Iterable[Tuple[str, Json]],
                                               "decides)" if prediction else ""), fontsize=9)
         ax.set_xlabel(x_key)
         ax.set_ylabel("seconds (median)")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:      # a sweep with no point timed draws none
+            ax.legend()
 
 
 def verify(report: Json, path: str) -> str:
