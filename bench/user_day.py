@@ -203,9 +203,10 @@ def bed_rows(kind: str, files: int, args) -> list:
         proposed = agent_proposal(repo, args.statuses)
         settle = run_day(repo, proposed or candidate_for(auto, repo), args.max_rounds,
                          args.statuses, started=proposed is not None)
-        kept_value = (settle["candidate"] if settle["decision"]
-                      and settle["decision"].get("decided") == "candidate"
-                      else approved or "1")
+        # What git reads after the day (Git's default is one worker): the decision, or
+        # the value in force where the day ended undecided or was decided otherwise.
+        kept_value = sh("git", "config", "--get", "checkout.workers", cwd=repo,
+                        check=False).stdout.strip() or "1"
         # The slower candidate against the value in force after the first day: none
         # where that is one worker already.
         slower = (run_day(repo, "1", args.max_rounds, args.statuses)
