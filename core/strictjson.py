@@ -7,7 +7,7 @@ long-lived collector in a traceback.
 """
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 MAX_DEPTH = 32
 
@@ -60,7 +60,7 @@ def loads(text: "str | bytes", max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def finite(value: Any, low: float = 0.0, high: float = math.inf) -> bool:
+def finite(value: Any, low: float = 0.0, high: float = math.inf) -> TypeGuard[float]:
     """Whether `value` is a number (not a bool) within [low, high]."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value) and low <= value <= high)

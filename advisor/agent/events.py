@@ -89,9 +89,7 @@ MAX_COUNT = 1 << 40
 def _seconds(value: object) -> Optional[float]:
     """A duration git wrote, or None for anything else (NaN, a string, a negative, one
     longer than MAX_SECONDS)."""
-    if isinstance(value, (int, float)) and strictjson.finite(value, 0.0, MAX_SECONDS):
-        return float(value)     # finite() refuses a bool
-    return None
+    return float(value) if strictjson.finite(value, 0.0, MAX_SECONDS) else None
 
 
 def _number(value: object) -> Optional[int]:

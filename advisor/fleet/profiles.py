@@ -12,7 +12,6 @@ A profile (schema "git-tune-profile/1"):
 """
 import hashlib
 import json
-import math
 import statistics
 import unicodedata
 import time
@@ -20,7 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ... import __version__
+from ... import __version__, strictjson
 from ..decide import advice
 from ...errors import UsageError
 from ...models import catalogue
@@ -152,9 +151,7 @@ def _text(value: object, where: str, optional: bool = False) -> Optional[str]:
 
 
 def _number(value: object, where: str, integer: bool = False) -> float:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if (not ok or not isinstance(value, (int, float)) or isinstance(value, bool)
-            or not math.isfinite(value) or value < 0):
+    if not strictjson.finite(value) or (integer and not isinstance(value, int)):
         raise MalformedProfile(f"{where} must be a {'whole ' if integer else ''}number >= 0")
     return value
 
