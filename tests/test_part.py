@@ -150,9 +150,12 @@ def test_the_engine_ranking_chooses_above_the_parts_cap_only_where_it_can_be_tru
     level = ([0.70, 0.72, 0.71, 0.69, 0.70], [0.71, 0.70, 0.72, 0.70, 0.71])
     w, a = checkout.chosen(key, _part_calibration(storage, 2, level), weights)
     assert a.status != advice.SET and "extrapolated" not in a.reason
-    # Never beyond twice the count real git timed, however far the engine's curve goes.
+    # As far as the engine's curve goes, but never more workers than the tree gives
+    # 8 files each (the rule that capped the part): 32 on 20,000 files, 8 on 100.
     far = {1: 3.2, 2: 1.6, 4: 0.8, 8: 0.4, 16: 0.2, 32: 0.1}
     w, a = checkout.chosen(key, _part_calibration(far, 2, faster), weights)
+    assert w == 32 and a.evidence["extrapolated_from"] == 6, a.reason
+    w, a = checkout.chosen(key, _part_calibration(far, 2, faster, entries=100), weights)
     assert w == 8 and a.evidence["extrapolated_from"] == 6, a.reason
     # The part's next status paid for the parallel write: the engine cannot see that cost.
     w, a = checkout.chosen(key, _part_calibration(storage, 2, faster, 1.27), weights)

@@ -13,7 +13,7 @@ from ..decide import advice
 from . import registry
 from .checkout_sweep import (KNEE, WORKERS, _engine_medians,
                              _engine_pick, _facts, _saved, _stakes)
-from .checkout_trial import (CLONE, WorkersFacts, _part_top,
+from .checkout_trial import (CLONE, PART_FILES_PER_WORKER, WorkersFacts, _part_top,
                              _trial_workers)
 # The family's engine sweep (registry.sweepers finds it here) and the threshold's key
 # name, which other modules read from the workers' module.
@@ -22,10 +22,6 @@ from ..measure import planner
 from ..measure.bench import Bench
 from ..measure.record import Calibration, Comparison, Sweep, Trial
 from ...models import stats
-
-# The engine's ranking may set a worker count above what real git timed on a part, at
-# most this many times it (_beyond_the_part).
-EXTRAPOLATE = 2
 
 
 def by_count(trial: Trial) -> Dict[int, Trial]:
@@ -133,8 +129,9 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersF
                      part: int, s: Optional[Sweep]) -> Tuple[int, advice.KeyAdvice]:
     """Where a part capped the counts real git timed (PART_FILES_PER_WORKER files a
     worker) below the engine's pick, and real git showed the capped count faster beyond
-    noise (`c`, its comparison), the engine's ranking chooses the count, up to
-    EXTRAPOLATE times the count real git timed. Only where the engine's own writes hid
+    noise (`c`, its comparison), the engine's ranking chooses the count among those it
+    timed above it, up to one worker per PART_FILES_PER_WORKER of the tree's files (the
+    rule that capped the part, read at the tree's size). Only where the engine's own writes hid
     more latency than its threads had cores (one thread against its pick faster by more
     than the cores): there the writes wait on the storage, not the CPU, a worker
     process's start costs little beside them, and the engine ranks worker counts as git
@@ -144,15 +141,16 @@ def _beyond_the_part(w: int, a: advice.KeyAdvice, c: Comparison, facts: WorkersF
     The engine times writes only, not the next status, which re-reads what a burst of
     writes left racily clean, so more workers can write faster and still lose the
     sequence: where that re-read would cost the tree more than the faster write saves it
-    (_held_by_the_status), real git's count stands; and never more than EXTRAPOLATE
-    times it, whatever the engine's ranking."""
+    (_held_by_the_status), real git's count stands. A count chosen so is an open question
+    the agent's experiment settles on the user's own branch switches (_open_question)."""
     f = _facts(s)
     top = _part_top(part)
     medians = _engine_medians(s) if s else {}
     below = [c for c in medians if c <= w]
     if s is None or w < top or 1 not in medians or not below or not f.cores:
         return w, a
-    reach = {k: t for k, t in medians.items() if w < k <= EXTRAPOLATE * w and t > 0}
+    most = max(w, (facts.entries or 0) // PART_FILES_PER_WORKER)
+    reach = {k: t for k, t in medians.items() if w < k <= most and t > 0}
     if not reach:
         return w, a
     fastest = min(reach.values())
