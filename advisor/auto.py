@@ -12,16 +12,18 @@ nothing changed plans no change and writes nothing.
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import ownpaths, repogen
 from .decide.recommend import Recommendation, recommend
 from .keys import registry
 from .measure import calibrate as cal, hostload, search, verify as verify_mod
-from .measure.record import Options
+from .measure.budget import Progress
+from .measure.record import Calibration, Options
 from .write import configwrite, journal, revert, scopes
 from ..errors import GitError, UsageError
 from ..models import catalogue
+from ..probes.layout import RepoLayout
 
 SCHEMA_VERSION = 1
 DEMO_SHAPE = repogen.RepoShape(depth=3, width=10, files=9)   # 9,999 files
@@ -70,7 +72,7 @@ class Question:
 
     text: str
     default: bool
-    preview: Optional[dict] = None
+    preview: Optional[Dict[str, Any]] = None
     own_yes: bool = False       # --yes does not answer it: a person, or its own flag
 
 
@@ -86,13 +88,13 @@ REACH = {"global": ("every repository of this user", False),
 Say = Callable[[str], None]
 
 
-def provenance(record, rec: Recommendation) -> configwrite.Provenance:
+def provenance(record: Calibration, rec: Recommendation) -> configwrite.Provenance:
     return configwrite.Provenance(record.git_version, record.fingerprint,
                                   record.storage.storage_class, record.repository.path,
                                   record.repository.entries, rec.reasons())
 
 
-def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
+def _rewrite_indexes(plan: configwrite.Plan, repo: str, confirm: Confirm) -> Optional[str]:
     """Values that reach an existing index only by rewriting it: ask, then rewrite."""
     done: List[str] = []
     for key, value in plan.settings.items():
@@ -109,7 +111,8 @@ def _rewrite_indexes(plan, repo: str, confirm: Confirm) -> Optional[str]:
     return "; ".join(done) or None
 
 
-def _not_writing(plan, rec: Recommendation, record, opts: AutoOptions) -> Optional[str]:
+def _not_writing(plan: configwrite.Plan, rec: Recommendation, record: Calibration,
+                 opts: AutoOptions) -> Optional[str]:
     """Why auto writes nothing before asking (None: it asks): nothing to change, a busy
     host, a dry run."""
     note = configwrite.merge_note(plan)
@@ -122,7 +125,7 @@ def _not_writing(plan, rec: Recommendation, record, opts: AutoOptions) -> Option
     return busy or ("dry run: nothing was written" if opts.dry_run else None)
 
 
-def _busy_while_measuring(record) -> Optional[str]:
+def _busy_while_measuring(record: Calibration) -> Optional[str]:
     """Why nothing is written where other processes kept the host busy while the
     calibration measured (hostload.busy): its comparisons competed with them, and the
     same host quieter may decide otherwise. None where the host was quiet enough."""
@@ -137,7 +140,8 @@ def _busy_while_measuring(record) -> Optional[str]:
             "writes anyway")
 
 
-def _format_changes_held_back(settings, scope, opts: AutoOptions, confirm: Confirm) -> dict:
+def _format_changes_held_back(settings: Dict[str, str], scope: scopes.Scope, opts: AutoOptions,
+                              confirm: Confirm) -> Dict[str, str]:
     """The values that change what other programs read (catalogue `readers`) held back
     from a write wider than one repository: each needs its own yes, which --yes alone
     is not (--format-changes is). key -> why it was held back."""
@@ -156,7 +160,8 @@ def _format_changes_held_back(settings, scope, opts: AutoOptions, confirm: Confi
     return held
 
 
-def _split_per_repository(settings, scope, git_dir: str):
+def _split_per_repository(settings: Dict[str, str], scope: scopes.Scope, git_dir: str
+                          ) -> Tuple[Dict[str, str], Optional[Dict[str, Dict[str, str]]]]:
     """(values for the scope, per-repository blocks). A key that belongs to one
     repository (it starts a daemon there) goes, in a scope wider than the repository,
     into this repository's own block; the other repositories' blocks stay as they are.
@@ -173,8 +178,9 @@ def _split_per_repository(settings, scope, git_dir: str):
     return {k: v for k, v in settings.items() if k not in mine}, blocks
 
 
-def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOptions,
-            say: Say, layout=None) -> Tuple[dict, List[str]]:
+def _verify(plan: configwrite.Plan, after: Dict[str, str], git_dir: str, repo: Optional[str],
+            opts: AutoOptions, say: Say, layout: Optional[RepoLayout] = None
+            ) -> Tuple[Dict[str, Any], List[str]]:
     """Real git before and after, on the workloads that show the keys written (`after`:
     the scope's values and this repository's block); and the workloads slower beyond
     noise with them. A workload read slower is timed once more on its own, and counts
@@ -198,7 +204,8 @@ def _verify(plan, after: dict, git_dir: str, repo: Optional[str], opts: AutoOpti
 
 
 def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
-         progress=None, say: Say = lambda m: None) -> dict:
+         progress: Optional[Progress] = None, say: Say = lambda m: None
+         ) -> Dict[str, Any]:
     report = cal.probe_repository(repo, opts.budget)
     layout = report.layout
     if not layout or not layout.worktree:
@@ -252,8 +259,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     return out
 
 
-def _take_back(plan, prov: configwrite.Provenance, repo: str, first_write: bool,
-               slower: list) -> dict:
+def _take_back(plan: configwrite.Plan, prov: configwrite.Provenance, repo: str,
+               first_write: bool, slower: List[str]) -> Dict[str, Any]:
     """Undo the write of `plan`, which its verification read `slower`: the confirmation
     disagrees with the trial that chose the values, and they are not kept on a
     contradiction. Through the same safe path: where it was git-tune's first write to

@@ -5,7 +5,8 @@ Exit codes: the table in errors.py (also in README.md), mapped in TuneGroup.
 import shutil
 import signal
 import sys
-from typing import Any, Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, TypeVar
 
 import click
 
@@ -14,25 +15,32 @@ from .advisor.measure import search
 from .errors import GitTuneError, Interrupted, UsageError, WouldChange
 from .output import emit, say
 
+if TYPE_CHECKING:   # imported where a command runs: the CLI starts fast
+    from .advisor.auto import Question
+    from .advisor.measure.record import Calibration, Options
+    from .probes.report import ProbeReport
+
 EXIT_INTERRUPTED = Interrupted.exit_code
+# A command function, as click's decorators take and return it.
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def json_option(f):
+def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True,
                         help="Print the full result as JSON (stable, versioned schema).")(f)
 
 
-def repo_option(f):
+def repo_option(f: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False),
                         help="The repository (default: the one containing the current directory).")(f)
 
 
-def scope_option(default: str = "global"):
+def scope_option(default: str = "global") -> Callable[[F], F]:
     return click.option("--scope", default=default, show_default=True,
                         help="Where to write: global, system, local or file:PATH.")
 
 
-def _verifiable():
+def _verifiable() -> Tuple[str, ...]:
     """The workloads verify can time. Where a key catalogue (GIT_TUNE_KEYS) cannot be
     read, the built-in ones: the command then says why, with its exit code, as every
     command does, not a traceback at start."""
@@ -43,19 +51,19 @@ def _verifiable():
         return workloads.built_in_verified()
 
 
-def workload_option(f):
+def workload_option(f: F) -> F:
     from .models import workloads
     return click.option("--workload", type=click.Choice(sorted(workloads.profiles())),
                         default="mixed", show_default=True,
                         help="Whose day to optimise for (models/workloads.toml).")(f)
 
 
-def override_option(f):
+def override_option(f: F) -> F:
     return click.option("--override", is_flag=True,
                         help="Write keys the user already set elsewhere too.")(f)
 
 
-def dry_run_option(f):
+def dry_run_option(f: F) -> F:
     return click.option("--dry-run", is_flag=True,
                         help="Show what would change; write nothing at all.")(f)
 
@@ -71,7 +79,7 @@ def _version_text() -> str:
     return f"git-tune {__version__}, {engine}"
 
 
-def _print_version(ctx, _param, value) -> None:
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
         say(_version_text())
         ctx.exit(0)
@@ -80,7 +88,7 @@ def _print_version(ctx, _param, value) -> None:
 class TuneGroup(click.Group):
     """Maps typed errors to exit codes in one place, for every subcommand."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, Interrupted):
@@ -99,7 +107,7 @@ class TuneGroup(click.Group):
             ctx.exit(e.exit_code)
 
 
-def _use_git(ctx, _param, value):
+def _use_git(ctx: click.Context, _param: click.Parameter, value: Optional[str]) -> Optional[str]:
     """--git PATH / GIT_TUNE_GIT: every git that git-tune starts is this one (its directory
     goes first on PATH, so git's own children resolve the same way)."""
     if value and not ctx.resilient_parsing:
@@ -145,14 +153,14 @@ def _revive_collector() -> None:
 @click.option("--thorough", is_flag=True,
               help="Measure more samples and run git's untracked-cache test (seconds).")
 @json_option
-def probe(repo, thorough, as_json) -> None:
+def probe(repo: Optional[str], thorough: bool, as_json: bool) -> None:
     """Report the host, its storage, the cache state, git and the repository."""
     from .views import probe_view
     from .probes.report import probe as run_probe
     emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view, "probe")
 
 
-class Finite(click.ParamType):
+class Finite(click.ParamType):  # type: ignore[type-arg]
     """A finite number within [low, high] (float() alone takes nan and inf)."""
 
     name = "number"
@@ -160,7 +168,8 @@ class Finite(click.ParamType):
     def __init__(self, low: float, high: float, unit: str = "seconds") -> None:
         self.low, self.high, self.unit = low, high, unit
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: Optional[click.Parameter],
+                ctx: Optional[click.Context]) -> float:
         import math
         try:
             seconds = float(value)
@@ -175,12 +184,12 @@ class Finite(click.ParamType):
 BUDGET = Finite(1.0, 86400.0)
 
 
-def budget_option(f):
+def budget_option(f: F) -> F:
     return click.option("--budget", type=BUDGET, default=20.0, show_default=True,
                         help="Seconds the calibration may take.")(f)
 
 
-def strategy_option(f):
+def strategy_option(f: F) -> F:
     # The default is whichever strategy won bench/search_strategies.py.
     return click.option("--strategy", type=click.Choice(sorted(search.STRATEGIES)),
                         default=search.DEFAULT_STRATEGY, show_default=True,
@@ -195,7 +204,7 @@ runs_option = click.option("--runs", type=click.IntRange(5, 100), default=5, sho
                                 "change).")
 
 
-def calibration_options(f):
+def calibration_options(f: F) -> F:
     f = budget_option(f)
     f = strategy_option(f)
     f = click.option("--seed", type=int, default=0, show_default=True,
@@ -205,7 +214,7 @@ def calibration_options(f):
     return runs_option(f)
 
 
-def plot_option(f):
+def plot_option(f: F) -> F:
     return click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
                         help="Write the sweep curves as a PNG.")(f)
 
@@ -219,7 +228,7 @@ PHASES = {"settle": "waiting for the disk", "preload": "timing git status",
           "done": "done"}
 
 
-def _progress_bar():
+def _progress_bar() -> Tuple[Optional[Callable[[str, float], None]], Callable[[], None]]:
     """A progress bar on a terminal's stderr; returns (callback, close). The bar starts
     with the first progress a calibration reports: a reused calibration shows none, and
     what was said before it is on lines of its own."""
@@ -233,7 +242,7 @@ def _progress_bar():
     bar: Optional[Any] = None           # click's ProgressBar, once progress is reported
     done = 0                            # of 1000
 
-    def update(phase, fraction) -> None:
+    def update(phase: str, fraction: float) -> None:
         nonlocal bar, done
         if bar is None:
             bar = click.progressbar(length=1000, label="calibrating", file=sys.stderr,
@@ -255,13 +264,14 @@ def _progress_bar():
     return update, close
 
 
-def _options(budget, strategy, seed, cold, runs, workload: str = "mixed"):
+def _options(budget: float, strategy: str, seed: int, cold: bool, runs: int,
+             workload: str = "mixed") -> "Options":
     from .advisor.measure.record import Options
     return Options(budget=budget, strategy=strategy, seed=seed, cold=cold, runs=runs,
                    workload=workload)
 
 
-def _run_calibration(report, options):
+def _run_calibration(report: "ProbeReport", options: "Options") -> "Calibration":
     from .advisor.measure.calibrate import calibrate as run
     update, close = _progress_bar()
     try:
@@ -276,7 +286,7 @@ def _run_calibration(report, options):
 @calibration_options
 @plot_option
 @json_option
-def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_json) -> None:
+def calibrate(repo: Optional[str], workload: str, budget: float, strategy: str, seed: int, cold: bool, runs: int, plot_file: Optional[str], as_json: bool) -> None:
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
     from .advisor.measure.calibrate import probe_repository
     from .views import calibration_view
@@ -301,8 +311,8 @@ def calibrate(repo, workload, budget, strategy, seed, cold, runs, plot_file, as_
 @calibration_options
 @plot_option
 @json_option
-def recommend(repos, scan_dir, workload, recalibrate, write, scope, budget, strategy, seed, cold,
-              runs, plot_file, as_json):
+def recommend(repos: Tuple[str, ...], scan_dir: Optional[str], workload: str, recalibrate: bool, write: bool, scope: str, budget: float, strategy: str, seed: int, cold: bool,
+              runs: int, plot_file: Optional[str], as_json: bool) -> None:
     """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
     from .advisor.measure.calibrate import load_fresh, probe_repository
     from .advisor.decide.recommend import recommend as advise
@@ -341,12 +351,13 @@ class _Confirmer:
     are shown (`shown` then says the final output need not repeat them); without a
     terminal nobody can be asked, and nothing is written."""
 
-    def __init__(self, yes: bool, as_json: bool, before_asking=lambda: None,
+    def __init__(self, yes: bool, as_json: bool,
+                 before_asking: Callable[[], None] = lambda: None,
                  explain: bool = False) -> None:
         self.yes, self.as_json, self.shown, self.explain = yes, as_json, False, explain
         self.before_asking = before_asking      # the progress bar's line ended first
 
-    def __call__(self, question) -> Optional[bool]:
+    def __call__(self, question: "Question") -> Optional[bool]:
         if self.yes and not question.own_yes:
             return True
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -383,8 +394,8 @@ class _Confirmer:
               help="Also write, at global or system scope, values that change the index's "
                    "format (other tools may not read it); --yes alone never does.")
 @json_option
-def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, override,
-         recalibrate, no_verify, explain, even_if_busy, format_changes, as_json):
+def auto(repo: Optional[str], demo: bool, scope: str, workload: str, budget: float, strategy: str, runs: int, dry_run: bool, yes: bool, override: bool,
+         recalibrate: bool, no_verify: bool, explain: bool, even_if_busy: bool, format_changes: bool, as_json: bool) -> None:
     """Probe, calibrate, recommend, write the config safely and verify the gain.
 
     It shows the recommendation and the diff, then asks (global and system scopes
@@ -432,7 +443,7 @@ def auto(repo, demo, scope, workload, budget, strategy, runs, dry_run, yes, over
               help="Time these values instead of the ones in force.")
 @plot_option
 @json_option
-def verify(repo, runs, cold, workloads, candidate, plot_file, as_json) -> None:
+def verify(repo: Optional[str], runs: int, cold: bool, workloads: Tuple[str, ...], candidate: Tuple[str, ...], plot_file: Optional[str], as_json: bool) -> None:
     """Time real git before and after git-tune's values, with confidence intervals.
 
     \b
@@ -458,7 +469,7 @@ def verify(repo, runs, cold, workloads, candidate, plot_file, as_json) -> None:
 @override_option
 @dry_run_option
 @json_option
-def set_values(assignments, repo, scope, override, dry_run, as_json) -> None:
+def set_values(assignments: Tuple[str, ...], repo: Optional[str], scope: str, override: bool, dry_run: bool, as_json: bool) -> None:
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
     from .advisor.write.manual import set_values as run_set
     from .views import write_view
@@ -470,7 +481,7 @@ def set_values(assignments, repo, scope, override, dry_run, as_json) -> None:
 @click.option("--max-age", type=Finite(0, 1e6, "days"), default=90, show_default=True,
               help="Days after which applied values count as stale.")
 @json_option
-def show(max_age, as_json) -> None:
+def show(max_age: float, as_json: bool) -> None:
     """List what git-tune applied, where, and whether it is stale."""
     from dataclasses import asdict
     from .advisor.write.show import show as run_show
@@ -482,7 +493,7 @@ def show(max_age, as_json) -> None:
 @repo_option
 @click.option("--scope", default=None, help="The scope to revert (default: the only one written).")
 @json_option
-def revert(repo, scope, as_json) -> None:
+def revert(repo: Optional[str], scope: str, as_json: bool) -> None:
     """Restore the config files git-tune touched to their exact earlier bytes."""
     from dataclasses import asdict
     from .advisor.write.revert import nothing_to_revert, revert as revert_scope, target
@@ -502,7 +513,7 @@ def agent() -> None:
 @repo_option
 @click.option("--all", "watch_all", is_flag=True, help="Keep every repository's commands.")
 @json_option
-def agent_enable(repo, watch_all, as_json) -> None:
+def agent_enable(repo: Optional[str], watch_all: bool, as_json: bool) -> None:
     """Route git's trace2 events to git-tune's collector (global config, revertable)."""
     from .advisor.agent import switch
     from .views import agent_enable_view
@@ -512,7 +523,7 @@ def agent_enable(repo, watch_all, as_json) -> None:
 @agent.command("disable")
 @click.option("--forget", is_flag=True, help="Delete the records too.")
 @json_option
-def agent_disable(forget, as_json) -> None:
+def agent_disable(forget: bool, as_json: bool) -> None:
     """Stop the collector and put the global config back byte for byte."""
     from .advisor.agent import switch
     emit(switch.disable(forget), as_json, lambda r: r["reverted"]["message"], "agent")
@@ -520,7 +531,7 @@ def agent_disable(forget, as_json) -> None:
 
 @agent.command("status")
 @json_option
-def agent_status(as_json) -> None:
+def agent_status(as_json: bool) -> None:
     """Whether events are routed and collected, and how much is stored."""
     from .advisor.agent import switch
     from .views import agent_status_view
@@ -529,7 +540,7 @@ def agent_status(as_json) -> None:
 
 @agent.command("start")
 @json_option
-def agent_start(as_json) -> None:
+def agent_start(as_json: bool) -> None:
     """Start the collector if it is not running (after a reboot)."""
     from dataclasses import asdict
     from .advisor.agent import collector
@@ -549,7 +560,7 @@ def agent_run() -> None:
 @click.option("--budget", type=Finite(1, 3600, "seconds"), default=20, show_default=True,
               help="Seconds each re-calibration may take.")
 @json_option
-def agent_retune(budget, as_json) -> None:
+def agent_retune(budget: float, as_json: bool) -> None:
     """Re-tune now what has drifted (git upgraded, host or repository changed): only keys
     that change nothing but speed; others are named for `git-tune auto` to ask about."""
     from .advisor.agent import switch
@@ -566,7 +577,7 @@ def agent_retune(budget, as_json) -> None:
               help="Allow a key that changes more than speed (an index extension, what "
                    "git notices); the agent never starts one on its own.")
 @json_option
-def agent_experiment(assignment, repo, scope, stop, yes, as_json):
+def agent_experiment(assignment: Optional[str], repo: Optional[str], scope: str, stop: bool, yes: bool, as_json: bool) -> None:
     """Try a value on your own commands against the one in force.
 
     \b
@@ -603,7 +614,7 @@ def agent_experiment(assignment, repo, scope, stop, yes, as_json):
 
 @agent.command("log")
 @json_option
-def agent_log(as_json) -> None:
+def agent_log(as_json: bool) -> None:
     """Every re-tune and experiment of the agent's, with its reasons and evidence."""
     from .advisor.agent import retune
     from .views import agent_log_view
@@ -617,7 +628,7 @@ def agent_log(as_json) -> None:
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Write each command's latencies per set of values as a PNG.")
 @json_option
-def agent_report(repo, since, plot_file, as_json) -> None:
+def agent_report(repo: Optional[str], since: Optional[float], plot_file: Optional[str], as_json: bool) -> None:
     """Your commands' latencies (median, p90) per set of values in force; storms."""
     from .advisor.agent import report, store, switch
     from .views import agent_report_view
@@ -640,7 +651,7 @@ def profile() -> None:
 @budget_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
 @json_option
-def profile_export(repo, workload, budget, output, as_json) -> None:
+def profile_export(repo: Optional[str], workload: str, budget: float, output: Optional[str], as_json: bool) -> None:
     """Export this host's measured recommendation as a versioned JSON profile."""
     import json
     from .advisor.fleet import profiles
@@ -668,7 +679,7 @@ def profile_export(repo, workload, budget, output, as_json) -> None:
 @click.option("--force", is_flag=True, help="Apply even where the host is not of the profile's class.")
 @override_option
 @json_option
-def apply(profile_path, repo, scope, check, show_diff, force, override, as_json):
+def apply(profile_path: str, repo: Optional[str], scope: str, check: bool, show_diff: bool, force: bool, override: bool, as_json: bool) -> None:
     """Apply a fleet profile without calibrating, if this host is of its class."""
     from .advisor.fleet.apply import apply_profile
     from .views import apply_view
@@ -690,7 +701,7 @@ def fleet() -> None:
 @click.option("--output-dir", type=click.Path(file_okay=False),
               help="Write one merged profile per host class here.")
 @json_option
-def fleet_merge(profile_paths, output_dir, as_json) -> None:
+def fleet_merge(profile_paths: Tuple[str, ...], output_dir: Optional[str], as_json: bool) -> None:
     """Merge many hosts' profiles into one profile per host class, with the spread."""
     import json
     import os
@@ -718,11 +729,11 @@ def fleet_merge(profile_paths, output_dir, as_json) -> None:
             say(f"warning: {w}", err=True)
 
 
-def _terminate(signum, _frame):
+def _terminate(signum: int, _frame: Optional[FrameType]) -> None:
     # SIGTERM unwinds like Ctrl-C so scratch directories are removed.
     raise KeyboardInterrupt
 
 
-def main(argv=None) -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     cli.main(args=argv, prog_name="git-tune")

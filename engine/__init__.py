@@ -6,7 +6,7 @@ Ctrl-C cancels the running kernel, which removes what it created.
 """
 import os
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import _lib
 from ..errors import EngineError
@@ -34,12 +34,12 @@ class Latency:
     p99: float
 
     @classmethod
-    def from_hist(cls, h) -> "Latency":
+    def from_hist(cls, h: Any) -> "Latency":
         if not h.count:
             return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         buckets = list(h.bucket)
 
-        def quantile(q):
+        def quantile(q: float) -> float:
             target = q * h.count
             seen = 0
             for b, n in enumerate(buckets):
@@ -47,8 +47,8 @@ class Latency:
                 if n and seen >= target:
                     lo, hi = _lib.hist_lower(b), _lib.hist_lower(b + 1)
                     mid = (lo * hi) ** 0.5 if lo else hi / 2
-                    return min(max(mid, h.min_ns), h.max_ns) / 1e9
-            return h.max_ns / 1e9
+                    return float(min(max(mid, h.min_ns), h.max_ns)) / 1e9
+            return float(h.max_ns) / 1e9
 
         return cls(int(h.count), h.min_ns / 1e9, h.max_ns / 1e9, h.sum_ns / h.count / 1e9,
                    quantile(0.5), quantile(0.9), quantile(0.99))
@@ -63,7 +63,7 @@ class ThreadTiming:
     bytes: int
 
 
-def _threads(array, n) -> Tuple[ThreadTiming, ...]:
+def _threads(array: Any, n: int) -> Tuple[ThreadTiming, ...]:
     return tuple(ThreadTiming(t.start_ns / 1e9, t.end_ns / 1e9, int(t.ops), int(t.errors),
                               int(t.bytes)) for t in array[:n])
 
@@ -75,7 +75,7 @@ class PreloadResult:
     done: int
     errors: int
     threads: Tuple[ThreadTiming, ...]
-    errors_by_errno: dict
+    errors_by_errno: Dict[int, int]
     latency: Latency
 
 
@@ -144,13 +144,13 @@ def _path_list(paths: Sequence[str]) -> bytes:
     return b"".join(os.fsencode(p) + b"\0" for p in paths)
 
 
-def _enc(path) -> bytes:
+def _enc(path: str) -> bytes:
     # The bytes the file system has: a name that is not UTF-8 round-trips (surrogateescape).
     return os.fsencode(path)
 
 
 def version() -> int:
-    return _lib.lib().gt_abi_version()
+    return int(_lib.lib().gt_abi_version())
 
 
 def library_path() -> str:
@@ -175,7 +175,7 @@ def preload(paths: Sequence[str], base: Optional[str] = None, threads: int = 1,
                          _threads(r.thread, r.threads), by_errno, Latency.from_hist(r.latency))
 
 
-def checkout(directory, paths: Sequence[str], sizes: Sequence[int], workers: int = 1,
+def checkout(directory: str, paths: Sequence[str], sizes: Sequence[int], workers: int = 1,
              threshold: int = 100, fsync: bool = False, keep: bool = False,
              limits: Limits = NO_LIMITS) -> CheckoutResult:
     """Write files like Git's (parallel) checkout, then remove them unless keep."""
@@ -191,7 +191,7 @@ def checkout(directory, paths: Sequence[str], sizes: Sequence[int], workers: int
                           int(r.dirs_created), r.workers_used, _threads(r.worker, r.workers_used))
 
 
-def _index_result(r) -> IndexResult:
+def _index_result(r: Any) -> IndexResult:
     sigs = tuple(bytes(r.ext_sig[i][:]).decode("latin-1") for i in range(min(r.extensions, 16)))
     return IndexResult(r.version, r.entries, int(r.file_bytes), r.read_ns / 1e9,
                        r.checksum_ns / 1e9, r.parse_ns / 1e9, r.free_ns / 1e9,
@@ -205,7 +205,8 @@ def _index_result(r) -> IndexResult:
 _OBJECT_FORMATS = {"sha1": 0, "sha256": 1}
 
 
-def _index_opts(threads, alloc, pool_block, verify_checksum, object_format: str = "sha1"):
+def _index_opts(threads: int, alloc: str, pool_block: int, verify_checksum: bool,
+                object_format: str = "sha1") -> Any:
     if object_format not in _OBJECT_FORMATS:
         raise EngineError(-1, "GT_EINVAL", f"unknown object format {object_format!r}")
     return _lib.IndexOpts(threads=threads, alloc=_ALLOCS[alloc], pool_block=pool_block,
@@ -213,7 +214,7 @@ def _index_opts(threads, alloc, pool_block, verify_checksum, object_format: str 
                           hash_algo=_OBJECT_FORMATS[object_format])
 
 
-def index_read(path, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
+def index_read(path: str, threads: int = 1, alloc: str = ALLOC_POOL, pool_block: int = 0,
                verify_checksum: bool = True, limits: Limits = NO_LIMITS,
                object_format: str = "sha1") -> IndexResult:
     """Read a Git index file and materialise its entries (see gt_index_read); the
@@ -252,7 +253,7 @@ class StatCheck:
     changed: int
 
 
-def index_stat_check(path, base, sample: int = 200, object_format: str = "sha1",
+def index_stat_check(path: str, base: str, sample: int = 200, object_format: str = "sha1",
                      limits: Limits = NO_LIMITS) -> StatCheck:
     """Compare up to `sample` entries' stat data in the index at `path` with lstat of
     their files below `base` (the work tree), field by field."""
@@ -262,7 +263,7 @@ def index_stat_check(path, base, sample: int = 200, object_format: str = "sha1",
     return StatCheck(*(int(getattr(r, field[0])) for field in _lib.StatCheck._fields_))
 
 
-def index_write_synthetic(path, entries: int, version: int = 2, depth: int = 4,
+def index_write_synthetic(path: str, entries: int, version: int = 2, depth: int = 4,
                           width: int = 10, files: int = 9, ieot_blocks: int = 0,
                           limits: Limits = NO_LIMITS) -> None:
     """Write a many-files.sh shaped index (0 entries = the whole shape)."""
@@ -272,7 +273,7 @@ def index_write_synthetic(path, entries: int, version: int = 2, depth: int = 4,
               limits.timeout, limits.byte_budget)
 
 
-def smallfile(directory, files: int, file_size: int = 4096, per_dir: int = 10,
+def smallfile(directory: str, files: int, file_size: int = 4096, per_dir: int = 10,
               sync: bool = False, limits: Limits = NO_LIMITS) -> SmallfileResult:
     """Create, stat, read and remove small files (seed 002)."""
     opts = _lib.SmallfileOpts(files=files, file_size=file_size, per_dir=per_dir, sync=int(sync))
@@ -283,8 +284,8 @@ def smallfile(directory, files: int, file_size: int = 4096, per_dir: int = 10,
                            int(r.files), int(r.dirs), int(r.bytes))
 
 
-def latency(directory, samples: int = 200, fsync_samples: int = 5, cold_samples: int = 0,
-            limits: Limits = NO_LIMITS) -> dict:
+def latency(directory: str, samples: int = 200, fsync_samples: int = 5, cold_samples: int = 0,
+            limits: Limits = NO_LIMITS) -> Dict[str, Latency]:
     """Per-operation latency distributions, keyed by LATENCY_OPS names."""
     r = _lib.call("gt_latency_run", (_enc(directory), samples, fsync_samples, cold_samples),
                   _lib.LatencyResult(), limits.timeout, limits.byte_budget)
@@ -305,7 +306,7 @@ class FsInfo:
 ST_RDONLY = 1
 
 
-def fs_info(path) -> FsInfo:
+def fs_info(path: str) -> FsInfo:
     """statfs() and the st_dev of path."""
     r = _lib.call_quick("gt_fs_info", (_enc(path),), _lib.FsInfo())
     return FsInfo(int(r.magic), int(r.block_size), int(r.blocks), int(r.blocks_free),
@@ -323,7 +324,7 @@ class Residency:
         return self.resident / self.pages if self.pages else 1.0
 
 
-def cache_residency(paths: Sequence, base=None) -> Residency:
+def cache_residency(paths: Sequence[str], base: Optional[str] = None) -> Residency:
     """Page-cache residency summed over regular files (unreadable ones, and anything
     that is no regular file, are skipped). With `base`, paths are relative to it and
     opened beneath it without following links (a work tree's tracked paths)."""

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any, Optional, Sequence, Tuple
 from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint64, c_void_p
 
 from ..errors import EngineError, EngineLoadError
@@ -163,8 +164,8 @@ _STRUCTS = {
     "struct gt_fs_info": FsInfo, "struct gt_residency": Residency,
 }
 
-_lib = None
-_lib_path = None
+_lib: Optional[ctypes.CDLL] = None
+_lib_path: Optional[str] = None
 _load_lock = threading.Lock()
 
 
@@ -178,7 +179,7 @@ def library_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libgittune.so")
 
 
-def lib():
+def lib() -> ctypes.CDLL:
     """Load libgittune.so once, declare every function, check ABI and struct sizes."""
     global _lib, _lib_path
     if _lib is not None:
@@ -221,7 +222,7 @@ def loaded_path() -> str:
     return _lib_path
 
 
-def _check(status: int, err) -> None:
+def _check(status: int, err: "ctypes.Array[c_char]") -> None:
     """Turn a negative engine status into EngineError carrying the C message."""
     if status >= 0:
         return
@@ -229,8 +230,8 @@ def _check(status: int, err) -> None:
     raise EngineError(status, STATUS_NAMES.get(status, f"status {status}"), message)
 
 
-def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: int = 0,
-         partial: bool = False):
+def call(name: str, args: Tuple[Any, ...], result: Any, timeout_s: float = 0.0,
+         byte_budget: int = 0, partial: bool = False) -> Any:
     """Call `name(*args, ctl, &result, err, errlen)` (no &result when it is None).
     With `partial`, a call stopped by its timeout returns the result it filled so far
     (what the kernel measured before the deadline) instead of raising.
@@ -287,25 +288,25 @@ def call(name: str, args: tuple, result, timeout_s: float = 0.0, byte_budget: in
     return result
 
 
-def call_quick(name: str, args: tuple, result):
+def call_quick(name: str, args: Tuple[Any, ...], result: Any) -> Any:
     """Call a short, uncancellable `name(*args, &result, err, errlen)`."""
     err = ctypes.create_string_buffer(ERR_LEN)
     _check(getattr(lib(), name)(*args, ctypes.byref(result), err, ERR_LEN), err)
     return result
 
 
-def by_ref(struct):
+def by_ref(struct: Any) -> Any:
     return ctypes.byref(struct)
 
 
-def u64_array(values):
+def u64_array(values: Sequence[int]) -> Any:
     return (c_uint64 * len(values))(*values)
 
 
 def hist_lower(bucket: int) -> int:
-    return lib().gt_hist_lower(bucket)
+    return int(lib().gt_hist_lower(bucket))
 
 
-def buffer_address(data: bytes):
+def buffer_address(data: bytes) -> c_void_p:
     """A pointer to an immutable bytes object, valid while `data` lives."""
     return ctypes.cast(ctypes.c_char_p(data), c_void_p)

@@ -400,10 +400,24 @@ def _absolute(path: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _type_only(tree: ast.AST) -> set:
+    """The nodes under `if TYPE_CHECKING:`: names for annotations, which nothing runs, so
+    they set no order on the modules (an interface's types, named where it is declared)."""
+    return {id(n) for top in ast.walk(tree)
+            if isinstance(top, ast.If) and isinstance(top.test, ast.Name)
+            and top.test.id == "TYPE_CHECKING"
+            for stmt in top.body for n in ast.walk(stmt)}
+
+
 def _imports(path: str, modules) -> set:
-    """The git_tune modules a source file imports, at its top or inside a function."""
+    """The git_tune modules a source file imports when it runs, at its top or inside a
+    function (not those named for annotations only: _type_only)."""
     found = set()
-    for node in ast.walk(ast.parse(open(path).read())):
+    tree = ast.parse(open(path).read())
+    skipped = _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom) and _absolute(path, node).startswith("git_tune"):
             module = _absolute(path, node)
             for alias in node.names:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..measure.ab import STOPPED_BUDGET, STOPPED_FASTER, STOPPED_SLOWER
-from ..measure.record import FAILS_DEFAULT, Calibration, Comparison, Trial
+from ..measure.record import FAILS_DEFAULT, Calibration, Comparison, Measured, Trial
 from ...models import catalogue, stats, workloads
 from ...models.catalogue import Key
 
@@ -192,5 +192,5 @@ def unfinished(key: Key, cal: Calibration, seconds_short: Optional[float],
                    {"seconds_short": seconds_short})
 
 
-def trial_of(key: Key, cal: Calibration) -> Optional[Trial]:
+def trial_of(key: Key, cal: Measured) -> Optional[Trial]:
     return cal.trials.get(key.name)

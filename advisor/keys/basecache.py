@@ -19,7 +19,7 @@ own where the kernel lets one be made:
   where real git was faster beyond noise and none of its runs peaked above the allowance.
 """
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..decide import advice
 from .registry import Tuner
@@ -31,6 +31,8 @@ from ...models import catalogue
 from ...probes.host import host_facts
 from ...probes.layout import RepoLayout
 from . import pack
+from ...models.catalogue import Key
+from .registry import Weights
 
 KEY = "core.deltaBaseCacheLimit"
 WORKLOAD = "history"
@@ -108,7 +110,7 @@ def default_bytes() -> int:
 
 
 def runner(repo: RepoLayout, path: str, allowed: int, within: str,
-           seen: Optional[Dict[str, peak.PeakRun]] = None):
+           seen: Optional[Dict[str, peak.PeakRun]] = None) -> gitbench.Runner:
     """A timed run of `git log -p` of `path` (planner.memory_runner, each value's first
     run kept in `seen`)."""
     args = ["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--format=%H", "--",
@@ -156,7 +158,7 @@ def _setting(size: int) -> Dict[str, str]:
     return {KEY: catalogue.format_size(size)}
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     if not bench.memory_limit:
         return Trial.not_run(KEY, "the memory this process may use could not be read")
     default = default_bytes()
@@ -174,7 +176,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     seen: Dict[str, peak.PeakRun] = {}
     run = runner(bench.repo, bases.path, allowed, bench.memory_source, seen)
 
-    def facts() -> dict:
+    def facts() -> Dict[str, Any]:
         confined = next((r.confined for r in seen.values() if r.confined), "")
         return asdict(TrialFacts(bases.total, bases.path, bases.path_bytes,
                                  bench.memory_limit, allowed, threads,
@@ -201,7 +203,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return Trial(KEY, (c,), facts())
 
 
-def _fitting(run, default: int) -> Optional[Dict[str, str]]:
+def _fitting(run: gitbench.Runner, default: int) -> Optional[Dict[str, str]]:
     """The largest size whose run fits: the largest halving of Git's default that does,
     then BISECT_STEPS steps between it and the size above it that did not (each run's
     peak decides; the budget's end stops the steps, not the answer). None where no
@@ -226,8 +228,9 @@ def _fitting(run, default: int) -> Optional[Dict[str, str]]:
     return _setting(size)
 
 
-def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run,
-            warm: Optional[float], facts, default_peak: int) -> Trial:
+def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbench.Runner,
+            warm: Optional[float], facts: Callable[[], Dict[str, Any]], default_peak: int
+            ) -> Trial:
     """Git's default fits: where the bases exceed it and the profile weighs reading
     history, the sizes of quick_pass() once each, then the fastest against Git's default
     by the usual interleaved runs."""
@@ -252,7 +255,7 @@ def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run,
     return Trial(KEY, (c,), facts())
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -264,7 +267,7 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                            "base_bytes": f.base_bytes})
 
 
-def verify_runner(key, repo: RepoLayout, index_file: str):
+def verify_runner(key: Key, repo: RepoLayout, index_file: str) -> gitbench.Runner:
     """verify's runner for the history workload: the same runs as the trial's, on the
     user's repository, within the memory this host allows now."""
     allowed, within = planner.memory_here(host_facts())
@@ -277,13 +280,14 @@ def verify_runner(key, repo: RepoLayout, index_file: str):
 class DeltaBaseCacheLimit(Tuner):
     rank = TRIAL_RANK
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def verify_runner(self, key, repo, index_file):
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
+                      ) -> Optional[gitbench.Runner]:
         return verify_runner(key, repo, index_file)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
 

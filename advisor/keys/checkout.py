@@ -20,8 +20,10 @@ from .checkout_trial import (CLONE, PART_FILES_PER_WORKER, WorkersFacts, _part_t
 from .checkout_sweep import THRESHOLD, sweep  # noqa: F401
 from ..measure import planner
 from ..measure.bench import Bench
-from ..measure.record import Calibration, Comparison, Sweep, Trial
+from ..measure.record import Calibration, Comparison, Measured, Sweep, Trial
 from ...models import stats
+from ...models.catalogue import Key
+from .registry import Weights
 
 
 def by_count(trial: Trial) -> Dict[int, Trial]:
@@ -32,7 +34,8 @@ def by_count(trial: Trial) -> Dict[int, Trial]:
     return {w: Trial(WORKERS, tuple(cs), trial.facts) for w, cs in counts.items()}
 
 
-def _advice_for(key, w: int, t: Trial, cal: Calibration, weights) -> advice.KeyAdvice:
+def _advice_for(key: Key, w: int, t: Trial, cal: Measured, weights: Weights
+                ) -> advice.KeyAdvice:
     s = cal.sweeps.get("checkout")
     f = _facts(s)
     ev = {"best": s.best if s else None, "curve": f.model_samples, "model": f.model}
@@ -57,7 +60,7 @@ def _timed(c: Comparison, w: int, t: Trial) -> str:
     return f"checkout of {c.files} files with {w} workers{then}"
 
 
-def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
+def chosen(key: Key, cal: Measured, weights: Weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     """The worker count the profile's objective prefers among those real git timed: of
     the counts set on their own evidence (advice.weighed), the one with the lower weighted
     time ratio; the fewer workers when none is set; none when real git timed none. The
@@ -81,7 +84,7 @@ def chosen(key, cal, weights) -> Tuple[Optional[int], advice.KeyAdvice]:
     return w, a
 
 
-def _unless_racy(key, w: int, t: Trial, facts: WorkersFacts, a: advice.KeyAdvice
+def _unless_racy(key: Key, w: int, t: Trial, facts: WorkersFacts, a: advice.KeyAdvice
                  ) -> advice.KeyAdvice:
     """a, or where a part set `w` and the next status pays more than the write saves
     the tree (_racy_reread), Git's default with that reason."""
@@ -211,7 +214,7 @@ def _status_paid(w: str, facts: WorkersFacts) -> Optional[float]:
     return slowdown
 
 
-def _open_question(key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
+def _open_question(key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
     """What the user's own branch switches can settle (the agent's experiment): a count
     the engine's ranking chose above what real git timed on a part, against the count
     real git confirmed there; a count a part showed faster but within its noise, where
@@ -257,7 +260,7 @@ def _within_noise_on_a_part(t: Trial, s: Optional[Sweep]) -> Optional[Tuple[str,
                     "value in force")
 
 
-def _decide_workers(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def _decide_workers(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     return chosen(key, cal, weights)[1]
 
 
@@ -274,16 +277,16 @@ class Workers(registry.Tuner):
     """checkout.workers: timed on the whole tree written where it fits the budget, on a
     part of it where not (_trial_workers); at stake, every file of the tree written."""
 
-    def trial(self, key, bench: Bench) -> Optional[Trial]:
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return _trial_workers(bench)
 
-    def stakes(self, key, bench: Bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         return _stakes(bench, len(bench.names))
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return _decide_workers(key, cal, weights)
 
-    def open_question(self, key, cal: Calibration, weights) -> Optional[Tuple[str, str]]:
+    def open_question(self, key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
         return _open_question(key, cal, weights)
 
 

@@ -7,14 +7,14 @@ from (_engine_pick) and what a tree written could save (_stakes).
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ... import engine
 from ...errors import EngineError
 from ..measure import planner, search
 from ..measure.bench import Bench
 from ..measure.record import Sweep
-from ..measure.search import Dim
+from ..measure.search import Dim, Point
 from ..measure.sweep import (engine_measure, by_point as sweep_points,
                              run as run_sweep)
 from ...models import costmodel
@@ -32,8 +32,8 @@ KNEE = 0.1
 class Facts:
     files: int = 0                        # the engine's sample (0: a record without one)
     bytes: int = 0
-    model: Optional[dict] = None          # costmodel.ParallelCost without its replicas
-    model_samples: Optional[list] = None  # (workers, files, seconds)
+    model: Optional[Dict[str, Any]] = None  # costmodel.ParallelCost without its replicas
+    model_samples: Optional[List[Any]] = None  # (workers, files, seconds)
     cores: int = 0                        # CPUs the engine's threads had (0: not recorded)
 
 
@@ -42,8 +42,8 @@ def _facts(s: Optional[Sweep]) -> Facts:
     return s.facts_as(Facts) if s else Facts()
 
 
-def checkout_batch(target: str, paths, sizes, budget: float,
-                   limits: engine.Limits = engine.NO_LIMITS) -> Tuple[list, list]:
+def checkout_batch(target: str, paths: List[str], sizes: List[int], budget: float,
+                   limits: engine.Limits = engine.NO_LIMITS) -> Tuple[List[str], List[int]]:
     """Size the batch so about ten single-worker measurements fit the budget, from a
     pilot write of the least batch; where a warm-up (allocator, journal, dentry caches)
     of WARM_FILES costs under a tenth of the budget, it follows."""
@@ -51,8 +51,8 @@ def checkout_batch(target: str, paths, sizes, budget: float,
     return paths, sizes
 
 
-def _sized_batch(target: str, paths, sizes, budget: float,
-                 limits: engine.Limits) -> Tuple[list, list, Optional[float]]:
+def _sized_batch(target: str, paths: List[str], sizes: List[int], budget: float,
+                 limits: engine.Limits) -> Tuple[List[str], List[int], Optional[float]]:
     """checkout_batch's batch, and the pilot's one-thread seconds where the batch is the
     pilot's own files (the least batch: where files are that dear, the pilot is the
     sweep's measurement of one thread, not a write to repeat)."""
@@ -113,7 +113,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     paths, sizes = bench.sample(SAMPLE_FILES, seconds=planner.sample_seconds(share))
     paths, sizes, piloted = _sized_batch(target, paths, sizes, share.seconds, share.bounded())
 
-    def write(point, k=len(paths)):
+    def write(point: Point, k: int = len(paths)) -> float:
         nonlocal piloted
         if piloted is not None and k == len(paths) and point[WORKERS] == 1:
             seconds, piloted = piloted, None        # the pilot wrote these files already
@@ -190,7 +190,7 @@ def _engine_pick(s: Sweep) -> int:
     cost model's parallelism, fitted to a few points, is too unstable to say this."""
     medians = _engine_medians(s)
     if not medians:
-        return max(2, s.best[WORKERS])
+        return max(2, int(s.best[WORKERS]))
     fastest = min(medians.values())
     return max(2, min(w for w, t in medians.items() if t <= fastest * (1 + KNEE)))
 

@@ -15,7 +15,7 @@ puts it in that repository's own block (`per_repository` in keys.toml).
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from ... import fsmonitor as daemon
 from ..decide import advice
@@ -25,6 +25,8 @@ from ..measure.record import Calibration, Trial
 from ...models import workloads
 from ...models.storage import NETWORK
 from . import registry
+from ...models.catalogue import Key
+from .registry import Weights
 
 KEY = "core.fsmonitor"
 # First: its trial times only status runs, and on a large local tree it is the biggest
@@ -55,11 +57,11 @@ class TrialFacts:
     daemon_was_running: bool = False
 
 
-def directories(names) -> int:
+def directories(names: Iterable[str]) -> int:
     return len({os.path.dirname(n) for n in names} | {""})
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     fresh = _fresh_clones(bench.options.workload)
     if fresh:          # not measured: the decision could only be "not set"
         return Trial.not_run(key.name, fresh)
@@ -104,7 +106,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
     return Trial(KEY, tuple(comparisons), asdict(TrialFacts(dirs, limit, was_running)))
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -116,11 +118,11 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           suffix="; one daemon per repository, started by its next git command")
 
 
-def _evidence(f: TrialFacts) -> dict:
+def _evidence(f: TrialFacts) -> Dict[str, Any]:
     return {"directories": f.directories, "max_user_watches": f.max_user_watches}
 
 
-def after_revert(key, value: str):
+def after_revert(key: Key, value: str) -> List[str]:
     """The daemons the reverted value started, in repositories that no longer ask for one
     (a daemon the user's own config still asks for stays)."""
     if value != "true":
@@ -134,13 +136,13 @@ class Fsmonitor(registry.Tuner):
 
     rank = TRIAL_RANK
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
-    def after_revert(self, key, value: str):
+    def after_revert(self, key: Key, value: str) -> List[str]:
         return after_revert(key, value)
 
 

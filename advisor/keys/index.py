@@ -7,7 +7,7 @@ default would write it.
 """
 import os
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ... import engine, git
 from ...output import counted
@@ -20,6 +20,8 @@ from ..measure.record import Calibration, Sweep, Trial
 from ..measure.search import Dim
 from ..measure.sweep import Share, SweepResult, engine_measure, run as run_sweep
 from ...errors import EngineError
+from ...models.catalogue import Key
+from .registry import Weights
 
 THREADS, VERSION, MANY_FILES = "index.threads", "index.version", "feature.manyFiles"
 ALLOC = "engine.index.alloc"
@@ -61,18 +63,18 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     fmt = bench.repo.object_format     # the copies are the user's index, in its format
     blocks_read = []
 
-    def read(path, **how) -> engine.IndexResult:
+    def read(path: str, **how: Any) -> engine.IndexResult:
         # As git reads an index: without hashing all of it (read-cache.c's verify_hdr
         # checks the checksum only for fsck). Hashed, a load took 65 ms at 100,000
         # entries, its parse 1-5 ms: 0.8 s of the sweep's 1 s share went to hashing.
         return engine.index_read(path, object_format=fmt, verify_checksum=False, **how)
 
-    def load(point):
+    def load(point: search.Point) -> float:
         r = read(ieot, threads=point[THREADS], alloc=point[ALLOC])
         blocks_read.append(r.ieot_blocks)
         return r.parse + r.free
 
-    def parse(path) -> float:
+    def parse(path: str) -> float:
         # The best of two loads: the parses are stakes and a finding, not a verdict.
         return min(read(path).parse for _ in range(2))
 
@@ -104,7 +106,7 @@ def _quick_counts(blocks: int) -> Tuple[int, ...]:
                                        if 2 ** i < blocks}))
 
 
-def _quick(blocks: int, measure, share: Share) -> Tuple[SweepResult, List[Dim]]:
+def _quick(blocks: int, measure: Callable[[search.Point], float], share: Share) -> Tuple[SweepResult, List[Dim]]:
     """Each thread count the offset table's blocks allow (1, powers of two, `blocks`)
     with Git's allocator, in a seeded order after Git's own (one thread), and the
     quickest measured again (sweep.run's repeats): what index.threads' trial takes its
@@ -141,7 +143,7 @@ def _stakes(bench: Bench) -> Optional[float]:
     return s.facts_as(Facts).parse_v2 if s else None
 
 
-def _decide_threads(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def _decide_threads(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")
     if t is None:
@@ -161,7 +163,7 @@ def _decide_threads(key, cal: Calibration, weights) -> advice.KeyAdvice:
                           {"index": "reading the index (git ls-files)"}, ev, suffix=above)
 
 
-def _decide_version(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def _decide_version(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     s = cal.sweeps.get("index")
     if t is not None:
@@ -214,16 +216,16 @@ class Threads(registry.Tuner):
     """index.threads: git ls-files on an index copy with an offset table, at the engine's
     best thread count; at stake, one parse of the index."""
 
-    def trial(self, key, bench: Bench) -> Optional[Trial]:
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return _trial_threads(bench)
 
-    def stakes(self, key, bench: Bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         return _stakes(bench)
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return _decide_threads(key, cal, weights)
 
-    def index_shape(self, key, value: str) -> IndexShape:
+    def index_shape(self, key: Key, value: str) -> IndexShape:
         return _threads_shape(value)
 
 
@@ -231,25 +233,25 @@ class Version(registry.Tuner):
     """index.version: git ls-files on a version 2 copy against a version 4 copy; the key
     reaches an existing index only through `git update-index`."""
 
-    def trial(self, key, bench: Bench) -> Optional[Trial]:
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return _trial_version(bench)
 
-    def stakes(self, key, bench: Bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         return _stakes(bench)
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return _decide_version(key, cal, weights)
 
-    def index_shape(self, key, value: str) -> IndexShape:
+    def index_shape(self, key: Key, value: str) -> IndexShape:
         return _version_shape(value)
 
-    def rewrite_index(self, key, value: str, repo: str) -> Optional[str]:
+    def rewrite_index(self, key: Key, value: str, repo: str) -> Optional[str]:
         return _rewrite_version(value, repo)
 
-    def on_disk(self, key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
+    def on_disk(self, key: Key, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
         return _version_on_disk(value, repo)
 
-    def index_leftover(self, key, value: str) -> Optional[str]:
+    def index_leftover(self, key: Key, value: str) -> Optional[str]:
         return ("indexes rewritten as version 4 stay so (`git update-index --index-version 2` "
                 "in each repository)" if value == "4" else None)
 
@@ -257,7 +259,7 @@ class Version(registry.Tuner):
 class ManyFiles(registry.Tuner):
     """feature.manyFiles: never trialled, it bundles keys git-tune decides one by one."""
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return advice.not_set(key, "not set: it bundles index.version and core.untrackedCache, "
                                    "which git-tune sets one by one where measured")
 

@@ -23,6 +23,8 @@ from ..measure.sweep import MeasurementFailed
 from ..write import safefile
 from ...probes import repo as repo_probe
 from . import registry
+from ...models.catalogue import Key
+from .registry import Weights
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
@@ -147,10 +149,10 @@ def _sample_pack(bench: Bench, first: List[str]) -> Tuple[str, int]:
     return made[0], len(names) - len(first)
 
 
-def index_pack(pack: str, root: str):
+def index_pack(pack: str, root: str) -> gitbench.Runner:
     out = os.path.join(root, "index-pack.idx")
 
-    def run(settings, trace_file=None) -> float:
+    def run(settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
         for leftover in (out, out[:-4] + ".rev"):
             if os.path.exists(leftover):
                 os.unlink(leftover)
@@ -159,7 +161,7 @@ def index_pack(pack: str, root: str):
     return run
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     if repo_probe.partial_clone(bench.repo):
         # Its packs lack the blobs a full clone indexes, and what it fetches later comes
         # a few objects at a time: no pack here stands for the work the key changes.
@@ -201,7 +203,7 @@ def git_threads(online_cpus: int) -> int:
     return min(online_cpus // 2, 20)
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -220,10 +222,10 @@ class Threads(registry.Tuner):
 
     rank = TRIAL_RANK
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
 

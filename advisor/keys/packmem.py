@@ -30,6 +30,8 @@ from ..measure.sweep import MeasurementFailed
 from ...models import catalogue
 from ...probes.host import host_facts
 from ...probes.layout import RepoLayout
+from ...models.catalogue import Key
+from .registry import Weights
 
 WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
 WORKLOAD = "repack"
@@ -108,7 +110,7 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
 
 
 def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
-           seen: Optional[Dict[str, peak.PeakRun]] = None):
+           seen: Optional[Dict[str, peak.PeakRun]] = None) -> gitbench.Runner:
     """A timed run of pack-objects on the sample (planner.memory_runner, each value's
     first run kept in `seen` by its pack.windowMemory)."""
     args = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
@@ -137,7 +139,7 @@ def _settings(size: int) -> Dict[str, str]:
     return {WINDOW: catalogue.format_size(size), CACHE: catalogue.format_size(cache)}
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     if not bench.memory_limit:
         return Trial.not_run(WINDOW, "the memory this process may use could not be read")
     allowed = planner.memory_allowed(bench.memory_limit)
@@ -196,7 +198,7 @@ def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
                       {v: ended(r) for v, r in seen.items()}, confined)
 
 
-def _decide(key, cal: Calibration, weights, value_of: Callable[[Dict[str, str]], str]):
+def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Dict[str, str]], str]) -> advice.KeyAdvice:
     t = cal.trials.get(WINDOW)
     if t is None:
         return advice.unmeasured(key)
@@ -208,7 +210,7 @@ def _decide(key, cal: Calibration, weights, value_of: Callable[[Dict[str, str]],
                            "allowed": f.allowed, "limit": f.limit})
 
 
-def verify_runner(key, repo: RepoLayout, index_file: str):
+def verify_runner(key: Key, repo: RepoLayout, index_file: str) -> gitbench.Runner:
     """verify's runner for the repack workload: the same runs as the trial's, on the
     user's repository, within the memory this host allows now."""
     host = host_facts()
@@ -220,20 +222,21 @@ def verify_runner(key, repo: RepoLayout, index_file: str):
 class WindowMemory(Tuner):
     rank = TRIAL_RANK
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def verify_runner(self, key, repo, index_file):
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
+                      ) -> Optional[gitbench.Runner]:
         return verify_runner(key, repo, index_file)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return _decide(key, cal, weights, lambda cand: cand[WINDOW])
 
 
 class DeltaCacheSize(Tuner):
     """Decided by pack.windowMemory's trial: the same runs set both."""
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return _decide(key, cal, weights, lambda cand: cand[CACHE])
 
 

@@ -8,7 +8,7 @@ most 20), so that is a finding. Real git decides the key itself: status
 import dataclasses
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ... import engine
 from ...output import counted
@@ -18,13 +18,19 @@ from ..measure import coldcache, gitbench, planner, search
 from ..measure.ab import (EARLY_RUNS, STOPPED_BUDGET, OutOfBudget,
                           full_seconds, least_seconds)
 from ..measure.bench import Bench
-from ..measure.sweep import (MeasurementFailed, Share, SweepResult,
+from ..measure.sweep import (MeasurementFailed, PointKey, Share, SweepResult,
                              engine_measure, run as run_sweep)
 from ..measure.record import Calibration, Sweep, Trial
-from ..measure.search import Dim
+from ..measure.search import Dim, Point
 from ...models import stats
 from ...models.storage import NETWORK
 from . import registry
+from ...models.catalogue import Key
+from .registry import Weights
+
+# _part's (files, Git's count's seconds, one thread's, the files one thread did where it
+# was stopped), each None where the part was not timed.
+PartTimes = Tuple[Optional[int], Optional[float], Optional[float], Optional[int]]
 
 KEY = "core.preloadIndex"
 MAX_PRELOAD_PATHS = 200000
@@ -103,7 +109,7 @@ def lstat_pass(bench: Bench) -> Optional[float]:
     return len(bench.names) * lstat / git_threads(len(bench.names)) if lstat else None
 
 
-def stakes(key, bench: Bench) -> Optional[float]:
+def stakes(key: Key, bench: Bench) -> Optional[float]:
     """What turning preload off could save a status at most: its lstat pass at Git's
     thread count (nothing where the sweep shows off cannot win). Before the sweep, that
     pass by the probe's lstat latency."""
@@ -112,7 +118,7 @@ def stakes(key, bench: Bench) -> Optional[float]:
     return lstat_pass(bench)
 
 
-def price(key, bench: Bench) -> Optional[float]:
+def price(key: Key, bench: Bench) -> Optional[float]:
     # Where the sweep already shows off cannot win, the trial confirms it only with what
     # the budget has left (trial), or keeps the engine's measurement: it needs no price.
     if _hopeless(bench):
@@ -174,22 +180,23 @@ def _dims(entries: int) -> List[Dim]:
                 default=engine.SPLIT_SLICES)]
 
 
-def _lstat_pass(bench: Bench, paths, threads: int, limits: engine.Limits,
-                split: str = engine.SPLIT_SLICES, partial: bool = False):
+def _lstat_pass(bench: Bench, paths: Sequence[str], threads: int, limits: engine.Limits,
+                split: str = engine.SPLIT_SLICES, partial: bool = False
+                ) -> engine.PreloadResult:
     """One engine lstat of `paths` (relative to the work tree) with `threads` threads,
     one I/O stream, batches of 500 (engine.preload)."""
     return engine.preload(paths, base=bench.worktree, threads=threads, split=split,
                           io_streams=1, batch=500, limits=limits, partial=partial)
 
 
-def _lstat(bench: Bench, share: Share):
-    def lstat_once(point, paths):
+def _lstat(bench: Bench, share: Share) -> Callable[[Point, Sequence[str]], float]:
+    def lstat_once(point: Point, paths: Sequence[str]) -> float:
         return _lstat_pass(bench, paths, point[THREADS], share.limits(),
                            split=point[SPLIT]).wall
     return lstat_once
 
 
-def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
+def _search(bench: Bench, part: PartTimes, share: Share) -> Sweep:
     """The search over threads and split mode, and the whole tree at one thread and at
     Git's count, in the share.
 
@@ -204,7 +211,7 @@ def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
     cold_note = None
     lstat_once = _lstat(bench, share)
 
-    def lstat_all(point, paths=listing):
+    def lstat_all(point: Point, paths: Sequence[str] = listing) -> float:
         nonlocal cold_note
         if opts.cold:
             cold_note = coldcache.make_cold([])
@@ -234,7 +241,7 @@ def _search(bench: Bench, part: tuple, share: Share) -> Sweep:
     return Sweep.of(r, dims, asdict(facts))
 
 
-def _whole(bench: Bench, listing, share: Share) -> dict:
+def _whole(bench: Bench, listing: Sequence[str], share: Share) -> Dict[str, Any]:
     """Git's thread count, then one thread, each lstat-ing the whole tree once, in the
     share (on network storage each after an unmeasured pass, as the search times them:
     _search). One thread still going at stats.CLEARLY times Git's count stops there:
@@ -243,11 +250,11 @@ def _whole(bench: Bench, listing, share: Share) -> dict:
     git_n = git_threads(len(bench.names))
     network = bench.storage_class == NETWORK
 
-    def once(threads: int, timeout: float):
+    def once(threads: int, timeout: float) -> engine.PreloadResult:
         limits = engine.Limits(timeout=max(0.001, min(timeout, share.left())))
         return _lstat_pass(bench, listing, threads, limits, partial=True)
 
-    def lstat(threads: int, timeout: float):
+    def lstat(threads: int, timeout: float) -> engine.PreloadResult:
         if network:
             once(threads, timeout)
         return once(threads, timeout)
@@ -266,11 +273,13 @@ def _whole(bench: Bench, listing, share: Share) -> dict:
             if one.done < len(listing) else one.wall}
 
 
-def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
+def _reference_points(bench: Bench, groups: Dict[PointKey, List[float]],
+                      lstat_all: Callable[[Point], float], share: Share
+                      ) -> Dict[str, Optional[float]]:
     """Git's thread count and one thread on the whole tree, where the search did not
     measure them: once each, in the share's time only (one pass of a large tree on NFS
     can take longer than the whole share)."""
-    at = {}
+    at: Dict[str, Optional[float]] = {}
     for label, threads in (("git_default", git_threads(len(bench.names))), ("single_thread", 1)):
         key = tuple(sorted({THREADS: threads, SPLIT: engine.SPLIT_SLICES}.items()))
         if key not in groups and share.left():
@@ -282,7 +291,7 @@ def _reference_points(bench: Bench, groups, lstat_all, share: Share) -> dict:
     return at
 
 
-def _part(bench: Bench, listing, share: Share) -> tuple:
+def _part(bench: Bench, listing: Sequence[str], share: Share) -> PartTimes:
     """One thread against Git's count on two disjoint parts of PART_FILES spread over the
     tree, each lstat-ed once as git meets it (no pass before: on NFS and FUSE a second
     pass is served from the attribute cache, and one thread would look faster than it
@@ -303,7 +312,7 @@ def _part(bench: Bench, listing, share: Share) -> tuple:
     if git_n == 1 or not parts[1]:
         return None, None, None, None
 
-    def lstat(threads: int, limits: engine.Limits, partial: bool):
+    def lstat(threads: int, limits: engine.Limits, partial: bool) -> engine.PreloadResult:
         return _lstat_pass(bench, parts[threads], threads, limits, partial=partial)
     try:
         at_git = lstat(git_n, share.limits(), False)
@@ -359,7 +368,7 @@ def _off_cannot_win(f: Facts) -> Optional[str]:
             f"(preload off) than on Git's {f.git_threads}: off cannot be faster")
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     """Preload on against off, in real git: `git status -uno` on the whole tree where a
     serial lstat of it fits SAMPLE_SHARE of the budget, else `git diff-files` on a sample
     index (_sample_size). Where the engine has shown off cannot win (_hopeless), real git
@@ -403,7 +412,7 @@ def _compare(bench: Bench, n: Optional[int]) -> Trial:
     on, off = {KEY: "true"}, {KEY: "false"}
     how = []   # what making the cache cold did (root drops it; otherwise file data only)
 
-    def run(settings):
+    def run(settings: Dict[str, str]) -> float:
         if bench.cold:
             how.append(coldcache.make_cold([index] if index else []))
         return st(settings)
@@ -509,7 +518,7 @@ def _sample_run(bench: Bench, n: Optional[int]) -> float:
     return per_entry * (n if n is not None else len(bench.names)) / 2
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -542,7 +551,7 @@ def findings(cal: Calibration) -> List[str]:
         return []
     f = s.facts_as(Facts)
 
-    def took(t) -> str:
+    def took(t: Optional[float]) -> str:
         return "not timed" if t is None else f"{t * 1e3:.1f} ms"
     return [f"lstat of {f.entries} files: fastest with {counted(s.best[THREADS], 'thread')} "
             f"({s.best[SPLIT]}, {s.best_value * 1e3:.1f} ms); Git starts "
@@ -553,16 +562,16 @@ def findings(cal: Calibration) -> List[str]:
 class PreloadIndex(registry.Tuner):
     """core.preloadIndex: the engine's lstat pass, then real git's status on a part or a sample."""
 
-    def stakes(self, key, bench):
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         return stakes(key, bench)
 
-    def price(self, key, bench):
+    def price(self, key: Key, bench: Bench) -> Optional[float]:
         return price(key, bench)
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
 

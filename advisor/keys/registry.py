@@ -24,12 +24,20 @@ import importlib
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from ..measure.gitbench import ON_INDEX, IndexShape
+from ..measure.gitbench import ON_INDEX, IndexShape, Runner
 from ...errors import UsageError
 from ...models import catalogue, workloads
 from ...models.catalogue import Key
+from ...probes.layout import RepoLayout
+
+if TYPE_CHECKING:   # they read the registry
+    from ..decide.advice import KeyAdvice
+    from ..measure.bench import Bench
+    from ..measure.record import Calibration, Sweep, Trial
+
+Weights = Dict[str, float]
 
 
 class Tuner:
@@ -41,17 +49,17 @@ class Tuner:
 
     rank: int = 1     # when its trial runs, lower first (the module's TRIAL_RANK)
 
-    def trial(self, key: Key, bench):
+    def trial(self, key: Key, bench: "Bench") -> Optional["Trial"]:
         """Real git, Git's default against a candidate: a record.Trial (Trial.not_run
         with the reason where it was not run), or None where nothing was timed."""
         return None
 
-    def stakes(self, key: Key, bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: "Bench") -> Optional[float]:
         """Seconds a command of the key's workloads could save at most, from what the
         engine or git measured so far (None: not known yet)."""
         return None
 
-    def price(self, key: Key, bench) -> Optional[float]:
+    def price(self, key: Key, bench: "Bench") -> Optional[float]:
         """Seconds the key's trial needs at least (ab.least_seconds of its cheapest run),
         from what the engine or git measured so far (None: not known). A trial priced
         above the budget left is not started: the record says how many seconds it was
@@ -59,7 +67,7 @@ class Tuner:
         only to stop at its warm-up takes what the keys after it could decide with."""
         return None
 
-    def decide(self, key: Key, cal, weights: Dict[str, float]):
+    def decide(self, key: Key, cal: "Calibration", weights: Weights) -> Optional["KeyAdvice"]:
         """A decide.advice.KeyAdvice from the calibration, for the profile's weights."""
         return None
 
@@ -79,7 +87,7 @@ class Tuner:
         """(facts, to-dos) `show` reports beyond the config."""
         return {}, []
 
-    def upgrade_v1(self, key: Key, validation: dict):
+    def upgrade_v1(self, key: Key, validation: Dict[str, Any]) -> Optional["Trial"]:
         """The key's record.Trial from a schema-1 record."""
         return None
 
@@ -92,13 +100,14 @@ class Tuner:
         config does not undo, said with the command that does; None where nothing."""
         return None
 
-    def verify_runner(self, key: Key, repo, index_file: str):
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str) -> Optional[Runner]:
         """For a key that brings its own workload (catalogue [workload]): the timed runner
         `verify` calls, runner(settings, trace_file=None) -> seconds, on the user's
         repository (`repo`, a RepoLayout) and an index copy; gitbench.on_copy makes one."""
         return None
 
-    def open_question(self, key: Key, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
+    def open_question(self, key: Key, cal: "Calibration", weights: Weights
+                      ) -> Optional[Tuple[str, str]]:
         """What the calibration left open for the user's own commands to settle (the
         agent's experiment): (a value for the agent to compare with the one in force,
         why), or None.
@@ -126,7 +135,7 @@ class ModuleTuner(Tuner):
     def has(self, part: str) -> bool:
         return callable(getattr(self.module, part, None))
 
-    def __getattribute__(self, name: str):
+    def __getattribute__(self, name: str) -> Any:
         if name in PARTS:
             fn = getattr(object.__getattribute__(self, "module"), name, None)
             if callable(fn):
@@ -159,18 +168,18 @@ class Entry:
     def has_trial(self) -> bool:
         return self.tuner.has("trial")
 
-    def trial(self, bench):
+    def trial(self, bench: "Bench") -> Optional["Trial"]:
         return self.tuner.trial(self.key, bench)
 
-    def decide(self, cal, weights: Dict[str, float]):
+    def decide(self, cal: "Calibration", weights: Weights) -> Optional["KeyAdvice"]:
         """The module's decision (a decide.advice.KeyAdvice), None without one: what a
         key without a decision gets, and a trial that was not run, is decide/recommend's."""
         return self.tuner.decide(self.key, cal, weights)
 
-    def stakes(self, bench) -> Optional[float]:
+    def stakes(self, bench: "Bench") -> Optional[float]:
         return self.tuner.stakes(self.key, bench)
 
-    def price(self, bench) -> Optional[float]:
+    def price(self, bench: "Bench") -> Optional[float]:
         return self.tuner.price(self.key, bench)
 
     @property
@@ -193,7 +202,7 @@ class Entry:
     def on_disk(self, value: str, repo: str) -> Tuple[Dict[str, str], List[str]]:
         return self.tuner.on_disk(self.key, value, repo)
 
-    def upgrade_v1(self, validation: dict):
+    def upgrade_v1(self, validation: Dict[str, Any]) -> Optional["Trial"]:
         return self.tuner.upgrade_v1(self.key, validation)
 
     def after_revert(self, value: str) -> List[str]:
@@ -202,7 +211,8 @@ class Entry:
     def index_leftover(self, value: str) -> Optional[str]:
         return self.tuner.index_leftover(self.key, value)
 
-    def open_question(self, cal, weights: Dict[str, float]) -> Optional[Tuple[str, str]]:
+    def open_question(self, cal: "Calibration", weights: Weights
+                      ) -> Optional[Tuple[str, str]]:
         return self.tuner.open_question(self.key, cal, weights)
 
 
@@ -253,12 +263,12 @@ def families() -> List[Tuple[str, ModuleType]]:
     return list(seen.items())
 
 
-def sweepers() -> List[Tuple[str, Callable]]:
+def sweepers() -> List[Tuple[str, Callable[["Bench"], Optional["Sweep"]]]]:
     """(family, sweep function) of every key module that sweeps, once each."""
     return [(family, m.sweep) for family, m in families() if hasattr(m, "sweep")]
 
 
-def findings(cal) -> List[str]:
+def findings(cal: "Calibration") -> List[str]:
     out: List[str] = []
     for _, m in families():
         if hasattr(m, "findings"):
@@ -266,7 +276,7 @@ def findings(cal) -> List[str]:
     return out
 
 
-def verify_workloads(keys) -> Tuple[str, ...]:
+def verify_workloads(keys: Iterable[str]) -> Tuple[str, ...]:
     """The workloads that show these keys' effect, each once."""
     out: List[str] = []
     for k in keys:
@@ -274,7 +284,7 @@ def verify_workloads(keys) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def open_questions(cal, weights: Dict[str, float]) -> Dict[str, Tuple[str, str]]:
+def open_questions(cal: "Calibration", weights: Weights) -> Dict[str, Tuple[str, str]]:
     """Key -> (value to compare on the user's commands, why) for every key the
     calibration left open (Tuner.open_question)."""
     out = {}
@@ -295,7 +305,8 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
     return out
 
 
-def workload_runner(name: str, repo, index_file: str):
+def workload_runner(name: str, repo: RepoLayout, index_file: str
+                    ) -> Optional[Tuple[str, Runner]]:
     """(the command as reports name it, its timed runner on `index_file`) for a workload
     timed on an index copy: the table's own (gitbench.ON_INDEX) or one a key brought with
     it; None for the others (switch, checkout and clone write files in a scratch clone)."""
@@ -303,12 +314,13 @@ def workload_runner(name: str, repo, index_file: str):
         return workloads.command(name), ON_INDEX[name](repo, index_file)
     for e in _entries():
         w = e.key.workload
-        if w and w.name == name and e.tuner.has("verify_runner"):
-            return w.command, e.tuner.verify_runner(e.key, repo, index_file)
+        runner = e.tuner.verify_runner(e.key, repo, index_file) if w and w.name == name else None
+        if w and runner is not None:
+            return w.command, runner
     return None
 
 
-def index_shape(settings: Dict[str, str]):
+def index_shape(settings: Dict[str, str]) -> IndexShape:
     """How an index copy carries every one of these values."""
     shape = IndexShape()
     for k, v in sorted(settings.items()):

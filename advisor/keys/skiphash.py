@@ -17,6 +17,8 @@ from ..measure.gitbench import IndexShape
 from ..measure.record import Calibration, Trial
 from ...probes import gitinfo
 from . import registry
+from ...models.catalogue import Key
+from .registry import Weights
 
 KEY = "index.skipHash"
 COMPAT = ("; libgit2-based tools (prompt and editor integrations) cannot read such an "
@@ -28,11 +30,11 @@ class TrialFacts:
     entries: Optional[int] = None     # the index's entries, each written by the trial
 
 
-def index_shape(key, value: str) -> IndexShape:
+def index_shape(key: Key, value: str) -> IndexShape:
     return IndexShape(settings=((KEY, value),)) if value in ("true", "false") else IndexShape()
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     ws, wt = bench.ws, bench.repo
     ignored = (f"git {bench.git_facts.version} wrote a hashed index with it set, so it does "
                "not honour the key")
@@ -48,7 +50,7 @@ def trial(key, bench: Bench) -> Optional[Trial]:
                  asdict(TrialFacts(len(bench.names))))
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -60,17 +62,17 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 class SkipHash(registry.Tuner):
     """index.skipHash: the index written without its trailing hash."""
 
-    def index_leftover(self, key, value: str):
+    def index_leftover(self, key: Key, value: str) -> Optional[str]:
         return ("indexes written meanwhile end in a zero trailer until git next writes them "
                 "(`git update-index --force-write-index`)" if value.lower() == "true" else None)
 
-    def index_shape(self, key, value: str):
+    def index_shape(self, key: Key, value: str) -> IndexShape:
         return index_shape(key, value)
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
 

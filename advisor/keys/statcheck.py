@@ -16,7 +16,7 @@ where the re-reads come back, the A/B times what the key saves.
 import contextlib
 import os
 from dataclasses import asdict, dataclass
-from typing import FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..agent import storm as storm_mod
 from ..decide import advice
@@ -24,11 +24,13 @@ from . import registry
 from ..measure import gitbench
 from ..measure.bench import Bench
 from ..measure.record import Calibration, Trial
+from ...models.catalogue import Key
+from .registry import Weights
 
 WHAT = {"status": "git status -uno (index refreshed and written back each run)"}
 
 
-def _fields(bench: Bench) -> Optional[tuple]:
+def _fields(bench: Bench) -> Optional[Tuple[str, ...]]:
     """The mismatching fields the probe found, where content did not change; None if the
     sample matched (or was changed files, or was not taken)."""
     sd = bench.stat_data
@@ -54,7 +56,7 @@ class TrialFacts:
     reread: Optional[int] = None          # re-read and hashed after a write-back (refresh/sum_scan)
 
 
-def _reread_after_write_back(run_default, default: dict, root: str
+def _reread_after_write_back(run_default: gitbench.Runner, default: Dict[str, str], root: str
                              ) -> Tuple[Optional[int], int, float]:
     """Git's own count of the entries a `git status -uno` re-reads and hashes (trace2
     index refresh/sum_scan: stat data that did not match) right after a status that
@@ -91,11 +93,11 @@ class StatKey(registry.Tuner):
     def __init__(self, value: str, tolerates: FrozenSet[str]) -> None:
         self.value, self.tolerates = value, tolerates
 
-    def narrowest(self, fields: tuple) -> bool:
+    def narrowest(self, fields: Tuple[str, ...]) -> bool:
         covering = [t.tolerates for t in TUNERS.values() if set(fields) <= t.tolerates]
         return bool(covering) and self.tolerates == min(covering, key=len)
 
-    def stakes(self, key, bench: Bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         # Unknown (None) keeps the key in its place where the probe found a storm;
         # nothing is at stake where the stat data matches.
         fields = _fields(bench)
@@ -103,7 +105,7 @@ class StatKey(registry.Tuner):
             return None
         return 0.0
 
-    def trial(self, key, bench: Bench) -> Trial:
+    def trial(self, key: Key, bench: Bench) -> Trial:
         fields = _fields(bench)
         seen = self._seen_by_the_agent(key, bench)
         if not fields:
@@ -131,7 +133,7 @@ class StatKey(registry.Tuner):
                      lambda: run_candidate(candidate), warm_default=warm)
         return Trial(key.name, (c,), asdict(facts))
 
-    def _seen_by_the_agent(self, key, bench: Bench) -> Optional[Trial]:
+    def _seen_by_the_agent(self, key: Key, bench: Bench) -> Optional[Trial]:
         """Where the agent recorded the user's own commands in this work tree re-reading
         most of it again and again though the index was written back between them, the
         one refresh a trial can make here proves nothing (a second view of the tree, with
@@ -154,7 +156,7 @@ class StatKey(registry.Tuner):
                              agent_commands=storm.commands, entries=storm.entries,
                              reread=storm.rehashed)
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         t = advice.trial_of(key, cal)
         if t is None:
             return advice.unmeasured(key)

@@ -7,7 +7,7 @@ count is set, the threshold does nothing and is not timed.
 """
 import statistics
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..decide import advice
 from . import registry
@@ -21,6 +21,8 @@ from ..measure.bench import Bench
 from ..measure.record import Calibration, Comparison, Trial, comparison
 from ..measure.sweep import MeasurementFailed
 from ...models import catalogue, costmodel, stats, workloads
+from ...models.catalogue import Key
+from .registry import Weights
 
 TINY_FILES = 20            # the batch that prices one worker process
 THRESHOLD_MARGIN = 0.05    # parallel must beat sequential by 5% at the threshold
@@ -133,7 +135,7 @@ def _bisect(points: List[Comparison]) -> Optional[int]:
     return mid if lo < mid < hi else None
 
 
-def _decide_threshold(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def _decide_threshold(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     w, workers = chosen(catalogue.lookup(WORKERS), cal, weights)
     if workers.status != advice.SET or w is None:
         return advice.not_set(key, "not set: parallel checkout is not recommended here")
@@ -164,7 +166,8 @@ def _threshold_trial(cal: Calibration, workers: int) -> Optional[Trial]:
     return trial if trial and trial.facts_as(ThresholdFacts).workers == workers else None
 
 
-def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict]:
+def _threshold(cal: Calibration, workers: int
+               ) -> Tuple[Optional[int], str, Dict[str, Any]]:
     """From real git at two batch sizes when both were timed, else from the engine model.
 
     The engine's threads cost less than Git's worker processes, so its break-even can
@@ -194,7 +197,8 @@ def _threshold(cal: Calibration, workers: int) -> Tuple[Optional[int], str, dict
 
 
 def _threshold_from_model(cal: Calibration, workers: int,
-                          trial: Optional[Trial]) -> Tuple[Optional[int], str, dict]:
+                          trial: Optional[Trial]
+                          ) -> Tuple[Optional[int], str, Dict[str, Any]]:
     m = _facts(cal.sweeps.get("checkout")).model
     if not m:
         return None, "no checkout model (too few measurements)", {}
@@ -213,7 +217,7 @@ def _threshold_from_model(cal: Calibration, workers: int,
                  f"parallelism {m['parallelism']})", ev
 
 
-def _threshold_evidence(points, threshold: int, default: int) -> Optional[stats.RatioEstimate]:
+def _threshold_evidence(points: Sequence[Comparison], threshold: int, default: int) -> Optional[stats.RatioEstimate]:
     """Real git at the batch size the new threshold changes most plainly: the smallest
     timed batch below Git's default that now goes parallel, or the largest at or above
     it that now stays sequential. None when no timed batch lies in between (the value
@@ -221,19 +225,19 @@ def _threshold_evidence(points, threshold: int, default: int) -> Optional[stats.
     # A batch cut short is no evidence for a change.
     points = [c for c in points if stats.conclusive(c.times_default, c.times_candidate)]
     if threshold < default:
-        inside = [c for c in points if threshold <= c.files < default]
+        inside = [c for c in points if c.files is not None and threshold <= c.files < default]
         if not inside:
             return None
         est = stats.compare(inside[0].times_default, inside[0].times_candidate)
     else:
-        inside = [c for c in points if default <= c.files < threshold]
+        inside = [c for c in points if c.files is not None and default <= c.files < threshold]
         if not inside:
             return None
         est = stats.compare(inside[-1].times_candidate, inside[-1].times_default)
     return est
 
 
-def _upgrade_threshold_v1(validation: dict) -> Optional[Trial]:
+def _upgrade_threshold_v1(validation: Dict[str, Any]) -> Optional[Trial]:
     """Schema 1 kept the threshold's batches under "checkout.threshold_points" and the
     price of a worker under "checkout.worker_cost"."""
     points, cost = validation.get("checkout.threshold_points"), validation.get("checkout.worker_cost")
@@ -251,10 +255,10 @@ class Threshold(registry.Tuner):
     """checkout.thresholdForParallelism: batches around Git's threshold; at stake, a
     batch of Git's threshold (below it git writes sequentially, at any worker count)."""
 
-    def trial(self, key, bench: Bench) -> Optional[Trial]:
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return _trial_threshold(bench)
 
-    def price(self, key, bench: Bench) -> Optional[float]:
+    def price(self, key: Key, bench: Bench) -> Optional[float]:
         """Where the workers were timed on a part: its first batch, TINY_FILES on a part
         of its own, at the pilots' price; where the part was the pilot's (no price of a
         file), at the part's fastest sequential run: a part is runs of consecutive
@@ -273,13 +277,13 @@ class Threshold(registry.Tuner):
             return least_seconds(min(sequential))
         return None
 
-    def stakes(self, key, bench: Bench) -> Optional[float]:
+    def stakes(self, key: Key, bench: Bench) -> Optional[float]:
         return _stakes(bench, min(len(bench.names), int(key.default)))
 
-    def decide(self, key, cal: Calibration, weights) -> advice.KeyAdvice:
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return _decide_threshold(key, cal, weights)
 
-    def upgrade_v1(self, key, validation: dict) -> Optional[Trial]:
+    def upgrade_v1(self, key: Key, validation: Dict[str, Any]) -> Optional[Trial]:
         return _upgrade_threshold_v1(validation)
 
 

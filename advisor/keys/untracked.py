@@ -14,7 +14,7 @@ sized to it (_trial_on_part).
 """
 import dataclasses
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, TypeAlias, Union
 
 from ..decide import advice
 from . import preload
@@ -27,6 +27,12 @@ from ..measure.sweep import MeasurementFailed
 from ...models import stats
 from ...models.storage import NETWORK
 from . import registry
+from ...models.catalogue import Key
+from .registry import Weights
+from ...probes.layout import RepoLayout
+
+# Where a status is timed: the user's work tree, or a part of it.
+Where: TypeAlias = Union[RepoLayout, gitbench.Part]
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
@@ -50,7 +56,7 @@ class TrialFacts:
     costs_not_timed: Optional[Tuple[str, ...]] = None
 
 
-def index_shape(key, value: str) -> IndexShape:
+def index_shape(key: Key, value: str) -> IndexShape:
     if value == "true":
         return IndexShape(args=("--untracked-cache", "--force-untracked-cache"))
     if value == "false":
@@ -58,7 +64,7 @@ def index_shape(key, value: str) -> IndexShape:
     return IndexShape()
 
 
-def price(key, bench: Bench) -> Optional[float]:
+def price(key: Key, bench: Bench) -> Optional[float]:
     """A status with untracked files lstats every entry before it reads a directory; where
     the whole tree's does not fit, a part is timed, whose files must be a second old
     first (gitbench.Part.written): the lesser of the two. (The probe's untracked walk is
@@ -68,7 +74,7 @@ def price(key, bench: Bench) -> Optional[float]:
     return None if whole is None else min(whole, gitbench.RACY_SECONDS)
 
 
-def trial(key, bench: Bench) -> Optional[Trial]:
+def trial(key: Key, bench: Bench) -> Optional[Trial]:
     works = bench.git_facts.untracked_cache_works
     if works is False:
         return Trial.not_run(KEY, "the untracked cache fails git's mtime test on this file "
@@ -93,7 +99,8 @@ def trial(key, bench: Bench) -> Optional[Trial]:
             raise whole from None
 
 
-def _compare(bench: Bench, where, copies, warm: Optional[float], facts: TrialFacts) -> Trial:
+def _compare(bench: Bench, where: Where, copies: Tuple[str, ...], warm: Optional[float],
+             facts: TrialFacts) -> Trial:
     """The gain on a status with untracked files; only a gain needs its costs weighed:
     without one Git's default stands anyway. The costs are timed once every key has had
     its trial (bench.sharpen), one workload a step: until then the trial stands on its
@@ -108,7 +115,8 @@ def _compare(bench: Bench, where, copies, warm: Optional[float], facts: TrialFac
     return trial
 
 
-def _costs_later(bench: Bench, where, copies, first: Trial) -> Callable[[], Optional[Trial]]:
+def _costs_later(bench: Bench, where: Where, copies: Tuple[str, ...], first: Trial
+                 ) -> Callable[[], Optional[Trial]]:
     """The step that times the next cost not timed (None: none left, or the part's files
     were written again since its index copies were made, by a checkout trial's runs
     there: their stat data no longer match, and every status would read the files)."""
@@ -118,7 +126,8 @@ def _costs_later(bench: Bench, where, copies, first: Trial) -> Callable[[], Opti
     def step() -> Optional[Trial]:
         t = latest[0]
         facts = t.facts_as(TrialFacts)
-        if not facts.costs_not_timed or (files is not None and where.files is not files):
+        if not facts.costs_not_timed or (isinstance(where, gitbench.Part)
+                                         and where.files is not files):
             return None
         workload, rest = facts.costs_not_timed[0], tuple(facts.costs_not_timed[1:])
         c = _ab(bench, workload, copies, where=where)
@@ -138,8 +147,8 @@ WHAT = {"untracked": "git status with untracked files", "status": "git status -u
         "write": "writing the index (git update-index --force-write-index)"}
 
 
-def _ab(bench: Bench, workload: str, copies, warm: Optional[float] = None,
-        where=None) -> Comparison:
+def _ab(bench: Bench, workload: str, copies: Tuple[str, ...], warm: Optional[float] = None,
+        where: Optional[Where] = None) -> Comparison:
     """`workload` on the index copy without the cache against the one with it, in the
     user's work tree or a part's (`where`); `warm`: a run without it just timed, the
     warm-up's."""
@@ -198,7 +207,7 @@ def _pilot(bench: Bench, index: str) -> Optional[float]:
     return seconds
 
 
-def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
+def _trial_on_part(key: Key, bench: Bench, works: Optional[bool]) -> Trial:
     """The cache timed on a part of the work tree (gitbench.Part: runs of consecutive
     entries spread over the index, so whole directories as the tree has them), as large
     as the planner's share affords (planner.grown_part). What the cache saves
@@ -218,7 +227,7 @@ def _trial_on_part(key, bench: Bench, works: Optional[bool]) -> Trial:
                     TrialFacts(works, len(part.paths), entries))
 
 
-def _priced_part(key, bench: Bench, n: int) -> planner.PricedPart:
+def _priced_part(key: Key, bench: Bench, n: int) -> planner.PricedPart:
     """A part of n entries with its files written (or as a checkout trial's runs there
     left them: Part.present_files), priced by one status with untracked files there."""
     part = bench.ws.part(n)
@@ -235,7 +244,7 @@ def _priced_part(key, bench: Bench, n: int) -> planner.PricedPart:
                        status if left_there else None)
 
 
-def open_question(key, cal: Calibration, weights):
+def open_question(key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
     """Left undecided by the budget (on slow storage and large repositories a status with
     untracked files does not fit it 5+5 times): the cache against Git's default, on the
     user's own commands. Only the user starts that (the key adds an index extension:
@@ -245,7 +254,7 @@ def open_question(key, cal: Calibration, weights):
     return None
 
 
-def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
+def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     t = advice.trial_of(key, cal)
     if t is None:
         return advice.unmeasured(key)
@@ -265,24 +274,24 @@ def decide(key, cal: Calibration, weights) -> advice.KeyAdvice:
 class UntrackedCache(registry.Tuner):
     """core.untrackedCache: status with untracked files, on the tree or on a part of it."""
 
-    def index_shape(self, key, value: str):
+    def index_shape(self, key: Key, value: str) -> IndexShape:
         return index_shape(key, value)
 
-    def price(self, key, bench):
+    def price(self, key: Key, bench: Bench) -> Optional[float]:
         return price(key, bench)
 
-    def trial(self, key, bench):
+    def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def open_question(self, key, cal, weights):
+    def open_question(self, key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
         return open_question(key, cal, weights)
 
-    def index_leftover(self, key, value: str):
+    def index_leftover(self, key: Key, value: str) -> Optional[str]:
         return ("indexes written meanwhile keep their untracked-cache extension (`git "
                 "update-index --no-untracked-cache` removes it)"
                 if value.lower() == "true" else None)
 
-    def decide(self, key, cal, weights):
+    def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
 
 

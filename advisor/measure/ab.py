@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 from . import gitbench
 from .budget import EXTEND, Budget, now
@@ -27,6 +27,7 @@ EARLY_RUNS = 2
 STOPPED_SLOWER, STOPPED_FASTER, STOPPED_BUDGET = "clearly slower", "clearly faster", "budget"
 
 Run = Callable[[], float]
+Settings = Dict[str, str]
 
 
 class OutOfBudget(Exception):
@@ -62,12 +63,13 @@ class Runs:
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget.left()
 
-    def within(self, seconds: float):
+    def within(self, seconds: float) -> ContextManager[None]:
         """Every git run inside killed `seconds` from now at the latest (none: no budget)."""
         return contextlib.nullcontext() if math.isinf(seconds) else gitbench.deadline(seconds)
 
 
-def stopped(times_default, times_candidate, slower: bool = True) -> str:
+def stopped(times_default: Sequence[float], times_candidate: Sequence[float],
+            slower: bool = True) -> str:
     """Why the pairs so far end a comparison early: the candidate clearly slower after
     EARLY_RUNS pairs (with `slower`), clearly faster after stats.CLEAR_RUNS; else ""."""
     if slower and stats.clearly_apart(times_candidate, times_default, EARLY_RUNS):
@@ -237,7 +239,8 @@ def resume(c: Comparison, run_default: Run, run_candidate: Run, how: Runs) -> Co
         more, stopped=c.stopped)
 
 
-def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, files,
+def _timed(workload: str, default: Settings, candidate: Settings, run_default: Run,
+           run_candidate: Run, files: Optional[int],
            how: Runs, pair: float, ta: Optional[List[float]] = None,
            tb: Optional[List[float]] = None) -> Comparison:
     """The interleaved runs after a warm-up pair that worked on both sides (after the
@@ -261,8 +264,10 @@ def _timed(workload, default, candidate, run_default: Run, run_candidate: Run, f
     return c
 
 
-def _one_side_fails(workload, default, candidate, run_default: Run, run_candidate: Run,
-                    error_default, error_candidate, files, how: Runs) -> Comparison:
+def _one_side_fails(workload: str, default: Settings, candidate: Settings, run_default: Run,
+                    run_candidate: Run, error_default: Optional[str],
+                    error_candidate: Optional[str], files: Optional[int], how: Runs
+                    ) -> Comparison:
     """Git failed on one side only (a pid limit Git's preload threads exceed, workers
     that cannot start): the failing side is tried once more, so one unlucky moment
     does not decide, and the working side runs the minimum times, so that it is
@@ -270,7 +275,7 @@ def _one_side_fails(workload, default, candidate, run_default: Run, run_candidat
     failing = run_default if error_default else run_candidate
     working = run_candidate if error_default else run_default
     fails = FAILS_DEFAULT if error_default else FAILS_CANDIDATE
-    error = error_default or error_candidate
+    error = error_default or error_candidate or ""
     times: List[float] = []
     try:
         with how.within(how.left()):

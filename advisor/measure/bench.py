@@ -6,7 +6,7 @@ import dataclasses
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import ab, gitbench
 from .ab import Runs
@@ -17,6 +17,9 @@ from ...models import stats, workloads
 from ...probes.gitinfo import GitFacts
 from ...probes.layout import RepoLayout
 from ...probes.repo import spread_order
+
+if TYPE_CHECKING:   # the registry reads Bench
+    from ..keys.registry import Entry
 
 MIN_SAMPLE = 100
 
@@ -71,7 +74,7 @@ class Bench:
     # the budget has left: (family, a sweep like the family's, returning its record in full).
     later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
     flushing: bool = False            # the file system was still writing back: nothing timed
-    stat_data: Optional[dict] = None  # the probe's statdata.StatData: index vs lstat, sampled
+    stat_data: Optional[Dict[str, Any]] = None  # the probe's statdata.StatData: index vs lstat, sampled
     online_cpus: Optional[int] = None  # what git's online_cpus() answers here (None: unknown)
     # The probe's storage latencies, seconds at the median by operation (lstat_hit,
     # create, ...): what a key's stakes are before its family's sweep has measured them.
@@ -90,7 +93,7 @@ class Bench:
     sharpen: Dict[str, Callable[[], Optional[Trial]]] = field(default_factory=dict)
     # The registry entries whose trials are still to run after the one running now
     # (calibrate sets it before each): what the planner weighs a trial's stakes against.
-    pending: List = field(default_factory=list)
+    pending: List["Entry"] = field(default_factory=list)
     # Whether a key has had planner.owed_grace's seconds past the budget (once a run).
     graced: bool = False
     # This host's prices (planner.prices), measured on the first trial that asks.

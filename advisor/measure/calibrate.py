@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterator, Optional, Sequence, Set
+from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Set
 
 from ... import __version__
 from ..keys import registry
@@ -23,7 +23,7 @@ from .bench import Bench
 from .budget import Budget, Progress
 from .record import (FAILS_DEFAULT, Calibration, Host, Options,
                      RecordUnreadable, Repository, SCHEMA_VERSION,
-                     Storage)
+                     Storage, Sweep)
 from .sweep import MeasurementFailed
 from ...errors import EngineError, GitError, UsageError
 from ...models import workloads
@@ -113,7 +113,7 @@ def stored_git_dirs() -> Set[str]:
     return out
 
 
-def _measure(bench: Bench, understood) -> None:
+def _measure(bench: Bench, understood: Mapping[str, str]) -> None:
     """Every key's trial (registry.trial_order, stakes first: next_trial), each family's
     engine sweep just before its first, and last the sweeps a family left for after the
     trials (findings no trial needs). A family later in the order then never spends the
@@ -323,7 +323,8 @@ def _nothing_timed(bench: Bench, waited: float) -> None:
             bench.unfinished[entry.key.name] = None
 
 
-def _sweep(bench: Bench, family: str, sweep, what: str = "") -> bool:
+def _sweep(bench: Bench, family: str, sweep: Callable[[Bench], Optional[Sweep]],
+           what: str = "") -> bool:
     """The family's engine sweep, into bench.sweeps; False where the budget had ended."""
     what = what or f"{family} sweep"
     if not bench.budget.left():

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from ... import git
 from ...errors import GitError
@@ -26,6 +26,13 @@ from ...probes.layout import RepoLayout
 from ...probes.scratch import remove_files
 
 Settings = Dict[str, str]
+
+
+class Runner(Protocol):
+    """A timed git run under `settings`, its trace2 events to `trace_file` where named:
+    its seconds."""
+    def __call__(self, settings: Settings, trace_file: Optional[str] = None) -> float: ...
+
 # At most this much of a command line goes to the batch checkout's next status's paths.
 PATHSPEC_ARG_BYTES = 64 * 1024
 WHOLE_STATUS = ("status", "--porcelain", "-uno")
@@ -35,7 +42,7 @@ _required: contextvars.ContextVar[Settings] = contextvars.ContextVar("required",
 
 
 @contextlib.contextmanager
-def required(settings: Settings):
+def required(settings: Settings) -> Iterator[None]:
     """Within this block every git run also sees `settings` (a candidate's own win): what
     git needs to run here at all, such as core.preloadIndex=false under a pid limit
     that Git's default exceeds, so later trials are not failures of an earlier key."""
@@ -46,7 +53,7 @@ def required(settings: Settings):
         _required.reset(token)
 
 
-def config_env(settings: Settings, base: Optional[dict] = None) -> dict:
+def config_env(settings: Settings, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment that makes git see `settings` (over what is required) as
     command-line config."""
     return git.with_config({**_required.get(), **settings}, base)
@@ -61,7 +68,7 @@ _deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("dea
 
 
 @contextlib.contextmanager
-def deadline(seconds: float):
+def deadline(seconds: float) -> Iterator[None]:
     """Within this block every git run is killed `seconds` from now at the latest (its
     scratch files with it): a single run on slow storage cannot overrun the budget."""
     token = _deadline.set(plan.now() + max(0.0, seconds))
@@ -87,10 +94,10 @@ def time_left() -> float:
     return left
 
 
-def run_git(args: List[str], cwd: str, env: dict, timeout: Optional[float] = None,
+def run_git(args: List[str], cwd: str, env: Dict[str, str], timeout: Optional[float] = None,
             hooks: bool = True, input: Optional[str] = None,
             output: bool = False, repo: Optional[RepoLayout] = None,
-            ok: Tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+            ok: Tuple[int, ...] = (0,)) -> "subprocess.CompletedProcess[str]":
     """A git run that is part of a measurement (hooks=True: what git would run, runs) or
     git-tune's own bookkeeping (hooks=False: the repository's hooks are not run; only
     bookkeeping reads its output). Any failure is MeasurementFailed; a run stopped at
@@ -120,7 +127,7 @@ _after_run: contextvars.ContextVar[Optional[Callable[[], None]]] = contextvars.C
 
 
 @contextlib.contextmanager
-def after_each_run(hook: Callable[[], None]):
+def after_each_run(hook: Callable[[], None]) -> Iterator[None]:
     """Within this block `hook` is called after every timed git run (a progress bar
     that moves with the runs, not only between keys)."""
     token = _after_run.set(hook)
@@ -141,7 +148,8 @@ def attempt(run: Callable[[], float]) -> Tuple[Optional[str], Optional[float]]:
         return str(e), None
 
 
-def timed_git(args: List[str], cwd: str, settings: Settings, extra_env: Optional[dict] = None,
+def timed_git(args: List[str], cwd: str, settings: Settings,
+              extra_env: Optional[Dict[str, str]] = None,
               trace_file: Optional[str] = None, repo: Optional[RepoLayout] = None,
               ok: Tuple[int, ...] = (0,)) -> float:
     env = config_env(settings)
@@ -219,7 +227,7 @@ class Workspace:
     root: str
     local: Optional[str] = None
     _clone: Optional[str] = None
-    _copies: Dict[tuple, str] = field(default_factory=dict)
+    _copies: Dict[Tuple[str, "IndexShape", Optional[str]], str] = field(default_factory=dict)
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
@@ -561,15 +569,17 @@ class Sample:
     entries: int
 
 
-def files_diff(repo: RepoLayout, sample: Sample):
+def files_diff(repo: RepoLayout, sample: Sample) -> Runner:
     """A timed runner of `git diff-files` on the sample (its entries' stat data against
     the work tree, after the index is read with preload as status reads it); what the
     sample copy needs is in its settings (SAMPLE_CONFIG)."""
     run = on_copy(["diff-files", "--name-only"], repo, sample.index_file)
-    return lambda settings, trace_file=None: run({**SAMPLE_CONFIG, **settings}, trace_file)
+    def diff(settings: Settings, trace_file: Optional[str] = None) -> float:
+        return run({**SAMPLE_CONFIG, **settings}, trace_file)
+    return diff
 
 
-def fresh_files_diff(ws: Workspace, n: int):
+def fresh_files_diff(ws: Workspace, n: int) -> Runner:
     """files_diff, each run on a sample of n entries of its own (Workspace.fresh_sample,
     made before the timer starts and removed after): every run meets its entries as a
     whole status meets them, not from the cache the run before it filled. Behind an
@@ -733,7 +743,7 @@ def clone_source(layout: RepoLayout) -> str:
     return layout.git_dir
 
 
-def _only_plain_entries(worktree: str, env: dict) -> bool:
+def _only_plain_entries(worktree: str, env: Dict[str, str]) -> bool:
     """Whether git reads the index there and every entry is an ordinary cached file or a
     sparse checkout's skip-worktree one (`git ls-files -t` tags them "H" and "S"): the
     timed writes name only the first (repo_probe.in_worktree), and `checkout-index
@@ -893,7 +903,7 @@ def written_back(path: str) -> float:
 
 
 def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
-            ok: Tuple[int, ...] = (0,)):
+            ok: Tuple[int, ...] = (0,)) -> Runner:
     """A timed runner of `git ARGS` in the user's work tree (named explicitly) or in a
     part's on an index copy: what the command writes goes to the copy, never to the
     user's index."""
@@ -904,24 +914,24 @@ def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
     return run
 
 
-def status(repo: "RepoLayout | Part", index_file: str, untracked: bool):
+def status(repo: "RepoLayout | Part", index_file: str, untracked: bool) -> Runner:
     return on_copy(["status", "--porcelain"] + ([] if untracked else ["-uno"]), repo, index_file)
 
 
-def index_write(repo: "RepoLayout | Part", index_file: str):
+def index_write(repo: "RepoLayout | Part", index_file: str) -> Runner:
     """What every command that writes the index pays (add, commit, a status that
     refreshed entries): the whole index written again, trailer and all."""
     return on_copy(["update-index", "--force-write-index"], repo, index_file)
 
 
-def index_load(repo: "RepoLayout | Part", index_file: str):
+def index_load(repo: "RepoLayout | Part", index_file: str) -> Runner:
     return on_copy(["ls-files"], repo, index_file)
 
 
 # The runners of the workloads timed on an index copy, for the user's repository and an
 # index file (models/workloads.toml names them and their commands). Trials and `verify`
 # share them.
-ON_INDEX = {
+ON_INDEX: Dict[str, Callable[["RepoLayout | Part", str], Runner]] = {
     "status": lambda repo, index: status(repo, index, untracked=False),
     "untracked": lambda repo, index: status(repo, index, untracked=True),
     "index": index_load,

@@ -10,7 +10,7 @@ many CPUs other processes kept busy.
 import os
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, List, Optional, Sequence
 
 import psutil
 
@@ -20,12 +20,12 @@ import psutil
 BUSY_SHARE = 0.25
 
 
-def _busy(t) -> float:
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0) \
-        - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+def _busy(t: Any) -> float:
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0)
+                 - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
 
 
-def _cpus() -> list:
+def _cpus() -> List[int]:
     """The CPUs this process may run on (its affinity), those whose time counts."""
     try:
         return sorted(os.sched_getaffinity(0))
@@ -33,7 +33,7 @@ def _cpus() -> list:
         return list(range(psutil.cpu_count() or 1))
 
 
-def _host_busy(cpus) -> float:
+def _host_busy(cpus: Sequence[int]) -> float:
     per_cpu = psutil.cpu_times(percpu=True)
     return sum(_busy(per_cpu[c]) for c in cpus if c < len(per_cpu))
 

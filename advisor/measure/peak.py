@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from ...errors import GitError
 
@@ -102,7 +102,7 @@ class Confinement:
                 time.sleep(0.01)
 
 
-def _own_cgroups() -> Iterator:
+def _own_cgroups() -> Iterator[Tuple[int, str]]:
     """(version, directory) of this process's own memory cgroups, v1's first."""
     try:
         with open("/proc/self/cgroup") as f:
@@ -123,7 +123,7 @@ def _own_cgroups() -> Iterator:
                 pass
 
 
-def run(args: List[str], cwd: str, env: dict, limit: int, timeout: float,
+def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: float,
         stdin_file: Optional[str] = None) -> PeakRun:
     """git ARGS with stdout discarded, its peak measured, confined to `limit` bytes where
     a cgroup can be made; killed (with what it started) after `timeout` seconds."""

@@ -26,7 +26,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import budget as plan, gitbench, peak
 from .ab import STOPPED_SLOWER, OutOfBudget, full_seconds, longest_run
@@ -34,6 +34,11 @@ from .record import Comparison, Trial
 from .sweep import MeasurementFailed, Share
 from ...git import repo_environ
 from ...models import stats
+
+if TYPE_CHECKING:   # bench.py reads Prices from here
+    from .bench import Bench
+    from ...probes.host import HostFacts
+    from ...probes.layout import RepoLayout
 
 # The parts prices are measured on: first the least part the asking trial can use (a
 # smaller one would be made and run for its price alone, a fixed cost slow storage
@@ -92,7 +97,7 @@ def line_through(k0: int, t0: float, k1: int, t1: float) -> Tuple[float, float]:
     return per_file, max(0.0, t1 - per_file * k1)
 
 
-def prices(bench, least: int) -> Prices:
+def prices(bench: "Bench", least: int) -> Prices:
     """This host's prices, measured once per calibration on the first call (kept on the
     bench), from a part of `least` entries first: the least part the asking trial can
     use, whose run is then its first of Git's default there. MeasurementFailed where no
@@ -106,7 +111,7 @@ def prices(bench, least: int) -> Prices:
     return bench.prices
 
 
-def _measured(bench, least: int) -> Prices:
+def _measured(bench: "Bench", least: int) -> Prices:
     entries = len(bench.names)
     started = plan.now()
     part = bench.ws.part(max(1, min(least, entries)))
@@ -158,7 +163,7 @@ def _run_on(part: gitbench.Part) -> PartRun:
     return PartRun(len(run.paths), timed, run.last_wall, run.last_write_back, run.last_status)
 
 
-def run_share(bench, mine: Optional[float], counts: int) -> float:
+def run_share(bench: "Bench", mine: Optional[float], counts: int) -> float:
     """The longest one run of a trial may take, for a key with `mine` seconds at stake
     whose comparisons cover `counts` candidates: plan.LADDER of the budget left, over
     the warm-up pair and bench.runs pairs each. Where that cannot hold one run on the
@@ -177,7 +182,7 @@ def run_share(bench, mine: Optional[float], counts: int) -> float:
     return longest_run(left / counts, bench.runs)
 
 
-def _most_at_stake(bench, stakes: Optional[float]) -> bool:
+def _most_at_stake(bench: "Bench", stakes: Optional[float]) -> bool:
     """Whether a key with `stakes` seconds at stake (None: unknown) has at least as much
     at stake as every key still to run (bench.pending) whose stakes are known."""
     if stakes is None:
@@ -185,7 +190,7 @@ def _most_at_stake(bench, stakes: Optional[float]) -> bool:
     return not any(s is not None and s > stakes for s in (e.stakes(bench) for e in bench.pending))
 
 
-def owed_grace(bench, stakes: Optional[float]) -> float:
+def owed_grace(bench: "Bench", stakes: Optional[float]) -> float:
     """The seconds past the budget a key with `stakes` seconds at stake may finish its
     trial in: plan.OWED_GRACE of the budget, once per calibration, for the key with the
     most at stake of those still to run (bench.pending), where those stakes are more
@@ -214,7 +219,7 @@ class Ladder:
     (resume(candidate, its comparisons)): no count is left untimed while the budget has
     seconds to spare."""
 
-    def __init__(self, bench, key: str, candidate: Candidate, counts: List[int],
+    def __init__(self, bench: "Bench", key: str, candidate: Candidate, counts: List[int],
                  compare: Compare, resume: Resume) -> None:
         self.bench, self.key, self.candidate, self.counts = bench, key, candidate, list(counts)
         self.compare, self.resume = compare, resume
@@ -329,7 +334,7 @@ class PricedPart:
     warm: Optional[float]
 
 
-def grown_part(bench, entries: int, first: int, step: int,
+def grown_part(bench: "Bench", entries: int, first: int, step: int,
                priced: Callable[[int], PricedPart]) -> PricedPart:
     """The largest part that fits plan.GROWN_PART of the budget left, its files settled
     (Part.settle_index): from `first` entries, `step` times larger at each step while the
@@ -375,23 +380,23 @@ SWEEPS = {"checkout": plan.SWEEP_CHECKOUT, "preload": plan.SWEEP_PRELOAD,
           "index": plan.SWEEP_INDEX}
 
 
-def sweep_share(bench, family: str) -> Share:
+def sweep_share(bench: "Bench", family: str) -> Share:
     """The family's sweep's share of the budget, starting now."""
     return Share(bench.options.budget * SWEEPS[family], bench.budget.end)
 
 
-def later_seconds(bench, family: str) -> float:
+def later_seconds(bench: "Bench", family: str) -> float:
     """What a sweep left for after the trials (findings only) may take: its family's
     share, or what is left of the budget where less."""
     return min(bench.options.budget * SWEEPS[family], bench.budget.left())
 
 
-def later_share(bench, family: str) -> Share:
+def later_share(bench: "Bench", family: str) -> Share:
     """A Share of later_seconds, starting now: a deferred sweep's."""
     return Share(later_seconds(bench, family), bench.budget.end)
 
 
-def has_budget(bench) -> bool:
+def has_budget(bench: "Bench") -> bool:
     return bench.budget.left() > 0
 
 
@@ -400,12 +405,12 @@ def has_budget(bench) -> bool:
 SHARES_OF_LEFT = {"pack": plan.PACK, "checkout-batch": plan.CHECKOUT_BATCH, "tree-run": 0.5}
 
 
-def share_of_left(bench, name: str) -> float:
+def share_of_left(bench: "Bench", name: str) -> float:
     """The named share of the budget left (SHARES_OF_LEFT), in seconds (0 once it ended)."""
     return bench.budget.left() * SHARES_OF_LEFT[name]
 
 
-def part_of_left(bench, name: str) -> float:
+def part_of_left(bench: "Bench", name: str) -> float:
     """The named share of the budget left (SHARES_OF_LEFT), in seconds; OutOfBudget
     where nothing is left."""
     seconds = share_of_left(bench, name)
@@ -425,13 +430,13 @@ def within(seconds: float) -> Iterator[None]:
         raise OutOfBudget(None) from None
 
 
-def within_budget(bench):
+def within_budget(bench: "Bench") -> ContextManager[None]:
     """Every git run inside killed when the budget ends; its end is OutOfBudget."""
     return within(bench.budget.left())
 
 
 @contextlib.contextmanager
-def capped(bench, seconds: float) -> Iterator[None]:
+def capped(bench: "Bench", seconds: float) -> Iterator[None]:
     """Every git run inside killed `seconds` from now, or when the budget ends if sooner:
     the first is the caller's (DeadlineReached), the budget's end is OutOfBudget."""
     try:
@@ -443,19 +448,19 @@ def capped(bench, seconds: float) -> Iterator[None]:
         raise
 
 
-def fits(bench, seconds: float, share: float) -> bool:
+def fits(bench: "Bench", seconds: float, share: float) -> bool:
     """Whether `seconds` of work fit `share` of the budget left."""
     return seconds < bench.budget.left() * share
 
 
-def price_fits(bench, price: Callable[[float], float]) -> bool:
+def price_fits(bench: "Bench", price: Callable[[float], float]) -> bool:
     """Whether work priced by `price(left)` (seconds; past `left`, it may stop pricing)
     fits what the budget has left."""
     left = bench.budget.left()
     return price(left) <= left
 
 
-def run_limit(bench, one_run: Optional[float]) -> Optional[float]:
+def run_limit(bench: "Bench", one_run: Optional[float]) -> Optional[float]:
     """Where a comparison of runs of `one_run` seconds (an estimate, such as the probe's)
     cannot fit its full runs in the budget left, the longest run that could; None where
     they fit or nothing estimates the run."""
@@ -479,7 +484,7 @@ def sample_seconds(share: Share) -> float:
     return share.seconds * plan.SAMPLE_OF_SWEEP
 
 
-def in_share(bench, share: Share, price: Callable[[float], float],
+def in_share(bench: "Bench", share: Share, price: Callable[[float], float],
              compare: Callable[..., Trial]) -> Optional[Trial]:
     """compare(bench'), where bench' has for budget what `share` has left, where
     `price(left)` fits it: its git killed at the share's end. None where it does not
@@ -508,7 +513,7 @@ def memory_allowed(limit: int) -> int:
     return int(limit * MEMORY_SHARE)
 
 
-def memory_here(host) -> Tuple[int, str]:
+def memory_here(host: "HostFacts") -> Tuple[int, str]:
     """(bytes a git run may peak at, of what) on the host of `host` (probes.host's
     HostFacts, read now): verify's allowance."""
     if host.memory_limit:
@@ -520,9 +525,9 @@ class OverMemory(MeasurementFailed):
     """A run peaked above the memory it may use, or was killed there."""
 
 
-def memory_runner(what: str, args: List[str], repo, allowed: int, within: str,
+def memory_runner(what: str, args: List[str], repo: "RepoLayout", allowed: int, within: str,
                   named_by: str, seen: Optional[Dict[str, peak.PeakRun]] = None,
-                  stdin_file: Optional[str] = None):
+                  stdin_file: Optional[str] = None) -> gitbench.Runner:
     """A timed run of `git ARGS` (`what`, as messages name it) in `repo` (a RepoLayout: from its work tree, its git
     directory where it has none), its peak measured
     (peak.run): runner(settings, trace_file=None) -> seconds. OverMemory where it peaked

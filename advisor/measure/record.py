@@ -9,7 +9,7 @@ import dataclasses
 import json
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, cast
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, cast
 
 import cattrs
 
@@ -156,7 +156,7 @@ class Trial:
         return self.comparisons[0]
 
     @classmethod
-    def not_run(cls, key: str, reason: str, **facts) -> "Trial":
+    def not_run(cls, key: str, reason: str, **facts: Any) -> "Trial":
         """Real git was not run for the key, and why: its decision keeps Git's default
         and quotes the reason (git refuses the candidate, the engine's prediction
         makes it hopeless)."""
@@ -169,6 +169,16 @@ class Trial:
     def facts_as(self, kind: Type[T]) -> T:
         """The key's facts as its module's own dataclass (typed_facts)."""
         return typed_facts(kind, self.facts)
+
+
+class Measured(Protocol):
+    """What a decision reads of a calibration: its trials and sweeps by name (a finished
+    Calibration, or the Bench of one still running)."""
+    @property
+    def trials(self) -> Dict[str, "Trial"]: ...
+
+    @property
+    def sweeps(self) -> Dict[str, "Sweep"]: ...
 
 
 @dataclass(frozen=True)
@@ -196,8 +206,8 @@ class Calibration:
     # "preload", ...), storing the trials' records ("validate").
     spent: Dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        return _converter.unstructure(self)
+    def to_json(self) -> Dict[str, Any]:
+        return cast(Dict[str, Any], _converter.unstructure(self))
 
     @classmethod
     def from_json(cls, data: Any) -> "Calibration":
@@ -216,7 +226,8 @@ _converter = cattrs.Converter()
 
 
 def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
-               times_default, times_candidate, seed: int = 0,
+               times_default: Sequence[float], times_candidate: Sequence[float],
+               seed: int = 0,
                files: Optional[int] = None, stopped: str = "",
                paired: bool = False) -> Comparison:
     """The record of an A/B; `paired`: times_default[i] and times_candidate[i] were taken
@@ -228,7 +239,8 @@ def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str]
 
 
 def failed_comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
-                      fails: str, error: str, times_working, files: Optional[int] = None
+                      fails: str, error: str, times_working: Sequence[float],
+                      files: Optional[int] = None
                       ) -> Comparison:
     working = tuple(times_working)
     return Comparison(workload, dict(default), dict(candidate),
@@ -240,7 +252,7 @@ _SWEEP_FIELDS = ("strategy", "dims", "evaluations", "best", "best_value", "best_
                  "seconds", "stopped")
 
 
-def _upgrade_v1(old: dict) -> dict:
+def _upgrade_v1(old: Dict[str, Any]) -> Dict[str, Any]:
     """Schema 1 kept auxiliary results beside the keys' (under key-like names) and each
     family's facts inside its sweep; schema 2 gives every key one trial."""
     new = {k: v for k, v in old.items() if k not in ("sweeps", "validation")}

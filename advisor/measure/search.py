@@ -23,7 +23,7 @@ class Dim:
     categories: Tuple[Any, ...] = ()
     default: Any = None
 
-    def values(self, max_points: int = 64) -> List:
+    def values(self, max_points: int = 64) -> List[Any]:
         if self.categories:
             return list(self.categories)
         span = self.high - self.low + 1
@@ -37,14 +37,14 @@ class Dim:
             x *= (self.high / max(self.low, 1)) ** (1 / (max_points - 1))
         return sorted(v for v in vals if self.low <= v <= self.high)
 
-    def to_skopt(self):
+    def to_skopt(self) -> Any:
         from skopt.space import Categorical, Integer
         if self.categories:
             return Categorical(list(self.categories), name=self.name)
         return Integer(self.low, self.high, name=self.name)
 
 
-def _py(v):
+def _py(v: Any) -> Any:
     """numpy scalars to Python (json.dumps(np.int64(5)) fails)."""
     return v.item() if hasattr(v, "item") else v
 
@@ -80,14 +80,14 @@ class GridStrategy(Strategy):
 
     name = "grid"
 
-    def __init__(self, dims, seed: int = 0) -> None:
+    def __init__(self, dims: Sequence[Dim], seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.points = [dict(zip([d.name for d in dims], combo))
                        for combo in itertools.product(*(d.values() for d in dims))]
         random.Random(seed).shuffle(self.points)
         self.i = 0
 
-    def ask(self):
+    def ask(self) -> Point:
         p = self.points[self.i % len(self.points)]
         self.i += 1
         return dict(p)
@@ -96,11 +96,11 @@ class GridStrategy(Strategy):
 class RandomStrategy(Strategy):
     name = "random"
 
-    def __init__(self, dims, seed: int = 0) -> None:
+    def __init__(self, dims: Sequence[Dim], seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.rng = random.Random(seed)
 
-    def ask(self):
+    def ask(self) -> Point:
         return {d.name: self.rng.choice(d.values()) for d in self.dims}
 
 
@@ -109,10 +109,10 @@ class CoordinateStrategy(Strategy):
 
     name = "coordinate"
 
-    def __init__(self, dims, seed: int = 0) -> None:
+    def __init__(self, dims: Sequence[Dim], seed: int = 0) -> None:
         super().__init__(dims, seed)
         self.current = {d.name: d.default if d.default is not None else d.values()[0] for d in dims}
-        self.best_value = None
+        self.best_value: Optional[float] = None
         self.queue: List[Point] = []
         self.dim_index = -1
 
@@ -126,12 +126,12 @@ class CoordinateStrategy(Strategy):
             vals = sorted(vals, key=lambda v: (abs(v - here), v))
         self.queue = [dict(self.current, **{d.name: v}) for v in vals]
 
-    def ask(self):
+    def ask(self) -> Point:
         if not self.queue:
             self._refill()
         return self.queue.pop(0)
 
-    def tell(self, point, value) -> None:
+    def tell(self, point: Point, value: float) -> None:
         if self.best_value is None or value < self.best_value:
             self.best_value = value
             self.current = dict(point)
@@ -142,7 +142,7 @@ class SkoptStrategy(Strategy):
 
     name = "gp"
 
-    def __init__(self, dims, seed: int = 0, initial_points: Optional[int] = None) -> None:
+    def __init__(self, dims: Sequence[Dim], seed: int = 0, initial_points: Optional[int] = None) -> None:
         super().__init__(dims, seed)
         from skopt import Optimizer
         n_init = initial_points or min(6, max(3, 2 * len(dims) + 1))
@@ -154,19 +154,19 @@ class SkoptStrategy(Strategy):
                              acq_optimizer="sampling", acq_optimizer_kwargs={"n_points": 1000})
         self.names = [d.name for d in dims]
 
-    def ask(self):
+    def ask(self) -> Point:
         with warnings.catch_warnings(), _one_blas_thread():
             # Re-proposing a measured point is fine here: the objective is noisy.
             warnings.simplefilter("ignore", UserWarning)
             x = self.opt.ask()
         return {n: _py(v) for n, v in zip(self.names, x)}
 
-    def tell(self, point, value) -> None:
+    def tell(self, point: Point, value: float) -> None:
         with _one_blas_thread():
             self.opt.tell([point[n] for n in self.names], float(value))
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> Any:
     """BLAS worker threads spin on after a fit; on 2 cores they would steal CPU
     from the measurement that follows."""
     from threadpoolctl import threadpool_limits
@@ -182,10 +182,10 @@ class Seeded(Strategy):
         super().__init__(inner.dims, inner.seed)
         self.inner, self.queue, self.name = inner, [dict(p) for p in points], inner.name
 
-    def ask(self):
+    def ask(self) -> Point:
         return self.queue.pop(0) if self.queue else self.inner.ask()
 
-    def tell(self, point, value) -> None:
+    def tell(self, point: Point, value: float) -> None:
         self.inner.tell(point, value)
 
 

@@ -6,12 +6,15 @@ never as a fake huge time), early stopping and progress.
 """
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ... import engine
 from .budget import now
 from .search import Point, Strategy
 from ...errors import EngineError, GitError
+
+# A point as a dictionary key: its (name, value) pairs, sorted.
+PointKey = Tuple[Tuple[str, Any], ...]
 
 
 class MeasurementFailed(GitError):
@@ -37,7 +40,7 @@ class SweepResult:
     seconds: float
     stopped: str              # budget | evaluations | converged | failures | deferred
 
-    def by_point(self) -> Dict[tuple, List[float]]:
+    def by_point(self) -> Dict[PointKey, List[float]]:
         return by_point(self.evaluations)
 
     @classmethod
@@ -48,20 +51,20 @@ class SweepResult:
         return cls(strategy, (), {}, None, 0, seconds, stopped)
 
 
-def _key(point: Point) -> tuple:
+def _key(point: Point) -> PointKey:
     return tuple(sorted(point.items()))
 
 
-def by_point(evals) -> Dict[tuple, List[float]]:
+def by_point(evals: Sequence[Evaluation]) -> Dict[PointKey, List[float]]:
     """Each measured point's values (failed evaluations left out), keyed by _key."""
-    out: Dict[tuple, List[float]] = {}
+    out: Dict[PointKey, List[float]] = {}
     for e in evals:
         if e.value is not None:
             out.setdefault(_key(e.point), []).append(e.value)
     return out
 
 
-def _incumbent(evals) -> Tuple[Optional[tuple], float, int]:
+def _incumbent(evals: Sequence[Evaluation]) -> Tuple[Optional[PointKey], float, int]:
     groups = by_point(evals)
     if not groups:
         return None, float("inf"), 0

@@ -7,7 +7,7 @@ warm-ups. One traced run per side gives the trace2 phase breakdown.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ... import git
 from ..keys import registry
@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
 
 
-def all_workloads(keys=None) -> Tuple[str, ...]:
+def all_workloads(keys: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
     """The workloads verify can time: models/workloads.toml's, and those keys bring
     (with `keys`, those these keys bring only: a repack is not timed to verify a
     checkout key)."""
@@ -57,7 +57,7 @@ class WorkloadResult:
         """"" | "before" | "after": the side where git failed."""
         return SIDE.get(self.comparison.fails, "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """The report's stable JSON (schema 1): the sides named before and after."""
         c = self.comparison
         return {"name": self.name, "command": self.command,
@@ -67,7 +67,7 @@ class WorkloadResult:
                 "fails": self.fails, "error": c.error}
 
 
-def slower_names(report: dict) -> List[str]:
+def slower_names(report: Dict[str, Any]) -> List[str]:
     """The names of the workloads slower beyond noise (or failing) with the values
     after, in the report's order (slower() says them)."""
     return [w["name"] for w in report["workloads"]
@@ -75,7 +75,7 @@ def slower_names(report: dict) -> List[str]:
             or (not w["estimate"] and w["fails"] == "after")]
 
 
-def slower(report: dict) -> List[str]:
+def slower(report: Dict[str, Any]) -> List[str]:
     """The workloads of a verification (its JSON form) slower beyond noise, or failing,
     with the values after: each said as "<command> <speedup>" or "<command> fails"."""
     out = []
@@ -101,7 +101,7 @@ class VerifyReport:
     workloads: Tuple[WorkloadResult, ...]
     notes: Tuple[str, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return {**asdict(self), "workloads": [w.to_dict() for w in self.workloads]}
 
     def verdict(self) -> str:
@@ -128,7 +128,7 @@ def values_to_verify(assignments: Sequence[str] = ()) -> Dict[str, str]:
     return after
 
 
-def defaults_for(keys) -> Dict[str, str]:
+def defaults_for(keys: Iterable[str]) -> Dict[str, str]:
     """Git's own behaviour for each key, as an explicit value."""
     out = {}
     for k in keys:
@@ -172,7 +172,7 @@ class _Switch:
         gitbench.run_git(["checkout", "-q", "-f", "--detach", a], self.clone, env, hooks=False)
         self.targets = (b, a)
 
-    def run(self, settings, trace_file=None):
+    def run(self, settings: Dict[str, str], trace_file: Optional[str] = None) -> float:
         took = 0.0
         for target in self.targets:
             for args in (["checkout", "-q", "-f", "--detach", target],
@@ -182,7 +182,7 @@ class _Switch:
 
 
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
-            switch: Optional[_Switch]) -> Tuple[str, Callable]:
+            switch: Optional[_Switch]) -> Tuple[str, gitbench.Runner]:
     if name == "switch":
         assert switch is not None       # verify skips the switch where it found none
         return workloads_model.command(name), switch.run
@@ -200,8 +200,8 @@ def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
     _, run_after = _runner(name, ws, copies, "after", switch)
     runners = {"before": run_before, "after": run_after}
 
-    def side(which):
-        def run():
+    def side(which: str) -> Callable[[], float]:
+        def run() -> float:
             if cold:
                 coldcache.make_cold([copies[which]])
             return runners[which](settings[which])
