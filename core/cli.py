@@ -286,7 +286,8 @@ def _run_calibration(report: "ProbeReport", options: "Options") -> "Calibration"
 @calibration_options
 @plot_option
 @json_option
-def calibrate(repo: Optional[str], workload: str, budget: float, strategy: str, seed: int, cold: bool, runs: int, plot_file: Optional[str], as_json: bool) -> None:
+def calibrate(repo: Optional[str], workload: str, budget: float, strategy: str, seed: int,
+              cold: bool, runs: int, plot_file: Optional[str], as_json: bool) -> None:
     """Run the engine sweeps and real-git A/B runs; store the raw results."""
     from .advisor.measure.calibrate import probe_repository
     from .views import calibration_view
@@ -311,7 +312,8 @@ def calibrate(repo: Optional[str], workload: str, budget: float, strategy: str, 
 @calibration_options
 @plot_option
 @json_option
-def recommend(repos: Tuple[str, ...], scan_dir: Optional[str], workload: str, recalibrate: bool, write: bool, scope: str, budget: float, strategy: str, seed: int, cold: bool,
+def recommend(repos: Tuple[str, ...], scan_dir: Optional[str], workload: str, recalibrate: bool,
+              write: bool, scope: str, budget: float, strategy: str, seed: int, cold: bool,
               runs: int, plot_file: Optional[str], as_json: bool) -> None:
     """Recommend settings, each with its measured gain and reason (reuses a fresh calibration)."""
     from .advisor.measure.calibrate import load_fresh, probe_repository
@@ -394,8 +396,9 @@ class _Confirmer:
               help="Also write, at global or system scope, values that change the index's "
                    "format (other tools may not read it); --yes alone never does.")
 @json_option
-def auto(repo: Optional[str], demo: bool, scope: str, workload: str, budget: float, strategy: str, runs: int, dry_run: bool, yes: bool, override: bool,
-         recalibrate: bool, no_verify: bool, explain: bool, even_if_busy: bool, format_changes: bool, as_json: bool) -> None:
+def auto(repo: Optional[str], demo: bool, scope: str, workload: str, budget: float, strategy: str,
+         runs: int, dry_run: bool, yes: bool, override: bool, recalibrate: bool, no_verify: bool,
+         explain: bool, even_if_busy: bool, format_changes: bool, as_json: bool) -> None:
     """Probe, calibrate, recommend, write the config safely and verify the gain.
 
     It shows the recommendation and the diff, then asks (global and system scopes
@@ -443,7 +446,8 @@ def auto(repo: Optional[str], demo: bool, scope: str, workload: str, budget: flo
               help="Time these values instead of the ones in force.")
 @plot_option
 @json_option
-def verify(repo: Optional[str], runs: int, cold: bool, workloads: Tuple[str, ...], candidate: Tuple[str, ...], plot_file: Optional[str], as_json: bool) -> None:
+def verify(repo: Optional[str], runs: int, cold: bool, workloads: Tuple[str, ...],
+           candidate: Tuple[str, ...], plot_file: Optional[str], as_json: bool) -> None:
     """Time real git before and after git-tune's values, with confidence intervals.
 
     \b
@@ -469,7 +473,8 @@ def verify(repo: Optional[str], runs: int, cold: bool, workloads: Tuple[str, ...
 @override_option
 @dry_run_option
 @json_option
-def set_values(assignments: Tuple[str, ...], repo: Optional[str], scope: str, override: bool, dry_run: bool, as_json: bool) -> None:
+def set_values(assignments: Tuple[str, ...], repo: Optional[str], scope: str, override: bool,
+               dry_run: bool, as_json: bool) -> None:
     """Write values yourself, through the same safe path as auto (validated, backed up)."""
     from .advisor.write.manual import set_values as run_set
     from .views import write_view
@@ -577,7 +582,8 @@ def agent_retune(budget: float, as_json: bool) -> None:
               help="Allow a key that changes more than speed (an index extension, what "
                    "git notices); the agent never starts one on its own.")
 @json_option
-def agent_experiment(assignment: Optional[str], repo: Optional[str], scope: str, stop: bool, yes: bool, as_json: bool) -> None:
+def agent_experiment(assignment: Optional[str], repo: Optional[str], scope: str, stop: bool,
+                     yes: bool, as_json: bool) -> None:
     """Try a value on your own commands against the one in force.
 
     \b
@@ -628,7 +634,8 @@ def agent_log(as_json: bool) -> None:
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Write each command's latencies per set of values as a PNG.")
 @json_option
-def agent_report(repo: Optional[str], since: Optional[float], plot_file: Optional[str], as_json: bool) -> None:
+def agent_report(repo: Optional[str], since: Optional[float], plot_file: Optional[str],
+                 as_json: bool) -> None:
     """Your commands' latencies (median, p90) per set of values in force; storms."""
     from .advisor.agent import report, store, switch
     from .views import agent_report_view
@@ -651,7 +658,8 @@ def profile() -> None:
 @budget_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the profile here.")
 @json_option
-def profile_export(repo: Optional[str], workload: str, budget: float, output: Optional[str], as_json: bool) -> None:
+def profile_export(repo: Optional[str], workload: str, budget: float, output: Optional[str],
+                   as_json: bool) -> None:
     """Export this host's measured recommendation as a versioned JSON profile."""
     import json
     from .advisor.fleet import profiles
@@ -679,7 +687,8 @@ def profile_export(repo: Optional[str], workload: str, budget: float, output: Op
 @click.option("--force", is_flag=True, help="Apply even where the host is not of the profile's class.")
 @override_option
 @json_option
-def apply(profile_path: str, repo: Optional[str], scope: str, check: bool, show_diff: bool, force: bool, override: bool, as_json: bool) -> None:
+def apply(profile_path: str, repo: Optional[str], scope: str, check: bool, show_diff: bool,
+          force: bool, override: bool, as_json: bool) -> None:
     """Apply a fleet profile without calibrating, if this host is of its class."""
     from .advisor.fleet.apply import apply_profile
     from .views import apply_view

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from git_tune.cli import cli
 from testbeds.mount import available, bed
+from tests.test_terminal import toy_env  # noqa: F401  (a fixture)
 
 GIT_TUNE = [sys.executable, "-m", "git_tune"]
 
@@ -410,3 +411,41 @@ def test_a_write_its_own_verify_reads_slower_is_taken_back(small_repo, tmp_path)
     assert not (repo / ".git" / "git-tune.gitconfig").exists()
     assert subprocess.run(["git", "-C", str(repo), "status"], capture_output=True,
                           env=env).returncode == 0
+
+
+def test_sigterm_during_verify_after_a_write_leaves_a_whole_config_and_an_exact_revert(
+        toy_env, isolated_git):
+    """SIGTERM (a CI job cancelled, a hook's timeout) while auto's verification runs, after
+    its write: it stops as Ctrl-C does, says the write happened and how to undo it, leaves
+    git's config whole and no scratch file, and `revert` then gives back the bytes the
+    user had."""
+    from git_tune.probes.scratch import PREFIX
+    repo, env = toy_env
+    config = isolated_git / ".gitconfig"
+    config.write_text("# my own settings\n[user]\n\tname = Ada\n")
+    before = config.read_bytes()
+    proc = subprocess.Popen(GIT_TUNE + ["auto", "--yes", "--repo", str(repo), "--scope",
+                                        "global", "--budget", "5", "--runs", "100"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = b""
+    while b"verifying with real git" not in err:      # said after the write, before timing
+        line = proc.stderr.readline()
+        assert line, (err + proc.stderr.read()).decode(errors="replace")
+        err += line
+    proc.send_signal(signal.SIGTERM)
+    out, rest = proc.communicate(timeout=60)
+    err = (err + rest).decode(errors="replace")
+    assert proc.returncode == 130, err
+    assert "interrupted after writing to scope global" in err, err
+    assert "git-tune revert --scope global" in err, err
+    # git reads the config whole, the value written in it.
+    got = subprocess.run(["git", "-C", str(repo), "config", "--get", "toy.knob"], env=env,
+                         capture_output=True, text=True)
+    assert (got.returncode, got.stdout.strip()) == (0, "true"), got
+    for d in (repo, isolated_git / "state", env["GIT_TUNE_CACHE_DIR"]):
+        for root, names, files in os.walk(d):
+            assert not any(n.startswith(PREFIX) for n in names + files), root
+    undo = subprocess.run(GIT_TUNE + ["revert", "--scope", "global"], env=env,
+                          capture_output=True, text=True)
+    assert undo.returncode == 0, undo.stderr
+    assert config.read_bytes() == before

@@ -660,3 +660,35 @@ def test_a_full_home_never_shows_a_value_that_was_not_written(home, monkeypatch)
         os.unlink(os.path.join(mnt, "filler"))
         assert CliRunner().invoke(cli, ["revert", "--scope", "global"]).exit_code == 0
 
+
+
+def test_a_full_scratch_file_system_during_calibrate_is_notes_not_a_traceback(home, template):
+    """The repository's file system has no room for git-tune's scratch (an index copy, a
+    sample's list, a part's files): every trial and sweep that needs it is said not
+    decided and why, the calibration ends (exit 0), and the repository and the storage
+    are as they were, no scratch file left."""
+    from testbeds.mount import available, bed
+    reason = available("tmpfs")
+    if reason:
+        pytest.skip(reason)
+    with bed("tmpfs", size_mb=16) as mnt:
+        repo = os.path.join(mnt, "repo")
+        shutil.copytree(template, repo, symlinks=True)
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        for size in (65536, 4096, 1):                         # the disk fills up
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+        os.close(fd)
+        os.truncate(filler, os.path.getsize(filler) - 64 * 1024)   # a few KiB stay free
+        before = snapshot(mnt, skip=(filler,))
+        proc = subprocess.run(GIT_TUNE + ["calibrate", "--repo", repo, "--budget", "5",
+                                          "--json"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        notes = json.loads(proc.stdout)["notes"]
+        assert any("No space left on device" in n for n in notes), notes
+        assert snapshot(mnt, skip=(filler,)) == before

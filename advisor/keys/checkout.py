@@ -286,7 +286,8 @@ class Workers(registry.Tuner):
     def decide(self, key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
         return _decide_workers(key, cal, weights)
 
-    def open_question(self, key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
+    def open_question(self, key: Key, cal: Calibration, weights: Weights
+                     ) -> Optional[Tuple[str, str]]:
         return _open_question(key, cal, weights)
 
 

@@ -106,7 +106,8 @@ def _quick_counts(blocks: int) -> Tuple[int, ...]:
                                        if 2 ** i < blocks}))
 
 
-def _quick(blocks: int, measure: Callable[[search.Point], float], share: Share) -> Tuple[SweepResult, List[Dim]]:
+def _quick(blocks: int, measure: Callable[[search.Point], float], share: Share
+          ) -> Tuple[SweepResult, List[Dim]]:
     """Each thread count the offset table's blocks allow (1, powers of two, `blocks`)
     with Git's allocator, in a seeded order after Git's own (one thread), and the
     quickest measured again (sweep.run's repeats): what index.threads' trial takes its

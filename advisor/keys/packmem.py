@@ -198,7 +198,8 @@ def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
                       {v: ended(r) for v, r in seen.items()}, confined)
 
 
-def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Dict[str, str]], str]) -> advice.KeyAdvice:
+def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Dict[str, str]], str]
+           ) -> advice.KeyAdvice:
     t = cal.trials.get(WINDOW)
     if t is None:
         return advice.unmeasured(key)

@@ -217,7 +217,8 @@ def _threshold_from_model(cal: Calibration, workers: int,
                  f"parallelism {m['parallelism']})", ev
 
 
-def _threshold_evidence(points: Sequence[Comparison], threshold: int, default: int) -> Optional[stats.RatioEstimate]:
+def _threshold_evidence(points: Sequence[Comparison], threshold: int, default: int
+                       ) -> Optional[stats.RatioEstimate]:
     """Real git at the batch size the new threshold changes most plainly: the smallest
     timed batch below Git's default that now goes parallel, or the largest at or above
     it that now stays sequential. None when no timed batch lies in between (the value

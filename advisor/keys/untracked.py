@@ -283,7 +283,8 @@ class UntrackedCache(registry.Tuner):
     def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def open_question(self, key: Key, cal: Calibration, weights: Weights) -> Optional[Tuple[str, str]]:
+    def open_question(self, key: Key, cal: Calibration, weights: Weights
+                     ) -> Optional[Tuple[str, str]]:
         return open_question(key, cal, weights)
 
     def index_leftover(self, key: Key, value: str) -> Optional[str]:

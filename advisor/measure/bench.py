@@ -74,7 +74,7 @@ class Bench:
     # the budget has left: (family, a sweep like the family's, returning its record in full).
     later: List[Tuple[str, Callable[["Bench"], Optional[Sweep]]]] = field(default_factory=list)
     flushing: bool = False            # the file system was still writing back: nothing timed
-    stat_data: Optional[Dict[str, Any]] = None  # the probe's statdata.StatData: index vs lstat, sampled
+    stat_data: Optional[Dict[str, Any]] = None  # probe's statdata.StatData: index vs lstat
     online_cpus: Optional[int] = None  # what git's online_cpus() answers here (None: unknown)
     # The probe's storage latencies, seconds at the median by operation (lstat_hit,
     # create, ...): what a key's stakes are before its family's sweep has measured them.

@@ -9,6 +9,7 @@ registry's business (advisor/keys/): nothing here names a Git key.
 """
 import contextlib
 import dataclasses
+import errno
 import os
 import tempfile
 import time
@@ -173,6 +174,11 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
     except MeasurementFailed as e:
         bench.notes.append(f"{entry.key.name} not decided: {e}")
         return
+    except OSError as e:
+        if e.errno not in FULL:
+            raise
+        bench.notes.append(f"{entry.key.name} not decided: {_full(e)}")
+        return
     past = bench.budget.used() - bench.budget.total
     if grace and trial is not None and past > 0:
         bench.notes.append(f"{entry.key.name}: its comparison ended {past:.1f} s past the "
@@ -183,6 +189,17 @@ def _trial(bench: Bench, entry: registry.Entry, sweep_not_reached: bool) -> None
         if trial.comparisons and trial.main.fails == FAILS_DEFAULT:
             bench.required.update(trial.main.candidate)
         bench.budget.tick("validate")
+
+
+# A scratch file git-tune writes itself (an index copy, a sample's list) on storage that
+# is full: the trial or sweep is not decided, and the rest go on (git's own writes there
+# fail as git, MeasurementFailed; the engine's, EngineError).
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _full(e: OSError) -> str:
+    where = f" writing {e.filename}" if e.filename else ""
+    return f"the storage is full ({e.strerror}{where})"
 
 
 @contextlib.contextmanager
@@ -335,6 +352,11 @@ def _sweep(bench: Bench, family: str, sweep: Callable[[Bench], Optional[Sweep]],
         result = sweep(bench)
     except (EngineError, MeasurementFailed) as e:
         bench.notes.append(f"{what} stopped: {e}")
+        result = None
+    except OSError as e:
+        if e.errno not in FULL:
+            raise
+        bench.notes.append(f"{what} stopped: {_full(e)}")
         result = None
     if result is not None:
         bench.sweeps[family] = result

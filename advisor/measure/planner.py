@@ -26,7 +26,8 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set, Tuple
+from typing import (TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set,
+                    Tuple)
 
 from . import budget as plan, gitbench, peak
 from .ab import STOPPED_SLOWER, OutOfBudget, full_seconds, longest_run

@@ -142,7 +142,8 @@ class SkoptStrategy(Strategy):
 
     name = "gp"
 
-    def __init__(self, dims: Sequence[Dim], seed: int = 0, initial_points: Optional[int] = None) -> None:
+    def __init__(self, dims: Sequence[Dim], seed: int = 0, initial_points: Optional[int] = None
+                ) -> None:
         super().__init__(dims, seed)
         from skopt import Optimizer
         n_init = initial_points or min(6, max(3, 2 * len(dims) + 1))
