@@ -2,6 +2,7 @@
 for every git the tests have (the system's and those tools/build-git built), read from
 git's behaviour; the keys newer git brings are measured, and the daemon is never left
 running."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -142,11 +143,40 @@ def test_fsmonitor_is_refused_on_network_storage(tmp_path, monkeypatch, latfs_be
                                  Options(budget=3), store=False)
     advice = {a.key: a for a in recommend(record, "mixed").keys}["core.fsmonitor"]
     assert advice.value is None
-    # Refused by its storage class before git's own check (which lets the daemon run on
-    # Lustre, GPFS, CephFS, BeeGFS and 9p): the daemon misses other hosts' writes.
-    assert ("network or shared storage" in advice.reason or "incompatible" in advice.reason
-            or "remote" in advice.reason), advice.reason
+    # Refused by its storage class before git's own check: the daemon misses other
+    # hosts' writes.
+    assert "network or shared storage" in advice.reason, advice.reason
     assert not fsmonitor.all_running()
+
+
+@needs_daemon
+@pytest.mark.parametrize("fstype", ["9p", "virtiofs", "ceph", "lustre", "gpfs", "beegfs"])
+def test_fsmonitor_is_refused_on_shared_storage_git_itself_treats_as_local(
+        fstype, small_repo, tmp_path, monkeypatch):
+    """git's own check refuses the daemon only on NFS, SMB, AFS, Coda and FUSE
+    (is_remote_fs, compat/fsmonitor/fsm-path-utils-linux.c); on these types, shared
+    between hosts or between a VM and its host, git runs it and misses the other side's
+    writes. The probe classes each as network storage, and the trial is refused for
+    that before git is asked: git itself accepts the daemon on this local repository."""
+    from git_tune.advisor.measure import budget as plan, calibrate
+    from git_tune.advisor.measure.record import Options
+    from git_tune.models import storage as storage_model
+    git = DAEMON_GITS[-1]
+    on_path(monkeypatch, git)
+    repo = copy_of(small_repo, tmp_path / "r")
+    started = subprocess.run([git, "fsmonitor--daemon", "start"], cwd=repo,
+                             capture_output=True, text=True)
+    subprocess.run([git, "fsmonitor--daemon", "stop"], cwd=repo, capture_output=True)
+    assert started.returncode == 0, started.stderr          # git runs it here
+    cls = storage_model.classify(fstype, {}, None).storage_class
+    assert cls == storage_model.NETWORK
+    report = calibrate.probe_repository(str(repo))
+    bench = calibrate.bench_for(report, Options(budget=5), plan.Budget(5), None)
+    bench = dataclasses.replace(bench, storage_class=cls)
+    t = fsmonitor_key.trial(catalogue.lookup("core.fsmonitor"), bench)
+    assert t is not None and t.why_not_run.startswith(
+        "the work tree is on network or shared storage"), t
+    assert not daemons_for(repo)
 
 
 @needs_daemon
