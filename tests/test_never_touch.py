@@ -1,7 +1,8 @@
 """git-tune never acts on the user's repository by accident (issue #29): inside hooks,
 where git exports GIT_DIR and GIT_INDEX_FILE, beside concurrent `git config` writes,
 with FIFOs and links at tracked paths, in linked worktrees. Real git, real hooks run by
-real `git commit`, real repositories; each test failed on the code before the fix."""
+real `git commit`, real repositories. A test says it failed on the code before its fix
+only where that was run."""
 import hashlib
 import json
 import os
