@@ -10,6 +10,7 @@ import pytest
 from conftest import BUILT_GITS, git_version_of
 from git_tune import repogen
 from git_tune.advisor.agent import collector, drift, retune, store, switch
+from git_tune.advisor.keys import untracked
 from git_tune.advisor.write import journal
 from git_tune.models import catalogue
 
@@ -129,13 +130,13 @@ def test_an_untracked_cache_that_stopped_working_is_seen_in_the_users_statuses(t
     cli("agent", "enable", "--repo", str(repo))
     collector.stop()
     try:
-        for _ in range(drift.UNTRACKED_WINDOW + 1):
+        for _ in range(untracked.IDLE_WINDOW + 1):
             _run("git", repo, "status", "--porcelain")
         switch.collect()
         assert not _untracked_reasons()
         dirs = [d for d, _, _ in os.walk(repo) if ".git" not in d.split(os.sep)]
         base = os.stat(repo).st_mtime - 10_000
-        for i in range(drift.UNTRACKED_WINDOW):
+        for i in range(untracked.IDLE_WINDOW):
             for d in dirs:      # a tool that touches every directory between statuses
                 os.utime(d, (base + i, base + i))
             _run("git", repo, "status", "--porcelain")

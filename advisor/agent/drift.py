@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .events import Command
+from ..keys import registry
 from ..write import journal, show
 from ...models import catalogue
 
@@ -47,40 +48,6 @@ def running_git(records: Sequence[Command], repo: Optional[str]) -> Optional[str
     return None
 
 
-# The untracked cache has stopped working where each of the last UNTRACKED_WINDOW statuses
-# that showed untracked files, with the cache on, read again at least IDLE_SHARE of the
-# directories it visited, or ran without it (git reports no `opendir` then). One status
-# re-reads everything after a checkout or a .gitignore edit; a run of them means the
-# directories' mtimes change under every status (a tool touching them, a file system
-# that sets them on access), or git stopped using the cache, and the setting only costs.
-UNTRACKED_WINDOW = 5
-IDLE_SHARE = 0.9
-UNTRACKED_KEY = "core.untrackedcache"
-
-
-def untracked_cache_idle(records: Sequence[Command], repo: Optional[str]) -> Optional[str]:
-    """Why the untracked cache does nothing in `repo` any more, from the user's statuses
-    that ran with it on (None: it works, or there are too few to say)."""
-    walks = [c for c in records
-             if c.repo == repo and c.command == "status" and "-uno" not in c.options
-             and c.counts.get("dirs_visited", 0) > 1 and c.code == 0
-             and {k.lower(): v for k, v in c.values.items()}.get(UNTRACKED_KEY) == "true"]
-    last = walks[-UNTRACKED_WINDOW:]
-    if len(last) < UNTRACKED_WINDOW:
-        return None
-    unused = sum(1 for c in last if "dirs_opened" not in c.counts)
-    reread = sum(1 for c in last if "dirs_opened" in c.counts
-                 and c.counts["dirs_opened"] >= IDLE_SHARE * c.counts["dirs_visited"])
-    if unused + reread < len(last):
-        return None
-    if unused == len(last):
-        return (f"the untracked cache stopped working: git did not use it in the last "
-                f"{len(last)} statuses with untracked files")
-    return (f"the untracked cache stopped working: the last {len(last)} statuses with "
-            "untracked files read every directory again (their mtimes change between "
-            "statuses)")
-
-
 def detect(records: Sequence[Command], entries: Optional[List[journal.Applied]] = None
            ) -> List[Drift]:
     """Every write whose measurement the user's commands (or show's checks) say is
@@ -92,10 +59,11 @@ def detect(records: Sequence[Command], entries: Optional[List[journal.Applied]] 
             continue        # the agent's own routing of events: no value measured there
         running = running_git(records, entry.repo) or running_git(records, None)
         reasons = show.stale_reasons(entry, running, MAX_AGE_DAYS)
-        if {k.lower(): v for k, v in entry.settings.items()}.get(UNTRACKED_KEY) == "true":
-            idle_cache = untracked_cache_idle(records, entry.repo)
-            if idle_cache:
-                reasons.append(idle_cache)
+        for key, value in sorted(entry.settings.items()):
+            e = registry.find(key)
+            stopped = e.stopped_paying(value, records, entry.repo) if e else None
+            if stopped:
+                reasons.append(stopped)
         if reasons:
             out.append(Drift(show.scope_spec(entry.scope), entry.repo, entry.git_version,
                              running, tuple(reasons), show.edited_outside(entry)))

@@ -42,7 +42,7 @@ def tuned_keys() -> List[str]:
 def trace2_settings(spool_dir: str) -> Dict[str, Any]:
     # Lower case, as `git config --list` names them: the plan compares with what is there.
     # Nesting 3: dir.c's counts of a status's untracked walk sit there (the untracked
-    # cache's directories read again, drift.untracked_cache_idle).
+    # cache's directories read again, keys/untracked.py: stopped_paying).
     return {"trace2.eventtarget": spool_dir,
             "trace2.eventbrief": "true",
             "trace2.eventnesting": "3",

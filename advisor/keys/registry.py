@@ -2,7 +2,7 @@
 
 What a key may have is declared once, in `Tuner` below (trial, stakes, decide,
 verify_workloads, index_shape, rewrite_index, on_disk, upgrade_v1, after_revert,
-open_question, price, rank),
+open_question, price, rank, stopped_paying),
 each with what a key without it gets. A module that owns several keys gives each its own
 Tuner in `TUNERS = {name: tuner}`, sharing the module's helpers (two keys, two tuners:
 no tuner asks which key it is); a module of one key may define the parts as module-level
@@ -24,7 +24,8 @@ import importlib
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence,
+                    Tuple)
 
 from ..measure.gitbench import ON_INDEX, IndexShape, Runner
 from ...errors import UsageError
@@ -33,6 +34,7 @@ from ...models.catalogue import Key
 from ...probes.layout import RepoLayout
 
 if TYPE_CHECKING:   # they read the registry
+    from ..agent.events import Command
     from ..decide.advice import KeyAdvice
     from ..measure.bench import Bench
     from ..measure.record import Calibration, Sweep, Trial
@@ -95,6 +97,13 @@ class Tuner:
         """End what the reverted value started; sentences saying what."""
         return []
 
+    def stopped_paying(self, key: Key, value: str, records: Sequence["Command"],
+                       repo: Optional[str]) -> Optional[str]:
+        """Why `value`, in force, no longer pays in `repo` (None: any repository), from
+        the user's own commands the agent recorded; None where it does, or they are too
+        few to say (the agent's drift check)."""
+        return None
+
     def index_leftover(self, key: Key, value: str) -> Optional[str]:
         """What the value leaves in an index git wrote under it, which a revert of the
         config does not undo, said with the command that does; None where nothing."""
@@ -121,7 +130,7 @@ class Tuner:
 
 PARTS = ("trial", "stakes", "price", "decide", "verify_workloads", "index_shape",
          "rewrite_index", "on_disk", "upgrade_v1", "after_revert", "verify_runner", "open_question",
-         "index_leftover")
+         "index_leftover", "stopped_paying")
 
 
 class ModuleTuner(Tuner):
@@ -214,6 +223,10 @@ class Entry:
     def open_question(self, cal: "Calibration", weights: Weights
                       ) -> Optional[Tuple[str, str]]:
         return self.tuner.open_question(self.key, cal, weights)
+
+    def stopped_paying(self, value: str, records: Sequence["Command"], repo: Optional[str]
+                       ) -> Optional[str]:
+        return self.tuner.stopped_paying(self.key, value, records, repo)
 
 
 def _import(key: Key) -> Optional[ModuleType]:

@@ -14,7 +14,7 @@ sized to it (_trial_on_part).
 """
 import dataclasses
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional, Tuple, TypeAlias, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple, TypeAlias, Union
 
 from ..decide import advice
 from . import preload
@@ -30,6 +30,9 @@ from . import registry
 from ...models.catalogue import Key
 from .registry import Weights
 from ...probes.layout import RepoLayout
+
+if TYPE_CHECKING:   # the agent's records, read by the drift check
+    from ..agent.events import Command
 
 # Where a status is timed: the user's work tree, or a part of it.
 Where: TypeAlias = Union[RepoLayout, gitbench.Part]
@@ -271,6 +274,39 @@ def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
                           suffix=where + "; bypassed by `git status -uall`")
 
 
+# The cache has stopped working where each of the last IDLE_WINDOW statuses that showed
+# untracked files, with the cache on, read again at least IDLE_SHARE of the directories
+# it visited, or ran without it (git reports no `opendir` then). One status re-reads
+# everything after a checkout or a .gitignore edit; a run of them means the directories'
+# mtimes change under every status (a tool touching them, a file system that sets them
+# on access), or git stopped using the cache, and the setting only costs.
+IDLE_WINDOW = 5
+IDLE_SHARE = 0.9
+
+
+def stopped_paying(records: Sequence["Command"], repo: Optional[str]) -> Optional[str]:
+    """Why the cache does nothing in `repo` any more, from the user's statuses that ran
+    with it on (None: it works, or there are too few to say)."""
+    walks = [c for c in records
+             if c.repo == repo and c.command == "status" and "-uno" not in c.options
+             and c.counts.get("dirs_visited", 0) > 1 and c.code == 0
+             and {k.lower(): v for k, v in c.values.items()}.get(KEY.lower()) == "true"]
+    last = walks[-IDLE_WINDOW:]
+    if len(last) < IDLE_WINDOW:
+        return None
+    unused = sum(1 for c in last if "dirs_opened" not in c.counts)
+    reread = sum(1 for c in last if "dirs_opened" in c.counts
+                 and c.counts["dirs_opened"] >= IDLE_SHARE * c.counts["dirs_visited"])
+    if unused + reread < len(last):
+        return None
+    if unused == len(last):
+        return (f"the untracked cache stopped working: git did not use it in the last "
+                f"{len(last)} statuses with untracked files")
+    return (f"the untracked cache stopped working: the last {len(last)} statuses with "
+            "untracked files read every directory again (their mtimes change between "
+            "statuses)")
+
+
 class UntrackedCache(registry.Tuner):
     """core.untrackedCache: status with untracked files, on the tree or on a part of it."""
 
@@ -294,6 +330,10 @@ class UntrackedCache(registry.Tuner):
 
     def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)
+
+    def stopped_paying(self, key: Key, value: str, records: Sequence["Command"],
+                       repo: Optional[str]) -> Optional[str]:
+        return stopped_paying(records, repo) if value.lower() == "true" else None
 
 
 TUNERS = {KEY: UntrackedCache()}
