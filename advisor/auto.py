@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .. import ownpaths, repogen
 from .decide.recommend import Recommendation, recommend
 from .keys import registry
-from .measure import calibrate as cal, hostload, search, verify as verify_mod
+from .measure import calibrate, hostload, search, verify as verify_mod
 from .measure.budget import Progress
 from .measure.record import Calibration, Options
 from .write import configwrite, journal, revert, scopes
@@ -206,18 +206,18 @@ def _verify(plan: configwrite.Plan, after: Dict[str, str], git_dir: str, repo: O
 def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
          progress: Optional[Progress] = None, say: Say = lambda m: None
          ) -> Dict[str, Any]:
-    report = cal.probe_repository(repo, opts.budget)
+    report = calibrate.probe_repository(repo, opts.budget)
     layout = report.layout
     if not layout or not layout.worktree:
         raise UsageError("git-tune auto needs a repository with a working tree "
                          "(--repo PATH, or --demo for a generated one)")
     located, repo = repo, layout.worktree   # as the user named it (None: as git would find it)
     scope = scopes.resolve(opts.scope, layout)
-    record = None if opts.recalibrate else cal.load_fresh(report, opts.workload, opts.budget)
+    record = None if opts.recalibrate else calibrate.load_fresh(report, opts.workload, opts.budget)
     reused = record is not None
     if record is None:
         say(f"calibrating {repo} (about {opts.budget:g} s)")
-        record = cal.calibrate(report, opts.calibration(), progress, store=not opts.dry_run)
+        record = calibrate.calibrate(report, opts.calibration(), progress, store=not opts.dry_run)
     rec = recommend(record, opts.workload)
     prov = provenance(record, rec)
     git_dir = layout.git_dir.rstrip("/")
@@ -253,7 +253,7 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
         except GitError as e:       # git cannot even run the workloads under them
             slower = [f"git fails: {e}"]
         if slower:
-            cal.forget(report, opts.workload)   # the next run measures again
+            calibrate.forget(report, opts.workload)   # the next run measures again
             return {**out, **_take_back(plan, prov, repo, first_write, slower)}
     out["index"] = _rewrite_indexes(plan, repo, confirm)
     return out

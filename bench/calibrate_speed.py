@@ -34,7 +34,7 @@ from common import (RESULTS, ALL_BEDS, BEDS, BedUnavailable, bed_latency, parser
 from part_fidelity import COUNTS, first_run, grid
 
 from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.ab import STOPPED_SLOWER
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
@@ -47,7 +47,7 @@ WHOLE_TREE_LIMIT = 3 * 3600
 
 def timed_calibration(repo: str, budget: float):
     t0 = time.monotonic()
-    report = cal.probe_repository(repo, budget)
+    report = calibrate.probe_repository(repo, budget)
     # Where the budget went: the probe's own timings, then each phase's end (the budget's
     # ticks), in seconds from the probe's start.
     phases = [[f"probe {k}", round(v, 2)] for k, v in report.timings.items()]
@@ -59,7 +59,7 @@ def timed_calibration(repo: str, budget: float):
             phases[-1][1] = t
         else:
             phases.append([phase, t])
-    record = cal.calibrate(report, Options(budget=budget), store=False, progress=tick)
+    record = calibrate.calibrate(report, Options(budget=budget), store=False, progress=tick)
     wall = time.monotonic() - t0
     settings = recommend(record).settings()
     # A key is decided when its main comparison ran its full runs, stopped clearly apart

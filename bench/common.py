@@ -42,8 +42,7 @@ def machine() -> Dict[str, str]:
             "git": git, "memory_gib": f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f}"}
 
 
-def commit() -> str:
-    """The commit the benchmark ran at ("-dirty" where tracked files differ from it)."""
+def _commit_now() -> str:
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if head.returncode:
@@ -51,6 +50,16 @@ def commit() -> str:
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     return head.stdout.strip() + ("-dirty" if dirty.strip() else "")
+
+
+# Read when the benchmark starts: the code it loaded, whatever is committed while it runs.
+_STARTED_AT = _commit_now()
+
+
+def commit() -> str:
+    """The commit the benchmark ran at ("-dirty" where tracked files differed from it
+    when it started)."""
+    return _STARTED_AT
 
 
 def median(values: Sequence[float]) -> float:

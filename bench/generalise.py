@@ -36,7 +36,7 @@ from testbeds.slow import Latency
 
 from git_tune import repogen
 from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
 
@@ -114,7 +114,7 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
         repo = os.path.join(mnt, "repo")
         names = tracked(repo)
         t0 = time.monotonic()
-        record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget),
+        record = calibrate.calibrate(calibrate.probe_repository(repo, budget), Options(budget=budget),
                                store=False)
         rec = recommend(record).settings()
         tune = time.monotonic() - t0

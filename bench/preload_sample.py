@@ -23,7 +23,7 @@ from common import (ALL_BEDS, BedUnavailable, bed_latency, median, parser, repo_
                     storage)
 
 from git_tune.advisor.keys import preload
-from git_tune.advisor.measure import calibrate as cal, gitbench
+from git_tune.advisor.measure import calibrate, gitbench
 from git_tune.advisor.measure.ab import interleaved
 from git_tune.advisor.measure.bench import Bench, Budget
 from git_tune.advisor.measure.record import Options
@@ -45,10 +45,10 @@ def decision(v: str) -> str:
 def bench_on(repo: str, budget: float) -> Bench:
     """A calibration's Bench on the repository (as calibrate makes it), with preload's
     sweep run: its part, which sizes the sample."""
-    report_ = cal.probe_repository(repo, budget)
+    report_ = calibrate.probe_repository(repo, budget)
     scratch = os.path.join(os.path.dirname(repo), "preload-scratch")
     os.makedirs(scratch, exist_ok=True)
-    b = cal.bench_for(report_, Options(budget=budget), Budget(budget),
+    b = calibrate.bench_for(report_, Options(budget=budget), Budget(budget),
                       gitbench.Workspace(report_.repository.layout, scratch))
     sweep = preload.sweep(b)
     if sweep:

@@ -47,7 +47,7 @@ from common import (RESULTS, BedUnavailable, bed_latency, median, ms, parser, re
                     report, storage, timed, tracked)
 
 from git_tune import fsmonitor
-from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.models import stats, workloads
@@ -163,7 +163,7 @@ def run_bed(kind: str, cold: bool, mnt: str, files: int, repeat: int, final: int
     repo = repo_on(kind, mnt, files, changed=50)
     mix = Mix(repo, min(400, files // 5), cold)
     t0 = time.monotonic()
-    record = cal.calibrate(cal.probe_repository(repo, budget), Options(budget=budget, cold=cold),
+    record = calibrate.calibrate(calibrate.probe_repository(repo, budget), Options(budget=budget, cold=cold),
                            store=False)
     tuned = recommend(record).settings()
     tune_cost = time.monotonic() - t0

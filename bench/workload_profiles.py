@@ -36,7 +36,7 @@ from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench
-from git_tune.advisor.measure import calibrate as cal
+from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats, workloads
 from git_tune.probes import repo as probes_repo
@@ -125,7 +125,7 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
     chosen, notes = {}, []
     for profile in PROFILES:
         t0 = time.monotonic()
-        record = cal.calibrate(cal.probe_repository(repo, budget),
+        record = calibrate.calibrate(calibrate.probe_repository(repo, budget),
                                Options(budget=budget, workload=profile), store=False)
         chosen[profile] = recommend(record, profile).settings()
         notes.append(f"{kind}: {profile} calibrated in {time.monotonic() - t0:.0f} s "

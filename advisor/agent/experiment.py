@@ -33,7 +33,7 @@ from ... import git, ownpaths, strictjson
 from . import retune, store
 from .events import Command
 from ..keys import registry
-from ..measure import calibrate as cal
+from ..measure import calibrate
 from ..measure import ab
 from ..measure.record import FAILS_CANDIDATE, Comparison, comparison
 from ..write import configwrite, journal, revert, safefile, scopes, show
@@ -402,7 +402,7 @@ def set_elsewhere(layout: Optional[RepoLayout], key: str, approved: Optional[str
 def measured_slower(repo: str, key: str, value: str) -> Optional[str]:
     """The workload on which this repository's stored calibration found the value slower
     than Git's default beyond noise, or None (also where nothing is stored)."""
-    record = cal.load_fresh(cal.probe_repository(repo))
+    record = calibrate.load_fresh(calibrate.probe_repository(repo))
     trial = record.trials.get(key) if record else None
     for c in trial.comparisons if trial else ():
         if c.candidate.get(key) == value and (c.fails == FAILS_CANDIDATE or (
@@ -432,7 +432,7 @@ def propose(records: Sequence[Command]) -> Optional[Dict[str, Any]]:
              for e in retune.log() if e.get("experiment") == "started"}
     for spec, repo in _where_to_ask(seen):
         try:
-            record = cal.load_fresh(cal.probe_repository(repo))
+            record = calibrate.load_fresh(calibrate.probe_repository(repo))
         except (GitTuneError, OSError):
             continue        # a repository moved or damaged since: the others are asked
         if record is None:
@@ -455,13 +455,13 @@ def _where_to_ask(seen: Set[str]) -> List[Tuple[str, str]]:
     """(scope, repository) pairs whose stored calibrations may hold questions: each
     write of git-tune's measured on a repository whose commands the agent sees (not
     edited by hand), then each seen repository with none of its own but a calibration
-    stored (cal.stored_git_dirs: no probe of a repository git-tune never measured)."""
+    stored (calibrate.stored_git_dirs: no probe of a repository git-tune never measured)."""
     out, mine = [], set()
     for entry in journal.applied():
         if entry.repo and entry.repo in seen and not show.edited_outside(entry):
             out.append(("local", entry.repo))       # evidence of one repository: its own
         mine.add(entry.repo)
-    stored = cal.stored_git_dirs()
+    stored = calibrate.stored_git_dirs()
     for repo in sorted(seen - mine):
         try:
             layout = repo_probe.locate(repo)

@@ -18,7 +18,7 @@ from ... import ownpaths, strictjson
 from . import drift as drift_mod, store
 from .events import Command
 from ..decide.recommend import recommend
-from ..measure import calibrate as cal
+from ..measure import calibrate
 from ..measure.record import Options
 from ..write import configwrite, journal, show
 from ...errors import UnsafeState
@@ -118,7 +118,7 @@ def retune(d: drift_mod.Drift, *, budget: float) -> Dict[str, Any]:
         out = {**base, "retuned": False, "why": why}
         append_log(out)
         return out
-    record = cal.calibrate(cal.probe_repository(entry.repo, budget), Options(budget=budget))
+    record = calibrate.calibrate(calibrate.probe_repository(entry.repo, budget), Options(budget=budget))
     rec = recommend(record)
     settings, asks = unattended(rec.settings(), entry.settings)
     prov = configwrite.Provenance(record.git_version, record.fingerprint,

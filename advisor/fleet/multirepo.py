@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..measure import calibrate as cal
+from ..measure import calibrate
 from ..measure.budget import Progress
 from ..measure.record import Options
 from ..decide.recommend import recommend
@@ -61,9 +61,9 @@ def recommend_many(repos: Sequence[str], workload: str, options: Options,
         layout = repo_probe.locate(os.path.abspath(r))
         if layout is None or not layout.worktree:
             raise UsageError(f"'{r}' is not a repository with a working tree")
-        report = cal.probe_repository(layout.worktree, options.budget)
-        record = (cal.load_fresh(report, options.workload, options.budget)
-                  or cal.calibrate(report, options, progress))
+        report = calibrate.probe_repository(layout.worktree, options.budget)
+        record = (calibrate.load_fresh(report, options.workload, options.budget)
+                  or calibrate.calibrate(report, options, progress))
         rec = recommend(record, workload)
         advice.append(RepoAdvice(layout.worktree, layout.git_dir, record.repository.entries,
                                  rec.to_dict()))
