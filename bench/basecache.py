@@ -19,7 +19,7 @@ from common import report, parser
 
 from git_tune import repogen
 from git_tune.advisor.keys import basecache
-from git_tune.advisor.measure import budget as plan, calibrate, gitbench, peak, planner
+from git_tune.advisor.measure import budget as budget_plan, calibrate, gitbench, peak, planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import FAILS_DEFAULT, Options
 from git_tune.models import catalogue, stats
@@ -66,7 +66,7 @@ def bench_for(repo: str, scratch: str, limit: int) -> Bench:
     memory = limit or host.host_facts().memory_available
     b = Bench(gitbench.Workspace(layout, scratch), repo_probe.tracked_sample(layout, n=10 ** 9),
               os.cpu_count() or 1, "local-ssd", report_.git, Options(budget=120),
-              plan.Budget(120), online_cpus=os.cpu_count(), memory_limit=memory,
+              budget_plan.Budget(120), online_cpus=os.cpu_count(), memory_limit=memory,
               memory_source="the limit given" if limit else "the host's available memory")
     os.makedirs(scratch, exist_ok=True)
     return b

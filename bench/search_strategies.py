@@ -32,7 +32,7 @@ from common import BedUnavailable, bed_latency, drop_caches, parser, repo_on, re
 
 from git_tune import engine
 from git_tune.advisor.keys import checkout, checkout_sweep, preload
-from git_tune.advisor.measure import budget as plan, search, sweep
+from git_tune.advisor.measure import budget as budget_plan, search, sweep
 from git_tune.advisor.measure.bench import sample_files
 from git_tune.advisor.measure.record import Options
 from git_tune.probes import repo as repo_probe
@@ -145,7 +145,7 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
     paths, sizes = sample_files(layout.worktree, names, checkout_sweep.SAMPLE_FILES)
     target = os.path.join(layout.git_dir, "bench-co")
     os.makedirs(target, exist_ok=True)
-    co_budget = DEFAULT_BUDGET * plan.SWEEP_CHECKOUT
+    co_budget = DEFAULT_BUDGET * budget_plan.SWEEP_CHECKOUT
     paths, sizes = checkout_sweep.checkout_batch(target, paths, sizes, co_budget)
     co_dims = checkout_dims(8 if tiny else 32)
     co = measure_surface(co_dims, lambda p: engine.checkout(
@@ -167,7 +167,7 @@ def measure_bed(kind: str, repo: str, tiny: bool, repeat: int) -> dict:
                          "files": len(paths)},
             "preload" + (" (cold)" if cold else ""): {
                 "dims": [asdict(d) for d in pl_dims], "cells": pl, "max_evals": 60,
-                "budget": DEFAULT_BUDGET * plan.SWEEP_PRELOAD, "files": len(names)}}
+                "budget": DEFAULT_BUDGET * budget_plan.SWEEP_PRELOAD, "files": len(names)}}
 
 
 def main():

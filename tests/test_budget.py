@@ -20,7 +20,7 @@ from git_tune.probes import report, storage
 
 from git_tune.advisor.decide import advice
 from git_tune.advisor.decide.recommend import decide_measured
-from git_tune.advisor.measure import budget as plan, gitbench
+from git_tune.advisor.measure import budget as budget_plan, gitbench
 from git_tune.advisor.measure.ab import (EARLY_RUNS, STOPPED_BUDGET, STOPPED_FASTER,
                                          STOPPED_SLOWER, OutOfBudget)
 from git_tune.advisor.measure.bench import Bench, Budget
@@ -44,7 +44,7 @@ def bench(budget: float) -> Bench:
 def clock():
     """A fake clock for the budget: a scripted run moves it by its seconds. The tests
     that run real git keep the real one."""
-    with plan.use_clock(plan.FakeClock()) as fake:
+    with budget_plan.use_clock(budget_plan.FakeClock()) as fake:
         yield fake
 
 
@@ -64,7 +64,7 @@ def sleeper(*seconds, cycle: bool = False):
 
 
 def _advance(seconds: float) -> None:
-    plan._clock.get().advance(seconds)
+    budget_plan._clock.get().advance(seconds)
 
 
 def test_a_clearly_slower_candidate_stops_after_the_minimum_runs(clock):
@@ -116,7 +116,7 @@ def test_a_clearly_slower_candidate_fits_a_budget_the_minimum_runs_would_not(clo
         b, deadlines = bench(1.2), []
 
         def warm():
-            deadlines.append(gitbench._deadline.get() - plan.now())
+            deadlines.append(gitbench._deadline.get() - budget_plan.now())
             return sleeper(0.1)()
         b.ab("status", {}, {KEY.name: "true"}, warm, sleeper(0.25), slower_expected=expected)
         assert deadlines[0] == pytest.approx(1.2 * share)

@@ -11,7 +11,7 @@ import pytest
 
 from git_tune.advisor.keys import checkout_trial
 from git_tune.advisor.keys import checkout, registry
-from git_tune.advisor.measure import budget as plan, calibrate, gitbench, planner
+from git_tune.advisor.measure import budget as budget_plan, calibrate, gitbench, planner
 from git_tune.advisor.measure.ab import STOPPED_SLOWER, OutOfBudget, least_seconds
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options, Trial
@@ -30,7 +30,7 @@ class Script:
     priced: bool = False    # says its price before it starts (registry.Tuner.price)
 
 
-def _run(clock: plan.FakeClock, seconds: float, rng: random.Random, noise: float = 0.015):
+def _run(clock: budget_plan.FakeClock, seconds: float, rng: random.Random, noise: float = 0.015):
     """One scripted git run: its seconds pass on the fake clock (3% noise: 1.5% either
     way by default), and a run the deadline would stop is stopped there, as
     gitbench.run_git kills git."""
@@ -45,7 +45,7 @@ def _run(clock: plan.FakeClock, seconds: float, rng: random.Random, noise: float
     return run
 
 
-def _entry(script: Script, clock: plan.FakeClock, rng: random.Random) -> registry.Entry:
+def _entry(script: Script, clock: budget_plan.FakeClock, rng: random.Random) -> registry.Entry:
     module = types.ModuleType(f"toy_{script.name.replace('.', '_')}")
     module.TRIAL_RANK = script.rank
     module.stakes = lambda key, bench: script.stakes
@@ -69,13 +69,13 @@ def _decided(bench: Bench):
 
 def _calibrate(scripts, budget: float, monkeypatch, seed: int = 7):
     """The scheduler (calibrate._measure) over the toy keys at one budget."""
-    with plan.use_clock(plan.FakeClock()) as clock:
+    with budget_plan.use_clock(budget_plan.FakeClock()) as clock:
         rng = random.Random(seed)
         entries = tuple(_entry(s, clock, rng) for s in scripts)
         monkeypatch.setattr(registry, "trial_order", lambda: entries)
         monkeypatch.setattr(registry, "sweepers", lambda: [])
         bench = Bench(workspace=None, names=[], cores=2, storage_class="network", git_facts=None,
-                      options=Options(budget=budget), budget=plan.Budget(budget))
+                      options=Options(budget=budget), budget=budget_plan.Budget(budget))
         calibrate._measure(bench, {s.name for s in scripts})
         return bench, clock() - bench.budget.start
 
@@ -147,8 +147,8 @@ def test_a_trial_priced_above_the_budget_left_spends_nothing_and_the_next_key_ru
 
 
 def test_a_deadline_and_a_share_read_the_budgets_clock():
-    with plan.use_clock(plan.FakeClock()) as clock:
-        b = plan.Budget(10, spent=2)
+    with budget_plan.use_clock(budget_plan.FakeClock()) as clock:
+        b = budget_plan.Budget(10, spent=2)
         assert b.left() == 8
         clock.advance(3)
         assert b.left() == 5 and b.used() == 5
@@ -157,9 +157,9 @@ def test_a_deadline_and_a_share_read_the_budgets_clock():
         clock.advance(6)
         assert b.left() == 0
     with pytest.raises(OutOfBudget):
-        with plan.use_clock(plan.FakeClock()):
+        with budget_plan.use_clock(budget_plan.FakeClock()):
             Bench(workspace=None, names=[], cores=2, storage_class="local-ssd", git_facts=None,
-                  options=Options(budget=1), budget=plan.Budget(1, spent=1)).ab(
+                  options=Options(budget=1), budget=budget_plan.Budget(1, spent=1)).ab(
                 "status", {}, {"x": "y"}, lambda: 0.1, lambda: 0.1)
 
 
@@ -192,7 +192,7 @@ def _ladder_entry(name: str, seconds: Dict[int, float], stakes: float, clock, rn
 
 def _calibrate_ladder(budget: float, monkeypatch, noise: float = 0.015,
                       seconds=None):
-    with plan.use_clock(plan.FakeClock()) as clock:
+    with budget_plan.use_clock(budget_plan.FakeClock()) as clock:
         rng = random.Random(3)
         entries = (_ladder_entry("toy.workers", seconds or {1: 0.5, 2: 0.45, 4: 0.35}, 10.0,
                                  clock, rng, noise),
@@ -200,7 +200,7 @@ def _calibrate_ladder(budget: float, monkeypatch, noise: float = 0.015,
         monkeypatch.setattr(registry, "trial_order", lambda: entries)
         monkeypatch.setattr(registry, "sweepers", lambda: [])
         bench = Bench(workspace=None, names=[], cores=2, storage_class="hdd", git_facts=None,
-                      options=Options(budget=budget), budget=plan.Budget(budget))
+                      options=Options(budget=budget), budget=budget_plan.Budget(budget))
         calibrate._measure(bench, {"toy.workers", "toy.index"})
         return bench, clock() - bench.budget.start
 

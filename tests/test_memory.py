@@ -12,7 +12,7 @@ import pytest
 
 from git_tune import repogen
 from git_tune.advisor.keys import basecache, packmem
-from git_tune.advisor.measure import budget as plan, calibrate, gitbench, peak, planner
+from git_tune.advisor.measure import budget as budget_plan, calibrate, gitbench, peak, planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options
 from git_tune.errors import UsageError
@@ -75,7 +75,7 @@ def test_a_runs_peak_is_measured_and_a_run_stopped_at_its_timeout(large_repo):
 def _bench(tmp_path, repo: str, memory_limit: int) -> Bench:
     report = calibrate.probe_repository(repo, 10)
     layout = report.repository.layout
-    budget = plan.Budget(60)
+    budget = budget_plan.Budget(60)
     b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
               repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
               Options(budget=60), budget, online_cpus=2, memory_limit=memory_limit,

@@ -6,7 +6,7 @@ import types
 
 from conftest import bench_on
 
-from git_tune.advisor.measure import budget as plan, planner
+from git_tune.advisor.measure import budget as budget_plan, planner
 from git_tune.advisor.measure.budget import Budget
 from git_tune.advisor.measure.planner import PartRun, Prices
 
@@ -101,10 +101,10 @@ def _graced(total: float, mine, others, graced=False):
 
 
 def test_only_the_key_with_the_most_at_stake_may_finish_past_the_budget_and_only_once():
-    """plan.OWED_GRACE of the budget (3 s of 20), to the key whose stakes are the
+    """budget_plan.OWED_GRACE of the budget (3 s of 20), to the key whose stakes are the
     highest still to run and more than the grace itself; none to a key with less at
     stake, to stakes unknown or worth less than the wait, or a second time."""
-    grace = 20 * plan.OWED_GRACE
+    grace = 20 * budget_plan.OWED_GRACE
     assert planner.owed_grace(*_graced(20, 60.0, [1.2, None])) == grace
     assert planner.owed_grace(*_graced(20, 60.0, [90.0])) == 0.0
     assert planner.owed_grace(*_graced(20, None, [])) == 0.0

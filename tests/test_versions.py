@@ -158,7 +158,7 @@ def test_fsmonitor_is_refused_on_shared_storage_git_itself_treats_as_local(
     between hosts or between a VM and its host, git runs it and misses the other side's
     writes. The probe classes each as network storage, and the trial is refused for
     that before git is asked: git itself accepts the daemon on this local repository."""
-    from git_tune.advisor.measure import budget as plan, calibrate
+    from git_tune.advisor.measure import budget as budget_plan, calibrate
     from git_tune.advisor.measure.record import Options
     from git_tune.models import storage as storage_model
     git = DAEMON_GITS[-1]
@@ -171,7 +171,7 @@ def test_fsmonitor_is_refused_on_shared_storage_git_itself_treats_as_local(
     cls = storage_model.classify(fstype, {}, None).storage_class
     assert cls == storage_model.NETWORK
     report = calibrate.probe_repository(str(repo))
-    bench = calibrate.bench_for(report, Options(budget=5), plan.Budget(5), None)
+    bench = calibrate.bench_for(report, Options(budget=5), budget_plan.Budget(5), None)
     bench = dataclasses.replace(bench, storage_class=cls)
     t = fsmonitor_key.trial(catalogue.lookup("core.fsmonitor"), bench)
     assert t is not None and t.why_not_run.startswith(

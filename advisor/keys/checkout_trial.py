@@ -39,7 +39,7 @@ PART_LEAST_WORKERS = 4
 # verdict needs are priced without it.
 STATUS_RUNS = 1
 # The worker counts' rounds together (batch and tree write at each count) share
-# plan.LADDER of what is left when they start: parallel checkout holds the largest
+# budget.LADDER of what is left when they start: parallel checkout holds the largest
 # gains on slow storage, and the keys after it (index threads, the untracked cache) keep
 # the rest. A second count starts only where one more round like the first fits in it.
 # The whole tree gets a pilot run where the batch prices it within this many times its
@@ -90,7 +90,7 @@ def _spread(bench: Bench, n: int, kind: Type[W]) -> W:
 
 
 def _batch_files(bench: Bench) -> BatchSize:
-    """CHECKOUT_FILES, or fewer where their A/B would not fit plan.CHECKOUT_BATCH of the budget
+    """CHECKOUT_FILES, or fewer where their A/B would not fit budget.CHECKOUT_BATCH of the budget
     left; and where the batch is the larger pilot's own files, that pilot's time (a run of
     Git's default on the batch already). Two sequential restores, each with its next
     status (PILOT_FILES and a tenth of it), price git's fixed cost and a file. On slow
@@ -430,7 +430,7 @@ def _tree_workload(bench: Bench, batch: Comparison, size: BatchSize,
     with the seconds of a pilot run of it (Git's default), which the A/B takes as its
     warm-up: `timed`'s, where _route timed one already. Else (no part could be made)
     a run may cost 1 / (2 x (runs + 1)) of half the budget left (a worker count's
-    share: the ladder times a second count only where it fits, plan.LADDER). It is
+    share: the ladder times a second count only where it fits, budget.LADDER). It is
     priced from the batch: git's cost beside its files (size.fixed), the lstat of every
     entry the next whole status makes (the preload sweep's engine pass), and the batch's
     cost a file. That price is high where the batch's pathspec, matched against every

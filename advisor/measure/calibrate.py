@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Set
 
 from ... import __version__
 from ..keys import registry
-from . import budget as plan, gitbench, hostload, planner, search, settle
+from . import budget as budget_plan, gitbench, hostload, planner, search, settle
 from .ab import OutOfBudget
 from .bench import Bench
 from .budget import Budget, Progress
@@ -40,7 +40,7 @@ RESULT_MAX_AGE = 7 * 86400
 def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> ProbeReport:
     """The one probe of a command: git must run, and git's own refusal of the repository
     (safe.directory, a broken config) is the error, in git's words. With the calibration
-    budget, the probe's timed parts take about plan.PROBE of it (it counts against it),
+    budget, the probe's timed parts take about budget_plan.PROBE of it (it counts against it),
     after the repository's file system has written back earlier writes (settle's share of
     the budget, counted too, as timings["settle"]): during a write-back the probe's own
     fsyncs wait on it. Where it is still writing back, the probe writes nothing there, and calibrate times
@@ -51,8 +51,8 @@ def probe_repository(repo: Optional[str], budget: Optional[float] = None) -> Pro
     if not budget or budget <= 0:
         return probe(repo, located=layout)
     settled = settle.wait(layout.top if layout else path,
-                          budget * plan.SETTLE)
-    report = probe(repo, allowance=budget * plan.PROBE, flushing=settled.flushing,
+                          budget * budget_plan.SETTLE)
+    report = probe(repo, allowance=budget * budget_plan.PROBE, flushing=settled.flushing,
                    located=layout)
     return dataclasses.replace(report, timings={"settle": settled.waited, **report.timings})
 
@@ -286,7 +286,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget, s: Subject) -
     the flush."""
     # With the budget already spent (a probe run without one) there is nothing to wait
     # for: what costs no git (fsmonitor refused on network storage) is still said.
-    done = settle.wait(s.worktree, budget.left() * plan.SETTLE) if budget.left() else None
+    done = settle.wait(s.worktree, budget.left() * budget_plan.SETTLE) if budget.left() else None
     budget.tick("settle")
     before = report.timings.get("settle", 0.0)     # the probe's own wait
     flushed = 0.0 if done is None else done.seconds
@@ -304,7 +304,7 @@ def _bench_run(report: ProbeReport, opts: Options, budget: Budget, s: Subject) -
                              "the working tree (read-only?): nothing can be calibrated")
         bench = bench_for(report, opts, budget, gitbench.Workspace(layout, scratch, local), s)
         waited = before + (flushed or 0.0)
-        if waited > opts.budget * plan.PROBE:
+        if waited > opts.budget * budget_plan.PROBE:
             bench.notes.append(f"waited {waited:.1f} s for the file system to write back "
                                "earlier writes before timing anything")
         _measure(bench, report.git.keys_understood)

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence,
 
 from ... import git
 from ...errors import GitError
-from . import budget as plan, settle as write_back
+from . import budget as budget_plan, settle as write_back
 from .sweep import MeasurementFailed
 from ...probes import repo as repo_probe
 from ...probes.layout import RepoLayout
@@ -71,7 +71,7 @@ _deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("dea
 def deadline(seconds: float) -> Iterator[None]:
     """Within this block every git run is killed `seconds` from now at the latest (its
     scratch files with it): a single run on slow storage cannot overrun the budget."""
-    token = _deadline.set(plan.now() + max(0.0, seconds))
+    token = _deadline.set(budget_plan.now() + max(0.0, seconds))
     try:
         yield
     finally:
@@ -88,7 +88,7 @@ def time_left() -> float:
     end = _deadline.get()
     if end is None:
         return RUN_TIMEOUT
-    left = end - plan.now()
+    left = end - budget_plan.now()
     if left <= 0:
         raise DeadlineReached("the deadline came before the run")
     return left
@@ -107,14 +107,14 @@ def run_git(args: List[str], cwd: str, env: Dict[str, str], timeout: Optional[fl
     RUN_TIMEOUT where there is none (a benchmark's whole-tree write of 100,000 files on
     NFS-like storage outlasts RUN_TIMEOUT, and says how long it may take by a deadline)."""
     end = _deadline.get()
-    left = None if end is None else max(0.001, end - plan.now())
+    left = None if end is None else max(0.001, end - budget_plan.now())
     cap = timeout if timeout is not None else (RUN_TIMEOUT if left is None else left)
     limit = cap if left is None else min(cap, left)
     try:
         proc = git.run(args, cwd=cwd, env=env, timeout=limit, hooks=hooks, input=input,
                        stdout=output, repo=repo)
     except GitError as e:
-        if end is not None and limit == left and plan.now() >= end:
+        if end is not None and limit == left and budget_plan.now() >= end:
             raise DeadlineReached(str(e)) from None
         raise MeasurementFailed(str(e)) from None
     if proc.returncode not in ok:
@@ -341,12 +341,12 @@ class Workspace:
             self._all_marked = self._sample_index((), "index.all-marked", refresh=False,
                                                   where=self.local, frame=frame)
         path = os.path.join(self.local or self.root, f"index.sample-{n}-{which}")
-        started = plan.now()
+        started = budget_plan.now()
         _copy_index(self._all_marked.index_file, path)
         run_git(["update-index", "-z", "--no-skip-worktree", "--stdin"], self.layout.top,
                 dict(config_env(SAMPLE_CONFIG), GIT_INDEX_FILE=path), hooks=False,
                 repo=self.layout, input="".join(r.split("\t", 1)[1] + "\0" for r in records))
-        self.fresh_seconds = plan.now() - started
+        self.fresh_seconds = budget_plan.now() - started
         return Sample(path, tuple(r.split("\t", 1)[1] for r in records),
                       self._all_marked.entries)
 
@@ -502,10 +502,10 @@ class Part:
         """Every file of the part written (again, whatever a checkout trial left), the
         index's stat data with them."""
         _unlock_scratch(self.worktree)
-        started = plan.now()
+        started = budget_plan.now()
         run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree,
                 config_env({}), hooks=False)
-        self.files = FilesWritten.now(self.index_file, plan.now() - started)
+        self.files = FilesWritten.now(self.index_file, budget_plan.now() - started)
         return self.files
 
     def present_files(self) -> FilesWritten:
@@ -528,7 +528,7 @@ class Part:
             return
         wait = files.ready_at() - time.time()
         end = _deadline.get()
-        if end is not None and plan.now() + max(0.0, wait) > end:
+        if end is not None and budget_plan.now() + max(0.0, wait) > end:
             raise DeadlineReached("the deadline comes before the part's files are a second old")
         if wait > 0:
             time.sleep(wait)
@@ -806,11 +806,11 @@ class CheckoutWorkload:
         """The files removed, then written and the next status, timed. `settle`: called,
         untimed, in between (a benchmark's sync: on a slow disk, a sync before the removal
         left the removal's own write-back to the timed write)."""
-        started = plan.now()
+        started = budget_plan.now()
         write = self._written(settings, trace_file, settle)
         self.last_status = timed_git(self._next_status(), self.clone, settings,
                                      {"GIT_LITERAL_PATHSPECS": "1"})
-        self.last_wall = plan.now() - started
+        self.last_wall = budget_plan.now() - started
         return write + self.last_status
 
 
@@ -873,12 +873,12 @@ class PartWrite(WholeTreeWrite):
         before = self.part.files if self.part else None
         if self.part:
             self.part.files = None      # removed first: missing until the run has ended
-        started = plan.now()
+        started = budget_plan.now()
         write = self._written(settings, trace_file, settle)
         self.last_write_back = written_back(self.clone)
         self.last_status = (timed_git(self._next_status(), self.clone, settings)
                             if self.with_status else None)
-        self.last_wall = plan.now() - started
+        self.last_wall = budget_plan.now() - started
         if self.part:
             # A write with Git's defaults prices writing them again; a parallel one does
             # not, and the last such price stands (None: the part has none yet).
@@ -893,7 +893,7 @@ def written_back(path: str) -> float:
     (settle.wait), DeadlineReached where it has not by the deadline (the flush itself
     goes on, never interrupted)."""
     end = _deadline.get()
-    left = RUN_TIMEOUT if end is None else end - plan.now()
+    left = RUN_TIMEOUT if end is None else end - budget_plan.now()
     if left <= 0:
         raise DeadlineReached(f"{path}: the deadline came before the write-back")
     settled = write_back.wait(path, left)

@@ -14,9 +14,9 @@ REPRICE times or less than 1/REPRICE of its price re-prices it there and then
 (Prices.repriced), so a trial sized on a wrong price is sized again at once, not at the
 budget's end.
 
-Shares: a trial's runs get plan.LADDER of the budget left; where that cannot hold its
+Shares: a trial's runs get budget.LADDER of the budget left; where that cannot hold its
 smallest comparison and no key still to run has more at stake, the budget left is
-its (run_share), and once per calibration that key may finish up to plan.OWED_GRACE
+its (run_share), and once per calibration that key may finish up to budget.OWED_GRACE
 of the budget past its end (owed_grace). A trial of several counts climbs a Ladder:
 one more count only where it fits that share, the rest (and more runs for a count
 within noise) at the budget's end.
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set,
                     Tuple)
 
-from . import budget as plan, gitbench, peak
+from . import budget as budget_plan, gitbench, peak
 from .ab import STOPPED_SLOWER, OutOfBudget, full_seconds, longest_run
 from .record import Comparison, Trial
 from .sweep import MeasurementFailed, Share
@@ -114,20 +114,20 @@ def prices(bench: "Bench", least: int) -> Prices:
 
 def _measured(bench: "Bench", least: int) -> Prices:
     entries = len(bench.names)
-    started = plan.now()
+    started = budget_plan.now()
     part = bench.ws.part(max(1, min(least, entries)))
-    made = plan.now() - started
-    t0 = plan.now()
+    made = budget_plan.now() - started
+    t0 = budget_plan.now()
     gitbench.run_git(["rev-parse", "--git-dir"], part.worktree, gitbench.config_env({}),
                      hooks=False)
-    start = plan.now() - t0
+    start = budget_plan.now() - t0
     small = _run_on(part)
     priced = small
     if small.wall <= bench.budget.left() * SMALL_PILOT and entries > small.files:
         # Cheap here: a part many times larger prices a file apart from a run's own cost.
-        t0 = plan.now()
+        t0 = budget_plan.now()
         large_part = bench.ws.part(min(small.files * PRICE_SPAN, entries))
-        made = plan.now() - t0
+        made = budget_plan.now() - t0
         priced = _run_on(large_part)
         per_file, fixed = line_through(small.files, small.cost, priced.files, priced.cost)
     else:
@@ -166,7 +166,7 @@ def _run_on(part: gitbench.Part) -> PartRun:
 
 def run_share(bench: "Bench", mine: Optional[float], counts: int) -> float:
     """The longest one run of a trial may take, for a key with `mine` seconds at stake
-    whose comparisons cover `counts` candidates: plan.LADDER of the budget left, over
+    whose comparisons cover `counts` candidates: budget_plan.LADDER of the budget left, over
     the warm-up pair and bench.runs pairs each. Where that cannot hold one run on the
     least pricing part at this host's prices and no key still to
     run (bench.pending) has more at stake, all the budget left: the key with the most at
@@ -175,7 +175,7 @@ def run_share(bench: "Bench", mine: Optional[float], counts: int) -> float:
     the gain than the tree, so its comparison must be able to reach a verdict without
     ending early."""
     left = bench.budget.left()
-    usual = longest_run(left * plan.LADDER / counts, bench.runs)
+    usual = longest_run(left * budget_plan.LADDER / counts, bench.runs)
     if bench.prices is None or usual >= bench.prices.run(bench.prices.least.files):
         return usual
     if not _most_at_stake(bench, mine):
@@ -193,14 +193,14 @@ def _most_at_stake(bench: "Bench", stakes: Optional[float]) -> bool:
 
 def owed_grace(bench: "Bench", stakes: Optional[float]) -> float:
     """The seconds past the budget a key with `stakes` seconds at stake may finish its
-    trial in: plan.OWED_GRACE of the budget, once per calibration, for the key with the
+    trial in: budget_plan.OWED_GRACE of the budget, once per calibration, for the key with the
     most at stake of those still to run (bench.pending), where those stakes are more
     than the grace itself (the user waits that much longer once, for a gain each time
     the work runs); else none. Where the budget cannot hold the key's least comparison,
     that key is owed it (run_share): a gain of 1.7x is not left at Git's default for
     want of a few seconds, and where even the grace cannot hold it the key says by how
     much."""
-    grace = bench.budget.total * plan.OWED_GRACE
+    grace = bench.budget.total * budget_plan.OWED_GRACE
     if bench.graced or stakes is None or stakes <= grace:
         return 0.0
     return grace if _most_at_stake(bench, stakes) else 0.0
@@ -214,7 +214,7 @@ Candidate = Callable[[int], Dict[str, str]]
 class Ladder:
     """The values of a count (`key`: worker counts) real git times, in order, each through
     compare(i, candidate(count)) (its comparisons, the main one first), while one more
-    count like those so far fits plan.LADDER of the budget left when it starts (climb).
+    count like those so far fits budget_plan.LADDER of the budget left when it starts (climb).
     What that share left out waits for the budget's end (step, called by calibrate once every key has had its trial): a
     count not timed, then the count faster by its median but within noise, with more runs
     (resume(candidate, its comparisons)): no count is left untimed while the budget has
@@ -233,13 +233,13 @@ class Ladder:
 
     def climb(self) -> None:
         bench = self.bench
-        start, allowance = plan.now(), bench.budget.left() * plan.LADDER
+        start, allowance = budget_plan.now(), bench.budget.left() * budget_plan.LADDER
         for i, w in enumerate(self.counts):
-            spent = plan.now() - start
+            spent = budget_plan.now() - start
             if i and spent / i * (i + 1) > allowance:
                 bench.notes.append(f"{self.key}={w} not timed in its share: "
                                    f"{self.key}={self.counts[0]} took {spent:.1f} s, and "
-                                   f"another count would pass the {plan.LADDER:.0%} of the "
+                                   f"another count would pass the {budget_plan.LADDER:.0%} of the "
                                    "budget left that the counts share (it waits for what "
                                    "the other keys leave)")
                 self.untimed = self.counts[i:]
@@ -337,15 +337,15 @@ class PricedPart:
 
 def grown_part(bench: "Bench", entries: int, first: int, step: int,
                priced: Callable[[int], PricedPart]) -> PricedPart:
-    """The largest part that fits plan.GROWN_PART of the budget left, its files settled
+    """The largest part that fits budget_plan.GROWN_PART of the budget left, its files settled
     (Part.settle_index): from `first` entries, `step` times larger at each step while the
     next step's price (step_price) and the one wait for the files to age fit. A part is
     priced by `priced(entries)`: its files' write and the A/B's least runs there. A larger
     part tells more of the tree: git's start weighs on a small part
     (bench/untracked_part.py)."""
-    share = plan.GROWN_PART
-    share_end = plan.now() + bench.budget.left() * share
-    if share_end - plan.now() < gitbench.RACY_SECONDS:
+    share = budget_plan.GROWN_PART
+    share_end = budget_plan.now() + bench.budget.left() * share
+    if share_end - budget_plan.now() < gitbench.RACY_SECONDS:
         # Not even the wait for a part's files to age fits: nothing is made.
         raise OutOfBudget(gitbench.RACY_SECONDS / share - bench.budget.left())
     steps: List[Tuple[int, float]] = []
@@ -353,7 +353,7 @@ def grown_part(bench: "Bench", entries: int, first: int, step: int,
     n = min(first, entries)
     while True:
         try:
-            with gitbench.deadline(share_end - plan.now()):
+            with gitbench.deadline(share_end - budget_plan.now()):
                 made_now = priced(n)
         except gitbench.DeadlineReached:
             if made is None:
@@ -364,7 +364,7 @@ def grown_part(bench: "Bench", entries: int, first: int, step: int,
         if size >= entries or size < n:
             break           # every entry, or every regular file, is in the part
         n = min(entries, size * step)
-        if plan.now() + step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
+        if budget_plan.now() + step_price(steps, n) + gitbench.RACY_SECONDS > share_end:
             break
     # The wait and the A/B's least runs must fit what is left, or neither is spent.
     needed = max(0.0, made.ready_at - time.time()) + made.runs
@@ -377,8 +377,8 @@ def grown_part(bench: "Bench", entries: int, first: int, step: int,
 
 # Each family's engine sweep: its share of the whole budget (a share of TOTAL, so a
 # sweep always gets its time, even late in the run).
-SWEEPS = {"checkout": plan.SWEEP_CHECKOUT, "preload": plan.SWEEP_PRELOAD,
-          "index": plan.SWEEP_INDEX}
+SWEEPS = {"checkout": budget_plan.SWEEP_CHECKOUT, "preload": budget_plan.SWEEP_PRELOAD,
+          "index": budget_plan.SWEEP_INDEX}
 
 
 def sweep_share(bench: "Bench", family: str) -> Share:
@@ -403,7 +403,8 @@ def has_budget(bench: "Bench") -> bool:
 
 # Trials' named shares of the budget left (budget.py says what each is for; "tree-run":
 # one run of the whole tree written may take half of what is left).
-SHARES_OF_LEFT = {"pack": plan.PACK, "checkout-batch": plan.CHECKOUT_BATCH, "tree-run": 0.5}
+SHARES_OF_LEFT = {"pack": budget_plan.PACK, "checkout-batch": budget_plan.CHECKOUT_BATCH,
+                  "tree-run": 0.5}
 
 
 def share_of_left(bench: "Bench", name: str) -> float:
@@ -482,7 +483,7 @@ def bounded_run(run: Callable[[], float], most: float) -> Optional[float]:
 
 def sample_seconds(share: Share) -> float:
     """What a sweep may spend reading its sample's file sizes, of its share."""
-    return share.seconds * plan.SAMPLE_OF_SWEEP
+    return share.seconds * budget_plan.SAMPLE_OF_SWEEP
 
 
 def in_share(bench: "Bench", share: Share, price: Callable[[float], float],
@@ -491,7 +492,7 @@ def in_share(bench: "Bench", share: Share, price: Callable[[float], float],
     `price(left)` fits it: its git killed at the share's end. None where it does not
     fit, the share ends first or git fails: the trial then runs in its turn."""
     left = share.left()
-    inside = dataclasses.replace(bench, budget=plan.Budget(left), sharpen={})
+    inside = dataclasses.replace(bench, budget=budget_plan.Budget(left), sharpen={})
     try:
         with gitbench.deadline(left):
             if price(left) > left:
