@@ -1,11 +1,16 @@
 """Write bench/README.md: every benchmark's latest full-size table from bench/results/,
-each with the commit and time it ran at and the command that reproduces it. Nothing in
-it is written by hand: how git-tune decides, and why, is in docs/.
+each with the commit and time it ran at and the command that reproduces it. The one
+text written by hand is a table's "what it says" (bench/says/NAME.md, at most
+SAYS_LINES lines under a first line `<!-- for COMMIT -->`): it is shown only under the
+run of that commit, so a table run again never carries words about the run before. How
+git-tune decides, and why, is in docs/.
 
     python3 bench/collect.py
 """
 import json
 import os
+import re
+import sys
 import time
 
 from common import RESULTS
@@ -66,6 +71,29 @@ def run_line(name: str, data: dict) -> str:
     return "\n".join(lines)
 
 
+SAYS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "says")
+SAYS_LINES = 10
+
+
+def says(name: str, data: dict, where: str = SAYS) -> str:
+    """The table's "what it says", where it was written for the commit the table ran at;
+    "" where there is none, or it was written for another run (said on stderr)."""
+    path = os.path.join(where, f"{name}.md")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        lines = f.read().strip().splitlines()
+    m = re.fullmatch(r"<!-- for (\S+) -->", lines[0].strip()) if lines else None
+    if not m or len(lines) - 1 > SAYS_LINES:
+        raise SystemExit(f"{path}: a first line `<!-- for COMMIT -->`, then at most "
+                         f"{SAYS_LINES} lines")
+    if m.group(1) != data.get("commit"):
+        print(f"{path}: written for {m.group(1)}, the table ran at {data.get('commit')}: "
+              "left out until it is read again", file=sys.stderr)
+        return ""
+    return "**What it says.** " + "\n".join(lines[1:]).strip() + "\n"
+
+
 def main():
     parts = [HEAD]
     machine = None
@@ -79,6 +107,9 @@ def main():
         machine = machine or data["machine"]
         with open(os.path.join(RESULTS, f"{name}.md")) as f:
             parts.append(f.read().rstrip() + "\n\n" + run_line(name, data) + "\n")
+        said = says(name, data)
+        if said:
+            parts.append(said)
     if machine:
         parts.insert(1, "Machine of the latest run: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + ".\n")
     with open(os.path.join(os.path.dirname(RESULTS), "README.md"), "w") as f:

@@ -44,3 +44,19 @@ def test_a_whole_run_names_one_commit(bench, monkeypatch, tmp_path):
     line = collect.run_line("demo", json.loads((tmp_path / "demo.json").read_text()))
     assert line.startswith("_Run ") and "at ccc3333: `python3 bench/demo.py`" in line
     assert "aaa1111" not in line and "\n" not in line
+
+
+def test_what_a_table_says_is_shown_only_under_the_run_it_was_written_for(bench, tmp_path):
+    """A table's "what it says" names the commit it was written for: under a run of that
+    commit it is shown, under a later run it is left out (words about another run), and
+    one longer than SAYS_LINES is refused."""
+    _, collect = bench
+    says = tmp_path / "says"
+    says.mkdir()
+    (says / "demo.md").write_text("<!-- for aaa1111 -->\nFour workers win on NFS.\n")
+    shown = collect.says("demo", {"commit": "aaa1111"}, str(says))
+    assert shown.startswith("**What it says.** Four workers win on NFS.")
+    assert collect.says("demo", {"commit": "ccc3333"}, str(says)) == ""
+    (says / "demo.md").write_text("<!-- for aaa1111 -->\n" + "a line\n" * 11)
+    with pytest.raises(SystemExit):
+        collect.says("demo", {"commit": "aaa1111"}, str(says))
