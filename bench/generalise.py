@@ -36,6 +36,7 @@ from testbeds.slow import Latency
 
 from git_tune import repogen
 from git_tune.advisor.decide.recommend import recommend
+from git_tune.advisor.keys.checkout_sweep import _engine_medians
 from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
@@ -116,7 +117,8 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
         t0 = time.monotonic()
         record = calibrate.calibrate(calibrate.probe_repository(repo, budget), Options(budget=budget),
                                store=False)
-        rec = recommend(record).settings()
+        advised = recommend(record)
+        rec = advised.settings()
         tune = time.monotonic() - t0
         decided = (WORKERS in record.trials and WORKERS not in record.unfinished
                    and bool(record.trials[WORKERS].comparisons))
@@ -134,7 +136,11 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
             "decided": decided, "settings": rec, "best": best,
             "medians": {k: round(median(v), 3) for k, v in times.items()},
             "times": times, "versus_defaults": verdict,
-            "unfinished": record.unfinished, "notes": list(record.notes)}
+            "unfinished": record.unfinished, "notes": list(record.notes),
+            # Why the count: real git's comparisons, the engine's curve, the reason.
+            "workers_reason": advised.reasons().get(WORKERS),
+            "engine": {str(w): round(t, 4) for w, t in sorted(_engine_medians(
+                record.sweeps["checkout"]).items())} if "checkout" in record.sweeps else None}
 
 
 def summary(rows: List[dict], files: int) -> List:
