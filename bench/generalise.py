@@ -11,7 +11,8 @@ On each bed `recommend --budget B` runs (calibrate then recommend, timed), then 
 times the whole tree written (`git checkout -f` after every tracked file was removed)
 then the next `git status -uno`, under Git's defaults, the recommendation, and every
 worker count of the grid: each once to rank them, then the defaults, the recommendation
-and the grid's two fastest interleaved for `--rounds` rounds. The grid's best is the
+and the grid's two fastest interleaved for `--rounds` rounds (arms of the same settings
+timed once a round and shared). The grid's best is the
 fastest of those by its median. Per size the table gives the share of beds where:
 checkout.workers was decided by real git; the result is within 1.15 of the grid's best;
 it is slower than Git's defaults beyond noise (models/stats.compare).
@@ -126,10 +127,14 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
         top = sorted((w for w in GRID), key=ranked.get)[:2]
         arms = {"defaults": {}, "git-tune": {WORKERS: str(workers(rec))} if workers(rec) > 1
                 else {}, **{f"grid {w}": grid_cell(w) for w in top}}
-        times: Dict[str, List[float]] = {k: [] for k in arms}
+        # Arms of the same settings (git-tune's count is one of the grid's, or Git's
+        # default) are one arm timed: each distinct setting once a round.
+        distinct = list({json.dumps(v, sort_keys=True): v for v in arms.values()}.values())
+        timed_as: Dict[str, List[float]] = {json.dumps(v, sort_keys=True): [] for v in distinct}
         for i in range(rounds):
-            for k in (list(arms) if i % 2 == 0 else list(arms)[::-1]):
-                times[k].append(whole_tree(repo, names, arms[k]))
+            for v in (distinct if i % 2 == 0 else distinct[::-1]):
+                timed_as[json.dumps(v, sort_keys=True)].append(whole_tree(repo, names, v))
+        times = {k: timed_as[json.dumps(v, sort_keys=True)] for k, v in arms.items()}
     best = min((k for k in arms if k != "git-tune"), key=lambda k: median(times[k]))
     verdict = stats.compare(times["defaults"], times["git-tune"]).verdict
     return {"bed": d.name(), "draw": asdict(d), "tune_seconds": round(tune, 1),
