@@ -633,6 +633,20 @@ def test_a_sha256_repository_is_probed_and_calibrated(home, tmp_path, any_git):
     assert changed(before, snapshot(repo)) == []
 
 
+def fill(path: str) -> None:
+    """A file at `path` that takes every byte its file system has left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
 def test_a_full_home_never_shows_a_value_that_was_not_written(home, monkeypatch):
     from testbeds.mount import available, bed
     reason = available("tmpfs")
@@ -643,14 +657,7 @@ def test_a_full_home_never_shows_a_value_that_was_not_written(home, monkeypatch)
         monkeypatch.setenv("XDG_CONFIG_HOME", os.path.join(mnt, "config"))
         res = CliRunner().invoke(cli, ["set", "checkout.workers=2", "--scope", "global"])
         assert res.exit_code == 0, res.output
-        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
-        for size in (65536, 4096, 1):                         # the disk fills up
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-        os.close(fd)
+        fill(os.path.join(mnt, "filler"))                       # the disk fills up
         res = CliRunner().invoke(cli, ["set", "checkout.workers=4", "index.threads=2",
                                        "--scope", "global"])
         assert res.exit_code == 5, res.output
@@ -676,14 +683,7 @@ def test_a_full_scratch_file_system_during_calibrate_is_notes_not_a_traceback(ho
         repo = os.path.join(mnt, "repo")
         shutil.copytree(template, repo, symlinks=True)
         filler = os.path.join(mnt, "filler")
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-        for size in (65536, 4096, 1):                         # the disk fills up
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-        os.close(fd)
+        fill(filler)                                            # the disk fills up
         os.truncate(filler, os.path.getsize(filler) - 64 * 1024)   # a few KiB stay free
         before = snapshot(mnt, skip=(filler,))
         proc = subprocess.run(GIT_TUNE + ["calibrate", "--repo", repo, "--budget", "5",
