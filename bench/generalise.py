@@ -29,7 +29,7 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from common import (RESULTS, median, parser, remove, report, storage, timed, tracked)
 
@@ -129,12 +129,13 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
                 else {}, **{f"grid {w}": grid_cell(w) for w in top}}
         # Arms of the same settings (git-tune's count is one of the grid's, or Git's
         # default) are one arm timed: each distinct setting once a round.
-        distinct = list({json.dumps(v, sort_keys=True): v for v in arms.values()}.values())
-        timed_as: Dict[str, List[float]] = {json.dumps(v, sort_keys=True): [] for v in distinct}
+        setting = {k: tuple(sorted(v.items())) for k, v in arms.items()}
+        distinct = list(dict.fromkeys(setting.values()))
+        timed_as: Dict[Tuple[Tuple[str, str], ...], List[float]] = {s: [] for s in distinct}
         for i in range(rounds):
-            for v in (distinct if i % 2 == 0 else distinct[::-1]):
-                timed_as[json.dumps(v, sort_keys=True)].append(whole_tree(repo, names, v))
-        times = {k: timed_as[json.dumps(v, sort_keys=True)] for k, v in arms.items()}
+            for s in (distinct if i % 2 == 0 else distinct[::-1]):
+                timed_as[s].append(whole_tree(repo, names, dict(s)))
+        times = {k: timed_as[setting[k]] for k in arms}
     best = min((k for k in arms if k != "git-tune"), key=lambda k: median(times[k]))
     verdict = stats.compare(times["defaults"], times["git-tune"]).verdict
     return {"bed": d.name(), "draw": asdict(d), "tune_seconds": round(tune, 1),

@@ -14,7 +14,7 @@ sized to it (_trial_on_part).
 """
 import dataclasses
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple, TypeAlias, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
 from ..decide import advice
 from . import preload
@@ -29,13 +29,9 @@ from ...models.storage import NETWORK
 from . import registry
 from ...models.catalogue import Key
 from .registry import Weights
-from ...probes.layout import RepoLayout
 
 if TYPE_CHECKING:   # the agent's records, read by the drift check
     from ..agent.events import Command
-
-# Where a status is timed: the user's work tree, or a part of it.
-Where: TypeAlias = Union[RepoLayout, gitbench.Part]
 
 KEY = "core.untrackedCache"
 PART_PILOT = 48      # entries of the part that prices a status where the tree's does not fit
@@ -102,7 +98,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
             raise whole from None
 
 
-def _compare(bench: Bench, where: Where, copies: Tuple[str, ...], warm: Optional[float],
+def _compare(bench: Bench, where: gitbench.Where, copies: Tuple[str, ...], warm: Optional[float],
              facts: TrialFacts) -> Trial:
     """The gain on a status with untracked files; only a gain needs its costs weighed:
     without one Git's default stands anyway. The costs are timed once every key has had
@@ -118,7 +114,7 @@ def _compare(bench: Bench, where: Where, copies: Tuple[str, ...], warm: Optional
     return trial
 
 
-def _costs_later(bench: Bench, where: Where, copies: Tuple[str, ...], first: Trial
+def _costs_later(bench: Bench, where: gitbench.Where, copies: Tuple[str, ...], first: Trial
                  ) -> Callable[[], Optional[Trial]]:
     """The step that times the next cost not timed (None: none left, or the part's files
     were written again since its index copies were made, by a checkout trial's runs
@@ -151,7 +147,7 @@ WHAT = {"untracked": "git status with untracked files", "status": "git status -u
 
 
 def _ab(bench: Bench, workload: str, copies: Tuple[str, ...], warm: Optional[float] = None,
-        where: Optional[Where] = None) -> Comparison:
+        where: Optional[gitbench.Where] = None) -> Comparison:
     """`workload` on the index copy without the cache against the one with it, in the
     user's work tree or a part's (`where`); `warm`: a run without it just timed, the
     warm-up's."""

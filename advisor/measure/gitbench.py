@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import (Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple,
+                    TypeAlias, Union)
 
 from ... import git
 from ...errors import GitError
@@ -902,7 +903,11 @@ def written_back(path: str) -> float:
     return settled.seconds
 
 
-def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
+# Where a command is timed: the user's work tree (named explicitly), or a part's.
+Where: TypeAlias = Union[RepoLayout, Part]
+
+
+def on_copy(args: List[str], repo: Where, index_file: str,
             ok: Tuple[int, ...] = (0,)) -> Runner:
     """A timed runner of `git ARGS` in the user's work tree (named explicitly) or in a
     part's on an index copy: what the command writes goes to the copy, never to the
@@ -914,24 +919,24 @@ def on_copy(args: List[str], repo: "RepoLayout | Part", index_file: str,
     return run
 
 
-def status(repo: "RepoLayout | Part", index_file: str, untracked: bool) -> Runner:
+def status(repo: Where, index_file: str, untracked: bool) -> Runner:
     return on_copy(["status", "--porcelain"] + ([] if untracked else ["-uno"]), repo, index_file)
 
 
-def index_write(repo: "RepoLayout | Part", index_file: str) -> Runner:
+def index_write(repo: Where, index_file: str) -> Runner:
     """What every command that writes the index pays (add, commit, a status that
     refreshed entries): the whole index written again, trailer and all."""
     return on_copy(["update-index", "--force-write-index"], repo, index_file)
 
 
-def index_load(repo: "RepoLayout | Part", index_file: str) -> Runner:
+def index_load(repo: Where, index_file: str) -> Runner:
     return on_copy(["ls-files"], repo, index_file)
 
 
 # The runners of the workloads timed on an index copy, for the user's repository and an
 # index file (models/workloads.toml names them and their commands). Trials and `verify`
 # share them.
-ON_INDEX: Dict[str, Callable[["RepoLayout | Part", str], Runner]] = {
+ON_INDEX: Dict[str, Callable[[Where, str], Runner]] = {
     "status": lambda repo, index: status(repo, index, untracked=False),
     "untracked": lambda repo, index: status(repo, index, untracked=True),
     "index": index_load,
