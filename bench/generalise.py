@@ -11,16 +11,16 @@ On each bed `recommend --budget B` runs (calibrate then recommend, timed), then 
 times the whole tree written (`git checkout -f` after every tracked file was removed)
 then the next `git status -uno`, under Git's defaults, the recommendation, and every
 worker count of the grid: each once to rank them, then the defaults, the recommendation
-and the grid's two fastest interleaved for `--rounds` rounds (arms of the same settings
-timed once a round and shared). The grid's best is the
-fastest of those by its median. Per size the table gives the share of beds where:
+and the grid's two fastest interleaved for `--rounds` rounds (an arm is a worker count:
+arms of the same count are timed once a round and shared, and the ranking's run counts
+as one of its samples). The grid's best is the fastest of those by its median. Per size the table gives the share of beds where:
 checkout.workers was decided by real git; the result is within 1.15 of the grid's best;
 it is slower than Git's defaults beyond noise (models/stats.compare).
 
 latfs delays LOOKUP and GETATTR alike (the high-level FUSE API hands both to getattr),
 so the two draws are one here: the lookup draw stands for both.
 
-    python3 bench/generalise.py [--tiny] [--seed 63] [--beds 12] [--sizes 4000 20000 100000]
+    python3 bench/generalise.py [--tiny] [--seed 63] [--beds 12] [--only N ...] [--sizes 4000 20000 100000]
                                 [--budget 20] [--rounds 3]
 """
 import json
@@ -29,9 +29,9 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
-from common import (RESULTS, median, parser, remove, report, storage, timed, tracked)
+from common import (RESULTS, commit, median, parser, remove, report, storage, timed, tracked)
 
 from testbeds.slow import Latency
 
@@ -123,22 +123,22 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
         tune = time.monotonic() - t0
         decided = (WORKERS in record.trials and WORKERS not in record.unfinished
                    and bool(record.trials[WORKERS].comparisons))
-        ranked = {w: whole_tree(repo, names, grid_cell(w)) for w in (1,) + GRID}
-        top = sorted((w for w in GRID), key=ranked.get)[:2]
-        arms = {"defaults": {}, "git-tune": {WORKERS: str(workers(rec))} if workers(rec) > 1
-                else {}, **{f"grid {w}": grid_cell(w) for w in top}}
-        # Arms of the same settings (git-tune's count is one of the grid's, or Git's
-        # default) are one arm timed: each distinct setting once a round.
-        setting = {k: tuple(sorted(v.items())) for k, v in arms.items()}
-        distinct = list(dict.fromkeys(setting.values()))
-        timed_as: Dict[Tuple[Tuple[str, str], ...], List[float]] = {s: [] for s in distinct}
+        mine = workers(rec)
+        # Every arm is a worker count: each count is timed once to rank the grid (and
+        # git-tune's, where the grid lacks it), then each arm's count once a round,
+        # interleaved. The ranking run is a sample of its count too.
+        counts = list(dict.fromkeys((1,) + GRID + (mine,)))
+        times_at = {w: [whole_tree(repo, names, grid_cell(w))] for w in counts}
+        top = sorted(GRID, key=lambda w: times_at[w][0])[:2]
+        arms = {"defaults": 1, "git-tune": mine, **{f"grid {w}": w for w in top}}
+        distinct = list(dict.fromkeys(arms.values()))
         for i in range(rounds):
-            for s in (distinct if i % 2 == 0 else distinct[::-1]):
-                timed_as[s].append(whole_tree(repo, names, dict(s)))
-        times = {k: timed_as[setting[k]] for k in arms}
+            for w in (distinct if i % 2 == 0 else distinct[::-1]):
+                times_at[w].append(whole_tree(repo, names, grid_cell(w)))
+        times = {k: times_at[w] for k, w in arms.items()}
     best = min((k for k in arms if k != "git-tune"), key=lambda k: median(times[k]))
     verdict = stats.compare(times["defaults"], times["git-tune"]).verdict
-    return {"bed": d.name(), "draw": asdict(d), "tune_seconds": round(tune, 1),
+    return {"bed": d.name(), "draw": asdict(d), "commit": commit(), "tune_seconds": round(tune, 1),
             "decided": decided, "settings": rec, "best": best,
             "medians": {k: round(median(v), 3) for k, v in times.items()},
             "times": times, "versus_defaults": verdict,
@@ -165,11 +165,13 @@ def summary(rows: List[dict], files: int) -> List:
 
 def stored(tiny: bool) -> List[dict]:
     """The beds a run before this one stored (a run adds its beds to them, replacing a
-    bed of the same draw), so a long run interrupted keeps the beds it finished."""
+    bed of the same draw), so a long run interrupted keeps the beds it finished. Each
+    bed names the commit it ran at (the stored run's, for beds stored without one)."""
     path = os.path.join(RESULTS, f"generalise{'-tiny' if tiny else ''}.json")
     try:
         with open(path) as f:
-            return list(json.load(f)["data"]["beds"])
+            stored_run = json.load(f)
+        return [{"commit": stored_run["commit"], **bed} for bed in stored_run["data"]["beds"]]
     except (OSError, ValueError, KeyError):
         return []
 
@@ -177,18 +179,22 @@ def stored(tiny: bool) -> List[dict]:
 def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: int,
           tiny: bool) -> None:
     table_rows = [summary(rows, n) for n in sizes]
+    at = {c: sum(1 for r in rows if r["commit"] == c) for c in dict.fromkeys(r["commit"] for r in rows)}
     notes = [f"seed {seed}, {len(rows)} beds, --budget {budget:g}, {rounds} interleaved "
              f"rounds; reproduce: python3 bench/generalise.py --seed {seed} "
-             f"--beds {len(rows)} --sizes {' '.join(map(str, sizes))}"]
+             f"--beds {len(rows)} --sizes {' '.join(map(str, sizes))}",
+             "beds by the commit they ran at: "
+             + ", ".join(f"{n} at {c[:7]}" for c, n in at.items())]
     for r in rows:
         m = r["medians"]
         notes.append(
-            f"{r['bed']} ({r['draw']['files']} files): tuned in {r['tune_seconds']} s, "
+            f"{r['bed']} ({r['draw']['files']} files, at {r['commit'][:7]}): tuned in "
+            f"{r['tune_seconds']} s, "
             f"workers decided {'yes' if r['decided'] else 'no'}, set "
             f"{r['settings'].get(WORKERS, '-')}, grid best {r['best']}, git-tune "
             f"{m['defaults'] / m['git-tune']:.2f}x Git's defaults and "
-            f"{m['git-tune'] / m[r['best']]:.2f} of the grid's best ({r['versus_defaults']} "
-            "against the defaults)")
+            f"{m['git-tune'] / m[r['best']]:.2f} of the grid's best (against the defaults: "
+            f"{r['versus_defaults']}, {len(r['times']['git-tune'])} runs a side)")
     report("generalise", "git-tune on beds drawn at random (whole tree then next status)",
            ["files", "beds", "workers decided where >= 1.3x at stake",
             "within 1.15 of the grid's best", "slower than defaults", "median tune wall"],
@@ -200,6 +206,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=63)
     p.add_argument("--beds", type=int, default=12, help="beds drawn (each a size in turn)")
     p.add_argument("--skip", type=int, default=0, help="draw and skip the first N beds")
+    p.add_argument("--only", type=int, nargs="+", help="run only these beds (1 is the first)")
     p.add_argument("--sizes", type=int, nargs="+", default=[4000, 20000, 100000])
     p.add_argument("--budget", type=float, default=20.0)
     p.add_argument("--rounds", type=int, default=3)
@@ -212,11 +219,15 @@ def main() -> None:
     rows = [] if a.tiny else stored(a.tiny)
     for i in range(beds):
         d = draw(rng, sizes[i % len(sizes)], a.tiny)
-        if i < a.skip:
+        if i < a.skip or (a.only and i + 1 not in a.only):
             continue
         print(f"bed {i + 1}/{beds}: {d.name()}, {d.files} files", flush=True)
         r = run_bed(d, budget, rounds)
-        rows = [x for x in rows if x["bed"] != r["bed"] or x["draw"] != r["draw"]] + [r]
+        same = [k for k, x in enumerate(rows) if x["draw"] == r["draw"]]
+        if same:
+            rows[same[0]] = r           # a bed run again keeps its place
+        else:
+            rows.append(r)
         print(f"  tuned in {r['tune_seconds']} s, workers decided: {r['decided']}, "
               f"medians {r['medians']}", flush=True)
         write(rows, sizes, a.seed, budget, rounds, a.tiny)

@@ -81,11 +81,12 @@ class PreloadResult:
 
 @dataclass(frozen=True)
 class CheckoutResult:
-    wall: float
+    wall: float                 # the workers writing the files
     remove: float
     files: int
     bytes: int
     dirs_created: int
+    dirs: float                 # making the leading directories, before `wall`
     workers_used: int
     workers: Tuple[ThreadTiming, ...]
 
@@ -188,7 +189,8 @@ def checkout(directory: str, paths: Sequence[str], sizes: Sequence[int], workers
                    _lib.by_ref(opts)),
                   _lib.CheckoutResult(), limits.timeout, limits.byte_budget)
     return CheckoutResult(r.wall_ns / 1e9, r.remove_ns / 1e9, int(r.files), int(r.bytes),
-                          int(r.dirs_created), r.workers_used, _threads(r.worker, r.workers_used))
+                          int(r.dirs_created), r.dirs_ns / 1e9, r.workers_used,
+                          _threads(r.worker, r.workers_used))
 
 
 def _index_result(r: Any) -> IndexResult:

@@ -13,7 +13,7 @@ from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint6
 
 from ..errors import EngineError, EngineLoadError
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_THREADS = 64
 HIST_BUCKETS = 128
 ERRNO_SLOTS = 160
@@ -66,8 +66,9 @@ class CheckoutOpts(ctypes.Structure):
 
 
 class CheckoutResult(ctypes.Structure):
-    _fields_ = [("wall_ns", c_uint64), ("remove_ns", c_uint64), ("files", c_uint64),
-                ("bytes", c_uint64), ("dirs_created", c_uint64), ("workers_used", c_int),
+    _fields_ = [("wall_ns", c_uint64), ("remove_ns", c_uint64), ("dirs_ns", c_uint64),
+                ("files", c_uint64), ("bytes", c_uint64), ("dirs_created", c_uint64),
+                ("workers_used", c_int),
                 ("reserved", c_int), ("worker", ThreadStat * MAX_THREADS)]
 
 

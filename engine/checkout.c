@@ -5,6 +5,14 @@
  * `git checkout--worker` processes; the file-system work is the same, and
  * the per-process cost of Git's workers is measured separately by timing
  * real git.
+ *
+ * Git's main process makes an entry's leading directories (checkout_entry()
+ * calls create_directories() before enqueue_checkout()), one at a time,
+ * whatever the worker count; only the files are written in parallel. So
+ * here too the directories are made first, on the calling thread, timed
+ * apart (dirs_ns), and the workers' clock starts after them. Made by the
+ * workers, creations in one parent would wait on the parent's lock, and a
+ * storage's curve would flatten where git's does not.
  */
 #include "internal.h"
 
@@ -30,6 +38,7 @@ struct checkout_shared {
 	const char **paths;
 	const uint64_t *sizes;
 	unsigned char *written;	/* written[i]: file i exists and is ours */
+	struct dirlist dirs;	/* the directories we made */
 	const char *chunk;
 	int stop;
 	int status;		/* first failure: ctl status or GT_ESYS */
@@ -42,7 +51,6 @@ struct checkout_worker {
 	pthread_t tid;
 	struct checkout_shared *sh;
 	size_t begin, end;
-	struct dirlist dirs;
 	struct gt_thread_stat stat;
 };
 
@@ -81,8 +89,9 @@ static int dirlist_add(struct dirlist *d, const char *path, size_t len)
 	return 0;
 }
 
-/* Create every missing leading directory of `path`, remembering ours. */
-static int create_leading_dirs(struct checkout_worker *w, const char *path)
+/* Create every missing leading directory of `path`, remembering ours in `made`. */
+static int create_leading_dirs(struct checkout_shared *sh, struct dirlist *made,
+			       const char *path)
 {
 	char buf[4096];
 	const char *slash;
@@ -91,15 +100,50 @@ static int create_leading_dirs(struct checkout_worker *w, const char *path)
 	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
 		len = (size_t)(slash - path);
 		if (len >= sizeof(buf))
-			return fail(w->sh, GT_ESYS, ENAMETOOLONG, "create directories for", path);
+			return fail(sh, GT_ESYS, ENAMETOOLONG, "create directories for", path);
 		memcpy(buf, path, len);
 		buf[len] = '\0';
-		if (!mkdirat(w->sh->dirfd, buf, 0777)) {
-			if (dirlist_add(&w->dirs, buf, len))
-				return fail(w->sh, GT_ESYS, ENOMEM, "remember directory", buf);
+		if (!mkdirat(sh->dirfd, buf, 0777)) {
+			if (dirlist_add(made, buf, len))
+				return fail(sh, GT_ESYS, ENOMEM, "remember directory", buf);
 		} else if (errno != EEXIST) {
-			return fail(w->sh, GT_ESYS, errno, "create directory", buf);
+			return fail(sh, GT_ESYS, errno, "create directory", buf);
 		}
+	}
+	return 0;
+}
+
+/* The length of `path`'s leading directories ("a/b" of "a/b/c"; 0 for "c"). */
+static size_t dir_len(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? (size_t)(slash - path) : 0;
+}
+
+/*
+ * Every path's leading directories, made one at a time before the workers
+ * start, as Git's main process makes them. A path in the directory of the
+ * one before it needs none (Git's lstat cache skips them the same way).
+ */
+static int make_directories(struct checkout_shared *sh, size_t count)
+{
+	const char *prev = NULL;
+	size_t i, len, prev_len = 0;
+	int st;
+
+	for (i = 0; i < count; i++) {
+		const char *path = sh->paths[i];
+
+		len = dir_len(path);
+		if (!len || (prev && len == prev_len && !memcmp(path, prev, len)))
+			continue;
+		if (!(i % 16) && (st = gt_run_check(sh->run)))
+			return fail(sh, st, 0, NULL, NULL);
+		if (create_leading_dirs(sh, &sh->dirs, path))
+			return -1;
+		prev = path;
+		prev_len = len;
 	}
 	return 0;
 }
@@ -126,11 +170,6 @@ static int write_one(struct checkout_worker *w, size_t i)
 	int fd;
 
 	fd = openat(sh->dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-	if (fd < 0 && errno == ENOENT) {
-		if (create_leading_dirs(w, path))
-			return -1;
-		fd = openat(sh->dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-	}
 	if (fd < 0)
 		return fail(sh, GT_ESYS, errno, "create", path);
 	sh->written[i] = 1;
@@ -275,43 +314,29 @@ static void remove_paths(int dirfd, const char *const *paths, const unsigned cha
  * depth at a time, deepest first, so no directory is removed before what
  * is in it.
  */
-static void remove_all(struct checkout_shared *sh, size_t count,
-		       struct checkout_worker *w, int nr)
+static void remove_all(struct checkout_shared *sh, size_t count)
 {
-	struct dirlist all = { 0 };
+	struct dirlist *all = &sh->dirs;
 	size_t i, j;
-	int k;
 
 	remove_paths(sh->dirfd, sh->paths, sh->written, count, 0);
-	for (k = 0; k < nr; k++)
-		for (i = 0; i < w[k].dirs.nr; i++)
-			if (dirlist_add(&all, w[k].dirs.v[i], strlen(w[k].dirs.v[i])))
-				goto release;
-	if (all.nr)
-		qsort(all.v, all.nr, sizeof(*all.v), deeper_first);
-	for (i = 0; i < all.nr; i = j) {
-		for (j = i + 1; j < all.nr && depth(all.v[j]) == depth(all.v[i]); j++)
+	if (all->nr)
+		qsort(all->v, all->nr, sizeof(*all->v), deeper_first);
+	for (i = 0; i < all->nr; i = j) {
+		for (j = i + 1; j < all->nr && depth(all->v[j]) == depth(all->v[i]); j++)
 			;
-		remove_paths(sh->dirfd, (const char *const *)all.v + i, NULL, j - i,
+		remove_paths(sh->dirfd, (const char *const *)all->v + i, NULL, j - i,
 			     AT_REMOVEDIR);
 	}
-release:
-	for (i = 0; i < all.nr; i++)
-		free(all.v[i]);
-	free(all.v);
 }
 
-static void release_workers(struct checkout_worker *w, int nr)
+static void release_dirs(struct dirlist *d)
 {
 	size_t i;
-	int k;
 
-	for (k = 0; w && k < nr; k++) {
-		for (i = 0; i < w[k].dirs.nr; i++)
-			free(w[k].dirs.v[i]);
-		free(w[k].dirs.v);
-	}
-	free(w);
+	for (i = 0; i < d->nr; i++)
+		free(d->v[i]);
+	free(d->v);
 }
 
 static int prepare(const char *paths_buf, const uint64_t *sizes, size_t count,
@@ -399,7 +424,13 @@ int gt_checkout_run(const char *dir, const char *paths, const uint64_t *sizes,
 		w[k].end = next;
 	}
 	t0 = gt_now_ns();
-	if (nr == 1) {
+	make_directories(&sh, count);
+	out->dirs_ns = gt_now_ns() - t0;
+	out->dirs_created = sh.dirs.nr;
+	t0 = gt_now_ns();
+	if (sh.status) {
+		/* a directory could not be made: no file is written */
+	} else if (nr == 1) {
 		checkout_thread(&w[0]);
 		started = 1;
 	} else {
@@ -420,16 +451,16 @@ int gt_checkout_run(const char *dir, const char *paths, const uint64_t *sizes,
 		out->worker[k] = w[k].stat;
 		out->files += w[k].stat.ops;
 		out->bytes += w[k].stat.bytes;
-		out->dirs_created += w[k].dirs.nr;
 	}
 	status = sh.status;
 	if (!opts->keep || status) {
 		t0 = gt_now_ns();
-		remove_all(&sh, count, w, started);
+		remove_all(&sh, count);
 		out->remove_ns = gt_now_ns() - t0;
 	}
 done:
-	release_workers(w, nr);
+	release_dirs(&sh.dirs);
+	free(w);
 	free(chunk);
 	free(sh.written);
 	free((void *)sh.paths);

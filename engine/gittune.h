@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a struct layout or a signature below changes. */
-#define GT_ABI_VERSION 3
+#define GT_ABI_VERSION 4
 
 #define GT_MAX_THREADS 64
 #define GT_HIST_BUCKETS 128	/* 4 buckets per power of two, 1 ns .. ~8.6 s */
@@ -135,8 +135,9 @@ struct gt_checkout_opts {
 };
 
 struct gt_checkout_result {
-	uint64_t wall_ns;	/* writing only */
+	uint64_t wall_ns;	/* the workers writing the files, only */
 	uint64_t remove_ns;	/* removing what was written */
+	uint64_t dirs_ns;	/* making the leading directories, before wall_ns */
 	uint64_t files;
 	uint64_t bytes;
 	uint64_t dirs_created;
@@ -147,7 +148,8 @@ struct gt_checkout_result {
 
 /*
  * Create `count` files named by `paths` (relative, no "..") below the
- * existing directory `dir`, `sizes[i]` bytes each: leading directories,
+ * existing directory `dir`, `sizes[i]` bytes each: first every leading
+ * directory on the calling thread (as Git's main process makes them), then
  * open(O_WRONLY|O_CREAT|O_EXCL), write, optional fsync, close. Files are
  * split among workers in contiguous batches like run_parallel_checkout().
  * Everything created is removed again unless opts->keep, also on error.

@@ -81,6 +81,17 @@ def test_checkout_removes_what_it_made_many_at_a_time_and_nothing_else(tmp_path)
         ["d1", "d1/users"]
 
 
+def test_checkout_makes_directories_before_the_workers(tmp_path):
+    """Git's main process makes an entry's leading directories and its workers only
+    write files: the engine makes every directory on the calling thread before a worker
+    starts, times it apart, and its wall is the workers' alone."""
+    paths = [f"d{i % 8}/e{i % 3}/f{i}" for i in range(200)]
+    r = engine.checkout(tmp_path, paths, [8] * len(paths), workers=4, threshold=0)
+    assert r.files == 200 and r.dirs_created == 8 + 24 and r.dirs > 0
+    assert min(t.start for t in r.workers) >= r.dirs
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_checkout_full_disk_is_an_error_and_cleans_up(tmp_path):
     # /dev/full-like behaviour from a real tiny tmpfs needs root; a byte
     # budget is the portable bound and must refuse before writing.

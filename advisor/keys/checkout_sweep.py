@@ -2,7 +2,9 @@
 
 The engine writes a sample of the repository's files with 1..N threads: the curve, a
 cost model (serial, per file, per worker, parallelism), the count real git starts
-from (_engine_pick) and what a tree written could save (_stakes).
+from (_engine_pick) and what a tree written could save (_stakes). The sample's
+directories are made before the threads start and are not in the curve: git's main
+process makes them one at a time whatever the worker count.
 """
 import os
 import statistics
@@ -57,14 +59,16 @@ def _sized_batch(target: str, paths: List[str], sizes: List[int], budget: float,
     pilot's own files (the least batch: where files are that dear, the pilot is the
     sweep's measurement of one thread, not a write to repeat)."""
     pilot = min(len(paths), MIN_ENGINE_BATCH)
-    t = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
-                        limits=limits).wall
-    per_file = max(t / max(1, pilot), 1e-6)
-    first: Optional[float] = t
+    r = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
+                        limits=limits)
+    # A measurement's price holds its directories too, though its time does not.
+    per_file = max((r.wall + r.dirs) / max(1, pilot), 1e-6)
+    first: Optional[float] = r.wall
     warm = min(len(paths), WARM_FILES)
     if per_file * warm <= budget / 10:
-        t = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
-                            limits=limits).wall
+        r = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
+                            limits=limits)
+        t = r.wall + r.dirs
         # The warm-up prices a file too, from ten times the files: a file's cost can
         # grow with the files written (the journal busier the more are written), and
         # priced by the pilot alone the sweep's first count could take its whole share:
