@@ -230,3 +230,35 @@ def test_the_larger_cache_holds_the_bases_and_fits_every_index_pack_thread():
     # The quick pass: a quarter and a half of the default, and the larger cache that fits.
     assert basecache.quick_pass(bases, 2 << 30, 2) == [24 * MIB, 48 * MIB, 384 * MIB]
     assert basecache.quick_pass(bases, 300 * MIB, 2) == [24 * MIB, 48 * MIB]
+
+
+def test_among_sizes_that_fit_the_largest_is_written_unless_another_is_faster(tmp_path,
+                                                                              history_repo):
+    """Where Git's default does not fit, every size whose run fitted is safe and speed
+    decides: the largest stands without a run more where no other fitted or none ran
+    faster; a faster one is compared with it by interleaved real-git runs, and only a
+    verdict of faster sets it."""
+    def fitted(seconds, peak_mib, rc=0):
+        return peak.PeakRun(seconds, peak_mib * MIB, rc, False, False, "", "")
+    largest = {basecache.KEY: "2m"}
+
+    def no_run(settings, trace_file=None):
+        raise AssertionError("no run expected")
+    seen = {"default": fitted(0.5, 900), "4m": fitted(0.5, 900), "2m": fitted(1.0, 60),
+            "1m": fitted(1.5, 50), "1536k": fitted(0.1, 50, rc=1)}
+    # 4m peaked over, 1536k failed, 1m was slower: the largest that fits stands.
+    assert basecache._fastest_fitting(None, no_run, seen, 100 * MIB, largest, 12) == \
+        (largest, ())
+    assert basecache._fastest_fitting(None, no_run, {"2m": seen["2m"]}, 100 * MIB, largest,
+                                      12) == (largest, ())
+
+    bench = _bench(tmp_path, history_repo, 1 << 30)
+    layout = bench.repo
+    bases = basecache.delta_bases(layout, 0)
+    run = basecache.runner(layout, bases.path, 100 * MIB, "a test's limit")
+    seen["1m"] = fitted(0.1, 50)              # its one run was the fastest
+    chosen, among = basecache._fastest_fitting(bench, run, seen, 100 * MIB, largest, 12)
+    (c,) = among
+    assert c.default == largest and c.candidate == {basecache.KEY: "1m"}
+    assert len(c.times_default) >= 3 and c.estimate is not None
+    assert chosen == (c.candidate if c.estimate.verdict == "faster" else largest)

@@ -11,8 +11,12 @@ Where they do not fit, the workload is `git log -p` of the path whose history ha
 most of those bytes (what log -p and blame of a large file read), its output discarded.
 Every run's peak memory is measured beside its time (peak.run), in a memory cgroup of its
 own where the kernel lets one be made:
-- Git's default peaks above planner.memory_allowed (or is killed there): the largest
-  halving of it whose run fits is written, whatever its speed;
+- Git's default peaks above planner.memory_allowed (or is killed there): every size whose
+  run fits is safe, and speed decides among them. The largest that fits (halvings of
+  the default, then a bisection) is written, unless the fastest other size whose run
+  fitted is faster than it beyond noise by interleaved runs: a cache's time is not
+  monotone in its size (one a little short of what the reads cycle through evicts each
+  base before its reuse);
 - else the cache that holds the path's bases (a power-of-two multiple of the default) is
   compared with Git's default, where it fits the allowed memory once for every thread
   index-pack would start (builtin/index-pack.c holds the limit per thread); it is set
@@ -24,10 +28,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..decide import advice
 from .registry import Tuner
 from ..measure import gitbench, peak, planner
+from ..measure.ab import OutOfBudget
 from ..measure.bench import Bench
-from ..measure.record import FAILS_DEFAULT, Calibration, Trial, failed_comparison
+from ..measure.record import (FAILS_DEFAULT, Calibration, Comparison, Trial,
+                              failed_comparison)
 from ..measure.sweep import MeasurementFailed
-from ...models import catalogue
+from ...models import catalogue, stats
 from ...probes.host import host_facts
 from ...probes.layout import RepoLayout
 from . import pack
@@ -196,11 +202,12 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
         return Trial.not_run(KEY, f"no size down to {catalogue.format_size(smaller(default)[-1])} "
                              f"keeps git log -p of {bases.path} within the "
                              f"{allowed / MIB:.0f} MiB a run may use; Git's default stands")
-    # Git's default does not fit, the candidate's run did: that decides, whatever the
-    # speeds (a peak is the objects', not the moment's).
+    # Git's default does not fit, the candidate's run did: that decides against the
+    # default, whatever the speeds (a peak is the objects', not the moment's).
+    cand, among = _fastest_fitting(bench, run, seen, allowed, cand, bases.versions)
     c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error or "",
                           (seen[cand[KEY]].seconds,), bases.versions)
-    return Trial(KEY, (c,), facts())
+    return Trial(KEY, (c,) + among, facts())
 
 
 def _fitting(run: gitbench.Runner, default: int) -> Optional[Dict[str, str]]:
@@ -226,6 +233,30 @@ def _fitting(run: gitbench.Runner, default: int) -> Optional[Dict[str, str]]:
     except gitbench.DeadlineReached:
         pass
     return _setting(size)
+
+
+def _fastest_fitting(bench: Bench, run: gitbench.Runner, seen: Dict[str, peak.PeakRun],
+                     allowed: int, largest: Dict[str, str], files: int
+                     ) -> Tuple[Dict[str, str], Tuple[Comparison, ...]]:
+    """The size to write among those whose run fitted (_fitting's runs): the largest,
+    or the fastest other where its one run was faster and interleaved runs against the
+    largest say so beyond noise (that comparison is returned as evidence)."""
+    fitted = {v: r.seconds for v, r in seen.items()
+              if v != "default" and r.returncode == 0 and not r.over(allowed)}
+    others = [v for v in fitted if v != largest[KEY]]
+    if not others or largest[KEY] not in fitted:
+        return largest, ()
+    other = min(others, key=lambda v: fitted[v])
+    if fitted[other] >= fitted[largest[KEY]]:
+        return largest, ()
+    alt = {KEY: other}
+    try:
+        c = bench.ab(WORKLOAD, largest, alt, lambda: run(largest), lambda: run(alt),
+                     files=files)
+    except (OutOfBudget, MeasurementFailed, gitbench.DeadlineReached):
+        return largest, ()
+    faster = not c.fails and c.estimate is not None and c.estimate.verdict == stats.FASTER
+    return (alt if faster else largest), (c,)
 
 
 def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbench.Runner,

@@ -53,20 +53,35 @@ def checkout_batch(target: str, paths: List[str], sizes: List[int], budget: floa
     return paths, sizes
 
 
+def spread(paths: List[str], sizes: List[int], k: int) -> Tuple[List[str], List[int]]:
+    """k of the files, evenly spread over them, in their order. Threads split a batch in
+    contiguous slices as git's workers split the tree, so a spread batch puts each
+    thread where a worker's slice of the tree is: in a directory of its own where the
+    tree has many, in the one directory where it has one. A prefix of the files would
+    put every thread in the tree's first directories, where creations in one parent
+    wait on its lock."""
+    n = len(paths)
+    if k >= n:
+        return paths, sizes
+    at = [i * n // k for i in range(k)]
+    return [paths[i] for i in at], [sizes[i] for i in at]
+
+
 def _sized_batch(target: str, paths: List[str], sizes: List[int], budget: float,
                  limits: engine.Limits) -> Tuple[List[str], List[int], Optional[float]]:
-    """checkout_batch's batch, and the pilot's one-thread seconds where the batch is the
-    pilot's own files (the least batch: where files are that dear, the pilot is the
-    sweep's measurement of one thread, not a write to repeat)."""
-    pilot = min(len(paths), MIN_ENGINE_BATCH)
-    r = engine.checkout(target, paths[:pilot], sizes[:pilot], workers=1, threshold=0,
+    """checkout_batch's batch (spread()), and the pilot's one-thread seconds where the
+    batch is the pilot's own files (the least batch: where files are that dear, the
+    pilot is the sweep's measurement of one thread, not a write to repeat)."""
+    pilot_paths, pilot_sizes = spread(paths, sizes, MIN_ENGINE_BATCH)
+    pilot = len(pilot_paths)
+    r = engine.checkout(target, pilot_paths, pilot_sizes, workers=1, threshold=0,
                         limits=limits)
     # A measurement's price holds its directories too, though its time does not.
     per_file = max((r.wall + r.dirs) / max(1, pilot), 1e-6)
     first: Optional[float] = r.wall
     warm = min(len(paths), WARM_FILES)
     if per_file * warm <= budget / 10:
-        r = engine.checkout(target, paths[:warm], sizes[:warm], workers=1, threshold=0,
+        r = engine.checkout(target, *spread(paths, sizes, warm), workers=1, threshold=0,
                             limits=limits)
         t = r.wall + r.dirs
         # The warm-up prices a file too, from ten times the files: a file's cost can
@@ -76,7 +91,7 @@ def _sized_batch(target: str, paths: List[str], sizes: List[int], budget: float,
         per_file = max(per_file, t / max(1, warm))
         first = None
     keep = min(len(paths), max(MIN_ENGINE_BATCH, int(budget / 10 / per_file)))
-    return paths[:keep], sizes[:keep], first if keep == pilot else None
+    return (*spread(paths, sizes, keep), first if keep == pilot else None)
 
 
 def max_workers(bench: Bench) -> int:
@@ -122,7 +137,7 @@ def sweep(bench: Bench) -> Optional[Sweep]:
         if piloted is not None and k == len(paths) and point[WORKERS] == 1:
             seconds, piloted = piloted, None        # the pilot wrote these files already
             return seconds
-        return engine.checkout(target, paths[:k], sizes[:k], workers=point[WORKERS],
+        return engine.checkout(target, *spread(paths, sizes, k), workers=point[WORKERS],
                                threshold=0, limits=share.limits()).wall
 
     r = run_sweep(sweep_strategy(opts.strategy, dims, opts.seed), engine_measure(write),
