@@ -164,31 +164,30 @@ def summary(rows: List[dict], files: int) -> List:
 
 
 def stored(tiny: bool) -> List[dict]:
-    """The beds a run before this one stored (a run adds its beds to them, replacing a
-    bed of the same draw), so a long run interrupted keeps the beds it finished. Each
-    bed names the commit it ran at (the stored run's, for beds stored without one)."""
+    """The beds a run of this commit stored before this one (a run adds its beds to them,
+    replacing a bed of the same draw), so a long run interrupted keeps the beds it
+    finished. Beds of other code are dropped, never mixed with this code's."""
     path = os.path.join(RESULTS, f"generalise{'-tiny' if tiny else ''}.json")
     try:
         with open(path) as f:
             stored_run = json.load(f)
-        return [{"commit": stored_run["commit"], **bed} for bed in stored_run["data"]["beds"]]
+        return [bed for bed in stored_run["data"]["beds"] if bed.get("commit") == commit()]
     except (OSError, ValueError, KeyError):
         return []
 
 
 def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: int,
-          tiny: bool) -> None:
+          tiny: bool, beds: int) -> None:
     table_rows = [summary(rows, n) for n in sizes]
-    at = {c: sum(1 for r in rows if r["commit"] == c) for c in dict.fromkeys(r["commit"] for r in rows)}
+    numbers = " ".join(str(r["number"]) for r in rows if "number" in r)
     notes = [f"seed {seed}, {len(rows)} beds, --budget {budget:g}, {rounds} interleaved "
-             f"rounds; reproduce: python3 bench/generalise.py --seed {seed} "
-             f"--beds {len(rows)} --sizes {' '.join(map(str, sizes))}",
-             "beds by the commit they ran at: "
-             + ", ".join(f"{n} at {c[:7]}" for c, n in at.items())]
+             f"rounds; reproduce: python3 bench/generalise.py --seed {seed} --beds {beds} "
+             f"--rounds {rounds} --sizes {' '.join(map(str, sizes))}"
+             + (f" --only {numbers}" if numbers else "")]
     for r in rows:
         m = r["medians"]
         notes.append(
-            f"{r['bed']} ({r['draw']['files']} files, at {r['commit'][:7]}): tuned in "
+            f"{r.get('number', '')} {r['bed']} ({r['draw']['files']} files): tuned in "
             f"{r['tune_seconds']} s, "
             f"workers decided {'yes' if r['decided'] else 'no'}, set "
             f"{r['settings'].get(WORKERS, '-')}, grid best {r['best']}, git-tune "
@@ -222,7 +221,7 @@ def main() -> None:
         if i < a.skip or (a.only and i + 1 not in a.only):
             continue
         print(f"bed {i + 1}/{beds}: {d.name()}, {d.files} files", flush=True)
-        r = run_bed(d, budget, rounds)
+        r = {"number": i + 1, **run_bed(d, budget, rounds)}
         same = [k for k, x in enumerate(rows) if x["draw"] == r["draw"]]
         if same:
             rows[same[0]] = r           # a bed run again keeps its place
@@ -230,7 +229,7 @@ def main() -> None:
             rows.append(r)
         print(f"  tuned in {r['tune_seconds']} s, workers decided: {r['decided']}, "
               f"medians {r['medians']}", flush=True)
-        write(rows, sizes, a.seed, budget, rounds, a.tiny)
+        write(rows, sizes, a.seed, budget, rounds, a.tiny, beds)
 
 
 if __name__ == "__main__":

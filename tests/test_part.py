@@ -440,3 +440,19 @@ def test_the_threshold_waits_for_a_worker_count_to_be_set(tmp_path, monkeypatch)
     assert timed.comparisons and all(c.candidate[checkout.WORKERS] == "2"
                                      for c in timed.comparisons)
     assert any("were not timed: no count was set" in n for n in bench.notes)
+
+
+def test_the_engines_batch_is_spread_over_the_sample_as_workers_over_the_tree():
+    """Threads split the engine's batch in contiguous slices as git's workers split the
+    tree, so the batch is spread over the sample: with 40 directories of 50 files, a
+    batch of 40 has a file in every directory, in the sample's order, and each of 8
+    threads' slices spans 5 directories (a prefix would put them all in one)."""
+    paths = [f"d{d:02}/f{f:02}" for d in range(40) for f in range(50)]
+    sizes = list(range(len(paths)))
+    batch, batch_sizes = checkout_sweep.spread(paths, sizes, 40)
+    assert len(batch) == 40 and batch == sorted(batch)
+    assert {p.split("/")[0] for p in batch} == {f"d{d:02}" for d in range(40)}
+    assert batch_sizes == [paths.index(p) for p in batch]
+    slices = [batch[i * 5:(i + 1) * 5] for i in range(8)]
+    assert all(len({p.split("/")[0] for p in s}) == 5 for s in slices)
+    assert checkout_sweep.spread(paths[:30], sizes[:30], 40) == (paths[:30], sizes[:30])
