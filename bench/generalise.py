@@ -27,11 +27,13 @@ import json
 import math
 import os
 import random
+import subprocess
 import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List
 
-from common import (RESULTS, commit, median, parser, remove, report, storage, timed, tracked)
+from common import (RESULTS, ROOT, commit, median, parser, remove, report, storage, timed,
+                    tracked)
 
 from testbeds.slow import Latency
 
@@ -163,15 +165,29 @@ def summary(rows: List[dict], files: int) -> List:
             f"{median([r['tune_seconds'] for r in mine]):.1f} s"]
 
 
+# What a bed's outcome depends on: the package and the beds. A bed run at a commit whose
+# code is this checkout's is this code's bed.
+CODE = ("advisor", "core", "engine", "models", "probes", "testbeds", "setup.py", "setup.cfg")
+
+
+def same_code(at: str) -> bool:
+    """Whether commit `at` ran this checkout's code (not where it was dirty: unknown)."""
+    if at == commit():
+        return True
+    return not at.endswith("-dirty") and subprocess.run(
+        ["git", "-C", ROOT, "diff", "--quiet", at, "--", *CODE],
+        stderr=subprocess.DEVNULL).returncode == 0
+
+
 def stored(tiny: bool) -> List[dict]:
-    """The beds a run of this commit stored before this one (a run adds its beds to them,
+    """The beds of this code a run before this one stored (a run adds its beds to them,
     replacing a bed of the same draw), so a long run interrupted keeps the beds it
     finished. Beds of other code are dropped, never mixed with this code's."""
     path = os.path.join(RESULTS, f"generalise{'-tiny' if tiny else ''}.json")
     try:
         with open(path) as f:
             stored_run = json.load(f)
-        return [bed for bed in stored_run["data"]["beds"] if bed.get("commit") == commit()]
+        return [bed for bed in stored_run["data"]["beds"] if same_code(bed.get("commit", ""))]
     except (OSError, ValueError, KeyError):
         return []
 
@@ -184,6 +200,12 @@ def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: 
              f"rounds; reproduce: python3 bench/generalise.py --seed {seed} --beds {beds} "
              f"--rounds {rounds} --sizes {' '.join(map(str, sizes))}"
              + (f" --only {numbers}" if numbers else "")]
+    at = {c: [str(r.get("number", "?")) for r in rows if r["commit"] == c]
+          for c in dict.fromkeys(r["commit"] for r in rows)}
+    if len(at) > 1:
+        notes.append("beds by the commit they ran at (one code: " + ", ".join(CODE)
+                     + " the same at each): "
+                     + "; ".join(f"{c}: {' '.join(n)}" for c, n in at.items()))
     for r in rows:
         m = r["medians"]
         notes.append(
