@@ -129,7 +129,7 @@ static size_t dir_len(const char *path)
 static int make_directories(struct checkout_shared *sh, size_t count)
 {
 	const char *prev = NULL;
-	size_t i, len, prev_len = 0;
+	size_t i, len, prev_len = 0, made = 0;
 	int st;
 
 	for (i = 0; i < count; i++) {
@@ -138,7 +138,7 @@ static int make_directories(struct checkout_shared *sh, size_t count)
 		len = dir_len(path);
 		if (!len || (prev && len == prev_len && !memcmp(path, prev, len)))
 			continue;
-		if (!(i % 16) && (st = gt_run_check(sh->run)))
+		if (!(made++ % 16) && (st = gt_run_check(sh->run)))
 			return fail(sh, st, 0, NULL, NULL);
 		if (create_leading_dirs(sh, &sh->dirs, path))
 			return -1;
