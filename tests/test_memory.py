@@ -255,9 +255,9 @@ def test_among_sizes_that_fit_the_largest_is_written_unless_another_is_faster(tm
     bench = _bench(tmp_path, history_repo, 1 << 30)
     layout = bench.repo
     bases = basecache.delta_bases(layout, 0)
-    run = basecache.runner(layout, bases.path, 100 * MIB, "a test's limit")
+    run = basecache.runner(layout, bases.path, 1 << 30, "a test's limit")
     seen["1m"] = fitted(0.1, 50)              # its one run was the fastest
-    chosen, among = basecache._fastest_fitting(bench, run, seen, 100 * MIB, largest, 12)
+    chosen, among = basecache._fastest_fitting(bench, run, seen, 1 << 30, largest, 12)
     (c,) = among
     assert c.default == largest and c.candidate == {basecache.KEY: "1m"}
     assert len(c.times_default) >= 3 and c.estimate is not None
