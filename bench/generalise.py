@@ -13,15 +13,16 @@ then the next `git status -uno`, under Git's defaults, the recommendation, and e
 worker count of the grid: each once to rank them, then the defaults, the recommendation
 and the grid's two fastest interleaved for `--rounds` rounds (an arm is a worker count:
 arms of the same count are timed once a round and shared, and the ranking's run counts
-as one of its samples). The grid's best is the fastest of those by its median. Per size the table gives the share of beds where:
-checkout.workers was decided by real git; the result is within 1.15 of the grid's best;
-it is slower than Git's defaults beyond noise (models/stats.compare).
+as one of its samples). The grid's best is the fastest of those by its median. Per size
+the table gives the share of beds where: checkout.workers was decided by real git; the
+result is within 1.15 of the grid's best; it is slower than Git's defaults beyond noise
+(models/stats.compare).
 
 latfs delays LOOKUP and GETATTR alike (the high-level FUSE API hands both to getattr),
 so the two draws are one here: the lookup draw stands for both.
 
-    python3 bench/generalise.py [--tiny] [--seed 63] [--beds 12] [--only N ...] [--sizes 4000 20000 100000]
-                                [--budget 20] [--rounds 3]
+    python3 bench/generalise.py [--tiny] [--seed 63] [--beds 12] [--only N ...]
+                                [--sizes 4000 20000 100000] [--budget 20] [--rounds 3]
 """
 import json
 import math
