@@ -3,7 +3,7 @@
 property-based tests of tests/test_own_state_fuzz.py, at many more cases each. A failure is
 a traceback some damaged file would cause: the table counts them (0 is the claim).
 
-    python3 bench/fuzz_agent_state.py [--tiny]     (examples per input: 20,000; tiny 200)
+    python3 bench/fuzz_agent_state.py [--tiny]     (examples per input: 20,000; tiny 20)
 """
 import os
 import re
@@ -22,7 +22,7 @@ INPUTS = {"event lines": "test_fuzz_event_lines_reduce_to_a_record_or_nothing",
 
 def main() -> None:
     args = parser(__doc__).parse_args()
-    examples = 200 if args.tiny else 20000
+    examples = 20 if args.tiny else 20000
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     rows, data = [], {}
     for name, test in INPUTS.items():

@@ -239,7 +239,7 @@ def test_report_groups_by_the_values_in_force():
     assert change["speedup"] == pytest.approx(2.0) and change["low"] <= 2.0 <= change["high"]
 
 
-@pytest.mark.alone
+@pytest.mark.timed
 @pytest.mark.parametrize("bed,field,key,value", [
     ("UNSTABLE_CTIME", "ctime", "core.trustctime", "false"),
     ("UNSTABLE_INO", "inode", "core.checkStat", "minimal")])

@@ -29,8 +29,8 @@ from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import catalogue, stats
 from tests.conftest import bench_on, git_out
 
-# Its claims are measurements under a budget or a limit: run alone (tools/test).
-pytestmark = pytest.mark.alone
+# Its claims are measurements under a budget: run beside at most one other such test (tools/test).
+pytestmark = pytest.mark.timed
 
 KEY = catalogue.lookup("core.untrackedCache")
 

@@ -24,8 +24,8 @@ from git_tune.probes.scratch import PREFIX
 from tests.conftest import git_out, sigint_default
 from tests.test_hostile import parsing_command
 
-# Its claims are measurements under a budget or a limit: run alone (tools/test).
-pytestmark = pytest.mark.alone
+# Its claims are measurements under a budget: run beside at most one other such test (tools/test).
+pytestmark = pytest.mark.timed
 
 
 def tree_state(repo):

@@ -15,7 +15,7 @@ from git_tune import repogen
 from git_tune.models import catalogue
 from tests import cgroups
 
-# Its claims are measurements under a budget or a limit: run alone (tools/test).
+# Its claims are counts and timings within a CPU quota: run with nothing beside it (tools/test).
 pytestmark = pytest.mark.alone
 
 GIT_TUNE = [sys.executable, "-m", "git_tune"]

@@ -20,8 +20,8 @@ from git_tune.models import catalogue
 from git_tune.probes import repo as repo_probe
 from tests import cgroups
 
-# Its claims are measurements under a budget or a limit: run alone (tools/test).
-pytestmark = pytest.mark.alone
+# Its claims are measurements under a budget: run beside at most one other such test (tools/test).
+pytestmark = pytest.mark.timed
 
 GIT_TUNE = [sys.executable, "-m", "git_tune"]
 MIB = 1 << 20

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from git_tune.advisor.agent import events, experiment, retune, spool, store, switch
 from git_tune.views import agent_log_view
 
-FUZZ = settings(max_examples=int(os.environ.get("GIT_TUNE_FUZZ_EXAMPLES", "2000")),
+FUZZ = settings(max_examples=int(os.environ.get("GIT_TUNE_FUZZ_EXAMPLES", "300")),
                 deadline=None, suppress_health_check=list(HealthCheck))
 
 

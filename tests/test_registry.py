@@ -333,7 +333,7 @@ def _plugin_key(tmp_path, small_repo, module_name: str, module_text: str, toml_t
     return repo, env, (repo / ".git" / "config").read_bytes()
 
 
-@pytest.mark.alone
+@pytest.mark.timed
 def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
     repo, env, config_before = _plugin_key(tmp_path, small_repo, "knob", TOY_MODULE, TOY_TOML)
 
@@ -364,7 +364,7 @@ def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
     assert (repo / ".git" / "config").read_bytes() == config_before              # reverted
 
 
-@pytest.mark.alone
+@pytest.mark.timed
 def test_auto_probes_the_storage_once(small_repo, tmp_path, monkeypatch):
     """One `auto`: probe, calibrate, recommend, write, verify, with one storage probe."""
     from click.testing import CliRunner
@@ -636,7 +636,7 @@ def test_verify_times_the_workloads_a_keys_affects_name():
                if w not in ("description", "cold"))
 
 
-@pytest.mark.alone
+@pytest.mark.timed
 def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entry(
         small_repo, tmp_path):
     """Issue #31's worked example: `git log -p` is no workload git-tune knows. One

@@ -19,8 +19,8 @@ from git_tune.advisor.measure.bench import Budget
 from git_tune.models import catalogue
 from tests.conftest import bench_on, git_out
 
-# Its claims are measurements under a budget or a limit: run alone (tools/test).
-pytestmark = pytest.mark.alone
+# Its claims are measurements under a budget: run beside at most one other such test (tools/test).
+pytestmark = pytest.mark.timed
 
 
 def _entry(name: str, stakes, rank: int = 1) -> registry.Entry:

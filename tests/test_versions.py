@@ -105,7 +105,7 @@ def daemons_for(repo):
     return [d for d in fsmonitor.all_running() if d.git_dir == str(repo / ".git")]
 
 
-@pytest.mark.alone
+@pytest.mark.timed
 @needs_daemon
 def test_newer_keys_are_measured_and_no_daemon_is_left(big_repo):
     git = DAEMON_GITS[-1]
