@@ -110,7 +110,7 @@ def daemons_for(repo):
 def test_newer_keys_are_measured_and_no_daemon_is_left(big_repo):
     git = DAEMON_GITS[-1]
     proc = subprocess.run(GIT_TUNE + ["--git", git, "recommend", "--repo", str(big_repo),
-                                      "--budget", "40", "--json", "--recalibrate"],
+                                      "--budget", "24", "--json", "--recalibrate"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 0, proc.stderr
     keys = {k["key"]: k for k in json.loads(proc.stdout)["keys"]}
