@@ -139,11 +139,14 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
     ratio = weighted_ratio(counted, weights)
     each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
                      for c in counted if c.estimate is not None)
-    if not faster or ratio >= 1:
-        return not_set(key, f"not set: {each}; not faster beyond noise where it weighs "
-                            f"{1 / ratio:.2f}x" + suffix, evidence)
-    best = max(faster, key=lambda ca: weights[ca[0].workload])[1]
     gains = tuple(Gain.of(c.workload, c.estimate) for c in counted if c.estimate is not None)
+    if not faster or ratio >= 1:
+        # What was measured stays in the advice (the reason leads with the first gain).
+        return dataclasses.replace(
+            not_set(key, f"not set: {each}; not faster beyond noise where it weighs "
+                         f"{1 / ratio:.2f}x" + suffix, evidence),
+            gain=gains[0] if gains else None, gains=gains)
+    best = max(faster, key=lambda ca: weights[ca[0].workload])[1]
     return dataclasses.replace(best, reason=f"{each}; weighted {1 / ratio:.2f}x faster"
                                             + suffix, gains=gains)
 
