@@ -21,7 +21,9 @@ run of the quality grid: a day-old checkout, and no run paying for the write-bac
 one before (on the hdd bed, a grid of single runs without it put 4 workers slower than 1
 and 16 twice as fast: the flush's timing, not git's).
 
-A run over some beds keeps the other beds' rows of the last run in bench/results.
+A run over some beds keeps the other beds' rows of the last run in bench/results, each
+labelled with its own commit; a run over some cells of a bed keeps its other cells only
+where they were of this code.
 """
 import json
 import os
@@ -30,7 +32,7 @@ import time
 from typing import Dict, Optional
 
 from common import (RESULTS, ALL_BEDS, BEDS, BedUnavailable, bed_latency, parser, repo_on,
-                    report, settler, storage, tracked)
+                    report, same_code, settler, storage, tracked)
 from part_fidelity import COUNTS, first_run, grid
 
 from git_tune.advisor.decide.recommend import recommend
@@ -158,19 +160,24 @@ def stored_grid(bed: str, files: int) -> Optional[Dict[int, float]]:
 
 def _with_other_cells(rows, data, sizes, budgets):
     """A run over some sizes and budgets keeps the stored cells of the others on its beds
-    (the 100,000-file cells take long enough to be run on their own)."""
+    (the 100,000-file cells take long enough to be run on their own), where the bed's
+    stored run was of this code (common.same_code): cells of other code are dropped,
+    never shown beside this run's."""
     try:
         with open(os.path.join(RESULTS, "calibrate_speed.json")) as f:
             old = json.load(f)
     except (OSError, ValueError):
         return rows, data
-    kept = lambda files, budget: int(files) not in sizes or float(budget) not in budgets
+    ours = {bed for bed in data
+            if same_code(old.get("runs", {}).get(bed, {}).get("commit") or "")}
+    kept = lambda bed, files, budget: bed in ours and (int(files) not in sizes
+                                                       or float(budget) not in budgets)
     width = len(rows[0]) if rows else 0
     rows = [list(r) + ["-"] * (width - len(r)) for r in old.get("rows", [])
-            if r[0] in data and kept(r[1], str(r[2]).split()[0])] + list(rows)
+            if r[0] in data and kept(r[0], r[1], str(r[2]).split()[0])] + list(rows)
     for bed in data:
         data[bed] = {**{cell: v for cell, v in old.get("data", {}).get(bed, {}).items()
-                        if kept(*cell.split("|"))}, **data[bed]}
+                        if kept(bed, *cell.split("|"))}, **data[bed]}
     order = list(data)
     rows.sort(key=lambda r: (order.index(r[0]), int(r[1]), float(str(r[2]).split()[0])))
     return rows, data

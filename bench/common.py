@@ -87,6 +87,20 @@ def ms(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 10 else f"{s:.2f} s"
 
 
+# What a result's figures depend on: a result stored at another commit is this code's
+# only where git diff of these paths between the two is empty.
+CODE = ("advisor", "core", "engine", "models", "probes", "testbeds", "setup.py", "setup.cfg")
+
+
+def same_code(at: str) -> bool:
+    """Whether commit `at` ran this checkout's code (not where it was dirty: unknown)."""
+    if at == commit():
+        return True
+    return bool(at) and not at.endswith("-dirty") and subprocess.run(
+        ["git", "-C", ROOT, "diff", "--quiet", at, "--", *CODE],
+        stderr=subprocess.DEVNULL).returncode == 0
+
+
 def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: Sequence[str] = (),
            beds: Sequence[str] = ()) -> None:
     """Print and store a result. With `beds` (the first column of every row, the first

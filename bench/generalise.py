@@ -33,8 +33,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List
 
-from common import (RESULTS, ROOT, commit, median, parser, remove, report, storage, timed,
-                    tracked)
+from common import (CODE, RESULTS, ROOT, commit, median, parser, remove, report, same_code,
+                    storage, timed, tracked)
 
 from testbeds.slow import Latency
 
@@ -168,18 +168,6 @@ def summary(rows: List[dict], files: int) -> List:
 
 # What a bed's outcome depends on: the package and the beds. A bed run at a commit whose
 # code is this checkout's is this code's bed.
-CODE = ("advisor", "core", "engine", "models", "probes", "testbeds", "setup.py", "setup.cfg")
-
-
-def same_code(at: str) -> bool:
-    """Whether commit `at` ran this checkout's code (not where it was dirty: unknown)."""
-    if at == commit():
-        return True
-    return not at.endswith("-dirty") and subprocess.run(
-        ["git", "-C", ROOT, "diff", "--quiet", at, "--", *CODE],
-        stderr=subprocess.DEVNULL).returncode == 0
-
-
 def stored(tiny: bool) -> List[dict]:
     """The beds of this code a run before this one stored (a run adds its beds to them,
     replacing a bed of the same draw), so a long run interrupted keeps the beds it
