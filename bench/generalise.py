@@ -28,13 +28,12 @@ import json
 import math
 import os
 import random
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List
 
-from common import (CODE, RESULTS, ROOT, commit, median, parser, remove, report, same_code,
-                    storage, timed, tracked)
+from common import (CODE, RESULTS, commit, median, parser, remove, report, same_code, storage,
+                    timed, tracked)
 
 from testbeds.slow import Latency
 

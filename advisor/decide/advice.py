@@ -137,9 +137,8 @@ def weighed(key: Key, trial: Trial, weights: Dict[str, float], value: str,
             return dataclasses.replace(a, reason=a.reason + suffix)
     faster = [(c, a) for c, a in verdicts if a.status == SET]
     ratio = weighted_ratio(counted, weights)
-    each = "; ".join(f"{what.get(c.workload, c.workload)}: {Gain.of(c.workload, c.estimate).text()}"
-                     for c in counted if c.estimate is not None)
     gains = tuple(Gain.of(c.workload, c.estimate) for c in counted if c.estimate is not None)
+    each = "; ".join(f"{what.get(g.workload, g.workload)}: {g.text()}" for g in gains)
     if not faster or ratio >= 1:
         # What was measured stays in the advice (the reason leads with the first gain).
         return dataclasses.replace(
