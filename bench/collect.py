@@ -13,7 +13,7 @@ import re
 import sys
 import time
 
-from common import RESULTS
+from common import RESULTS, table
 
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
@@ -56,19 +56,36 @@ def _when_at(run: dict) -> str:
     return f"{when} at {run.get('commit') or 'a commit not recorded (before results named theirs)'}"
 
 
-def run_line(name: str, data: dict) -> str:
-    """When and at which commit the table was measured, and the command that
-    reproduces it: one line per commit where its beds were measured at several."""
+def _groups(data: dict) -> list:
+    """[(run, beds)] in the order run: one where the table ran at one commit."""
     by_run: dict = {}
     for bed, run in (data.get("runs") or {}).items():
-        by_run.setdefault((run.get("commit"), run.get("time")), []).append(bed)
-    if len(by_run) <= 1:
-        return f"_Run {_when_at(data)}: `python3 bench/{name}.py`._"
-    lines = [f"_Run at {len(by_run)} commits, a bed's rows each at one:_"]
-    for (c, t), beds in sorted(by_run.items(), key=lambda kv: kv[0][1] or 0):
-        lines.append(f"- {', '.join(beds)}: {_when_at({'commit': c, 'time': t})}: "
-                     f"`python3 bench/{name}.py --beds {' '.join(beds)}`")
-    return "\n".join(lines)
+        by_run.setdefault((run.get("commit"), run.get("time")), (run, []))[1].append(bed)
+    return sorted(by_run.values(), key=lambda g: g[0].get("time") or 0)
+
+
+def _command(name: str, run: dict, beds=()) -> str:
+    """The command that ran it (for results from before they named theirs: the script's
+    name, and the beds where the table's beds ran at several commits)."""
+    told = run.get("command")
+    return f"`{told or f'python3 bench/{name}.py' + (' --beds ' + ' '.join(beds) if beds else '')}`"
+
+
+def tables(name: str, data: dict, md: str) -> str:
+    """The benchmark's table and the commit it ran at. Where its beds ran at several
+    commits, one table per commit, each naming its own (rows of one code are never
+    mixed with another's in a table); the notes, under the last."""
+    groups = _groups(data)
+    if len(groups) <= 1:
+        return f"{md.rstrip()}\n\n_Run {_when_at(data)}: {_command(name, data)}._\n"
+    title = md.splitlines()[0]
+    parts = [title, ""]
+    for run, beds in groups:
+        rows = [r for r in data["rows"] if r[0] in beds]
+        parts += [f"_{', '.join(beds)}: run {_when_at(run)}: {_command(name, run, beds)}._", "",
+                  table(data["headers"], rows), ""]
+    parts += [f"- {n}" for n in data.get("notes", [])]
+    return "\n".join(parts).rstrip() + "\n"
 
 
 SAYS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "says")
@@ -106,7 +123,7 @@ def main():
             data = json.load(f)
         machine = machine or data["machine"]
         with open(os.path.join(RESULTS, f"{name}.md")) as f:
-            parts.append(f.read().rstrip() + "\n\n" + run_line(name, data) + "\n")
+            parts.append(tables(name, data, f.read()))
         said = says(name, data)
         if said:
             parts.append(said)

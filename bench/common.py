@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import signal
 import statistics
 import subprocess
@@ -62,6 +63,12 @@ def commit() -> str:
     return _STARTED_AT
 
 
+def command() -> str:
+    """The command line that ran this benchmark, as bench/README.md gives it to reproduce."""
+    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    return f"python3 bench/{os.path.basename(sys.argv[0])}" + (f" {args}" if args else "")
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
@@ -106,7 +113,7 @@ def report(name: str, title: str, headers, rows, data: dict, tiny: bool, notes: 
     """Print and store a result. With `beds` (the first column of every row, the first
     word of every note, the keys of `data`), a run over some beds replaces only their
     rows in the stored result and keeps the other beds' from the last run."""
-    this_run = {"commit": commit(), "time": time.time()}
+    this_run = {"commit": commit(), "time": time.time(), "command": command()}
     runs = {b: this_run for b in beds}
     if beds:
         rows, data, notes, runs = _merged(name, tiny, beds, rows, data, notes, runs)
