@@ -32,7 +32,7 @@ caches; without it those rows are skipped with the reason):
 
 ```sh
 tools/setup-system && tools/install --test && source .venv/bin/activate
-bench/run                      # everything, full size (about an hour on 2 cores)
+bench/run                      # everything, full size (most of a day on 2 cores: name the one you need)
 bench/run status_preload       # one benchmark
 bench/run --tiny               # CI size: each once, to keep them from rotting (no hdd bed)
 python3 bench/collect.py       # this page, from bench/results/
