@@ -67,8 +67,10 @@ def _groups(data: dict) -> list:
 def _command(name: str, run: dict, beds=()) -> str:
     """The command that ran it (for results from before they named theirs: the script's
     name, and the beds where the table's beds ran at several commits)."""
-    told = run.get("command")
-    return f"`{told or f'python3 bench/{name}.py' + (' --beds ' + ' '.join(beds) if beds else '')}`"
+    if run.get("command"):
+        return f"`{run['command']}`"
+    beds_arg = f" --beds {' '.join(beds)}" if beds else ""
+    return f"`python3 bench/{name}.py{beds_arg}`"
 
 
 def tables(name: str, data: dict, md: str) -> str:

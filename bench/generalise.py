@@ -165,8 +165,6 @@ def summary(rows: List[dict], files: int) -> List:
             f"{median([r['tune_seconds'] for r in mine]):.1f} s"]
 
 
-# What a bed's outcome depends on: the package and the beds. A bed run at a commit whose
-# code is this checkout's is this code's bed.
 def stored(tiny: bool) -> List[dict]:
     """The beds of this code a run before this one stored (a run adds its beds to them,
     replacing a bed of the same draw), so a long run interrupted keeps the beds it
