@@ -1,13 +1,20 @@
-"""git repack -adf in a memory cgroup: Git's defaults against the values git-tune chose
-inside the same limit (issue #64).
+"""Repack, clone and blame in a memory cgroup: Git's defaults against the values
+git-tune chose inside the same limit (issue #64).
 
-For each limit (256 MiB, 512 MiB, 1 GiB, none), `git-tune recommend --workload ci` runs
-inside a memory cgroup of that size (its own memory counts, as in a container), then a
-copy of the repository is repacked there under Git's defaults and under the values it
-chose, and each run's wall and peak resident memory are shown side by side. The
-repository: many versions of two large text files and a binary (repogen.LargeFiles),
+For each limit (256 MiB, 512 MiB, 1 GiB, none), `git-tune recommend` (the default
+workload, which weighs repack and history) runs inside a memory cgroup of that size (its
+own memory counts, as in a container). Then three commands run there under Git's
+defaults and under the values it chose for their keys, and each run's wall and peak
+resident memory are shown side by side:
+- repack: `git repack -adf` of a copy of the repository (its objects loose), where
+  pack.windowMemory, pack.deltaCacheSize and pack.threads count;
+- clone: `git index-pack --stdin` of the repository's pack into an empty repository,
+  the part of a clone or fetch that resolves deltas (pack.threads,
+  core.deltaBaseCacheLimit, one cache per thread);
+- blame: `git blame` of the largest text file (core.deltaBaseCacheLimit).
+The repository: many versions of two large text files and a binary (repogen.LargeFiles),
 the issue's 275 MB shape at full size. Needs root and a memory cgroup controller;
-without them only the unconfined row is run.
+without them only the unconfined rows are run.
 
     python3 bench/memory.py [--tiny]
 """
@@ -17,6 +24,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
+from typing import Callable, Dict, Tuple
 
 from common import report, parser
 
@@ -27,42 +36,85 @@ MIB = 1 << 20
 FULL = repogen.LargeFiles(size=32 << 20, versions=12, binary=4 << 20)
 TINY = repogen.LargeFiles(size=4 << 20, versions=4, binary=2 << 20)
 UNLIMITED = 1 << 50
-KEYS = ("pack.windowMemory", "pack.deltaCacheSize")
+KEYS = ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads", "core.deltaBaseCacheLimit")
 DEFAULTS = {"pack.windowMemory": "0", "pack.deltaCacheSize": "256m"}
 
 
+@dataclass(frozen=True)
+class Command:
+    """A command timed under each limit: its name, the keys it reads, how to run it."""
+    name: str
+    keys: Tuple[str, ...]
+    run: Callable[[Dict[str, str], int], peak.PeakRun]
+
+
 def chosen(repo: str, limit: int, budget: float):
-    """The values `recommend --workload ci` chose inside a cgroup of `limit`, and the
-    reason it gave; None where no cgroup could be made for a limit."""
+    """The values `recommend` chose inside a cgroup of `limit`, and the reasons it gave
+    for the keys it left; None where no cgroup could be made for a limit."""
     box = peak.Confinement.make(limit) if limit != UNLIMITED else None
     if limit != UNLIMITED and box is None:
         return None
     try:
         out = subprocess.run([sys.executable, "-m", "git_tune", "recommend", "--repo", repo,
-                              "--workload", "ci", "--budget", str(budget), "--recalibrate", "--json"],
+                              "--budget", str(budget), "--recalibrate", "--json"],
                              preexec_fn=box.enter if box else None, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     finally:
         if box:
             box.remove()
     if out.returncode != 0:
-        return {}, {"reason": f"recommend failed: {out.stderr.strip()[-300:]}"}
+        return {}, {"reasons": {"recommend": f"failed: {out.stderr.strip()[-300:]}"}}
     rec = json.loads(out.stdout)
     keys = {k["key"]: k for k in rec["keys"]}
-    values = {k: keys[k]["value"] for k in KEYS if keys[k]["status"] == "set"}
-    return values, {"reason": keys[KEYS[0]]["reason"], "spent": rec.get("spent"),
-                    "notes": rec.get("notes")}
+    values = {k: keys[k]["value"] for k in KEYS if k in keys and keys[k]["status"] == "set"}
+    return values, {"reasons": {k: keys[k]["reason"] for k in KEYS
+                                if k in keys and k not in values},
+                    "spent": rec.get("spent"), "notes": rec.get("notes")}
 
 
-def repack(source: str, scratch: str, settings: dict, limit: int) -> peak.PeakRun:
+def configured(settings: Dict[str, str]) -> list:
+    return [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
+
+
+def repack(source: str, scratch: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
+    """git repack -adf of a copy of `source` (its objects loose)."""
     copy = os.path.join(scratch, "copy")
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(source, copy, symlinks=True)
-    config = [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
     try:
-        return peak.run([*config, "repack", "-adfq"], copy, dict(os.environ), limit, 3600)
+        return peak.run([*configured({**DEFAULTS, **settings}), "repack", "-adfq"], copy,
+                        dict(os.environ), limit, 3600)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
+
+
+def index_pack(pack: str, scratch: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
+    """git index-pack --stdin of `pack` into an empty repository: what a clone or a fetch
+    runs on what it receives."""
+    into = os.path.join(scratch, "into")
+    shutil.rmtree(into, ignore_errors=True)
+    subprocess.run(["git", "init", "-q", "--bare", into], check=True)
+    try:
+        return peak.run([*configured(settings), "index-pack", "--stdin"], into,
+                        dict(os.environ), limit, 3600, stdin_file=pack)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def blame(packed: str, path: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
+    return peak.run([*configured(settings), "blame", "--porcelain", "HEAD", "--", path], packed,
+                    dict(os.environ), limit, 3600)
+
+
+def packed_copy(repo: str, scratch: str) -> Tuple[str, str]:
+    """A bare clone of `repo` in one pack (packed unconfined, under Git's defaults) and
+    that pack's path."""
+    packed = os.path.join(scratch, "packed.git")
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", repo, packed], check=True)
+    subprocess.run(["git", "-C", packed, "repack", "-adq"], check=True)
+    pack_dir = os.path.join(packed, "objects", "pack")
+    return packed, os.path.join(pack_dir, next(f for f in os.listdir(pack_dir)
+                                               if f.endswith(".pack")))
 
 
 def shown(r: peak.PeakRun) -> str:
@@ -82,38 +134,50 @@ def main():
         repo = repogen.generate_large(os.path.join(d, "repo"), shape)
         mib = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in
                   os.walk(os.path.join(repo, ".git")) for f in fs) / MIB
+        packed, pack = packed_copy(repo, d)
+        commands = (
+            Command("repack", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads"),
+                    lambda s, lim: repack(repo, d, s, lim)),
+            Command("clone (index-pack)", ("pack.threads", "core.deltaBaseCacheLimit"),
+                    lambda s, lim: index_pack(pack, d, s, lim)),
+            Command("blame", ("core.deltaBaseCacheLimit",),
+                    lambda s, lim: blame(packed, "large-0.txt", s, lim)))
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
             got = chosen(repo, limit, 10 if args.tiny else 120)
             if got is None:
                 notes.append(f"{name}: no memory cgroup could be made here (root and the "
-                             "memory controller are needed); row skipped")
+                             "memory controller are needed); rows skipped")
                 continue
-            values, reason = got
-            if not values:
-                notes.append(f"{name}: {reason['reason']}")
-            before = repack(repo, d, DEFAULTS, limit)
-            after = repack(repo, d, {**DEFAULTS, **values}, limit) if values else None
-            # The same values with no limit: what the limit itself costs them.
-            free = (repack(repo, d, {**DEFAULTS, **values}, UNLIMITED)
-                    if values and limit != UNLIMITED else None)
-            ratio = (f"{before.seconds / after.seconds:.2f}x"
-                     if after and not before.returncode and not after.returncode else "-")
-            rows.append((name, ", ".join(f"{k}={v}" for k, v in values.items()) or
-                         "Git's defaults", shown(before), shown(after) if after else "-",
-                         shown(free) if free else "-", ratio))
-            data[name] = {"values": values, **reason,
-                          "defaults": before.__dict__, "git_tune": after.__dict__ if after else None,
-                          "git_tune_no_limit": free.__dict__ if free else None}
+            values, why = got
+            notes.extend(f"{name}, {k}: {reason}" for k, reason in why["reasons"].items())
+            data[name] = {"values": values, **why}
+            for command in commands:
+                mine = {k: v for k, v in values.items() if k in command.keys}
+                before = command.run({}, limit)
+                after = command.run(mine, limit) if mine else None
+                # The same values with no limit: what the limit itself costs them.
+                free = (command.run(mine, UNLIMITED)
+                        if mine and limit != UNLIMITED else None)
+                ratio = (f"{before.seconds / after.seconds:.2f}x"
+                         if after and not before.returncode and not after.returncode else "-")
+                rows.append((name, command.name,
+                             ", ".join(f"{k}={v}" for k, v in mine.items()) or "Git's defaults",
+                             shown(before), shown(after) if after else "-",
+                             shown(free) if free else "-", ratio))
+                data[name][command.name] = {
+                    "defaults": before.__dict__, "git_tune": after.__dict__ if after else None,
+                    "git_tune_no_limit": free.__dict__ if free else None}
     notes.append(f"repository: {shape.files} text files of {shape.size // MIB} MiB in "
                  f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "
-                 f"version, {mib:.0f} MiB of loose objects; the peak is git's largest "
-                 "resident set (wait4), the limit the cgroup's (no swap)")
-    notes.append("not measured here: clone (index-pack) and blame; the delta base cache's "
-                 "curve and choice per limit: bench/basecache.py")
-    report("memory", "git repack -adf inside a memory limit: Git's defaults against "
-           "git-tune's values", ("limit", "git-tune chose", "Git's defaults",
-                                 "git-tune's values", "its values, no limit", "speed-up"), rows, data, args.tiny, notes)
+                 f"version, {mib:.0f} MiB of loose objects (repack's input; clone and blame "
+                 "read it packed once, unconfined); the peak is git's largest resident set "
+                 "(wait4), the limit the cgroup's (no swap)")
+    notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
+    report("memory", "Repack, clone and blame inside a memory limit: Git's defaults against "
+           "git-tune's values", ("limit", "command", "git-tune chose", "Git's defaults",
+                                 "git-tune's values", "its values, no limit", "speed-up"),
+           rows, data, args.tiny, notes)
 
 
 if __name__ == "__main__":
