@@ -25,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from common import report, parser
+from common import config_env, parser, report
 
 from git_tune import repogen
 from git_tune.advisor.measure import peak
@@ -72,8 +72,10 @@ def chosen(repo: str, limit: int, budget: float):
                     "spent": rec.get("spent"), "notes": rec.get("notes")}
 
 
-def configured(settings: Dict[str, str]) -> list:
-    return [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
+def git_peak(args: List[str], cwd: str, settings: Dict[str, str], limit: int,
+             stdin_file: Optional[str] = None) -> peak.PeakRun:
+    """git ARGS under `settings`, confined to `limit`: its wall and peak (peak.run)."""
+    return peak.run(args, cwd, config_env(settings), limit, 3600, stdin_file=stdin_file)
 
 
 def repack(source: str, scratch: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
@@ -82,8 +84,7 @@ def repack(source: str, scratch: str, settings: Dict[str, str], limit: int) -> p
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(source, copy, symlinks=True)
     try:
-        return peak.run([*configured({**DEFAULTS, **settings}), "repack", "-adfq"], copy,
-                        dict(os.environ), limit, 3600)
+        return git_peak(["repack", "-adfq"], copy, {**DEFAULTS, **settings}, limit)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
 
@@ -95,15 +96,13 @@ def index_pack(pack: str, scratch: str, settings: Dict[str, str], limit: int) ->
     shutil.rmtree(into, ignore_errors=True)
     subprocess.run(["git", "init", "-q", "--bare", into], check=True)
     try:
-        return peak.run([*configured(settings), "index-pack", "--stdin"], into,
-                        dict(os.environ), limit, 3600, stdin_file=pack)
+        return git_peak(["index-pack", "--stdin"], into, settings, limit, stdin_file=pack)
     finally:
         shutil.rmtree(into, ignore_errors=True)
 
 
 def blame(packed: str, path: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
-    return peak.run([*configured(settings), "blame", "--porcelain", "HEAD", "--", path], packed,
-                    dict(os.environ), limit, 3600)
+    return git_peak(["blame", "--porcelain", "HEAD", "--", path], packed, settings, limit)
 
 
 def packed_copy(repo: str, scratch: str) -> Tuple[str, str]:
