@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 PREFIX = ".git-tune-scratch-"
 # Removal is untimed housekeeping, but where each unlink is a round trip to a server it
@@ -199,28 +199,48 @@ def remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _own(directory: str, mine: str) -> Set[str]:
+    return {n for n in listdir(directory) if n.startswith(mine)}
+
+
+@contextlib.contextmanager
+def made_here(directory: str, prefix: str) -> Iterator[None]:
+    """Around the making of a name `<prefix><pid>-...` in directory (mkdtemp, mkstemp):
+    where the block raises, an interruption (Ctrl-C, SIGTERM) included, every such name
+    of this process's that appeared in directory meanwhile is removed, the one whose
+    maker was interrupted before it returned it too. Names of this process's that were
+    there before are left alone."""
+    mine = f"{prefix}{os.getpid()}-"
+    had = _own(directory, mine)
+    try:
+        yield
+    except BaseException:
+        for name in _own(directory, mine) - had:
+            remove_tree(os.path.join(directory, name))
+        raise
+
+
 @contextlib.contextmanager
 def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> Iterator[Optional[str]]:
     """Yield a new directory in the first writable candidate on the same file
     system as `same_fs_as` (None when there is none: a read-only file
     system, no permission). The directory and everything in it is removed
-    on exit, including on Ctrl-C and on errors."""
+    on exit, including on Ctrl-C, SIGTERM and errors, at whatever point of its making."""
     want = _dev(same_fs_as) if same_fs_as else None
-    made = alive = None
-    for c in candidates:
-        if not c or not os.path.isdir(c) or (want and _dev(c) != want):
-            continue
-        remove_dead(c)
-        try:
-            made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=c)
-            alive = hold_alive(made)
-            break
-        except OSError:
-            if made:
-                shutil.rmtree(made, ignore_errors=True)
-                made = None
-            continue
+    made: Optional[str] = None
+    alive: Optional[int] = None
     try:
+        for c in candidates:
+            if not c or not os.path.isdir(c) or (want and _dev(c) != want):
+                continue
+            remove_dead(c)
+            try:
+                with made_here(c, PREFIX):
+                    made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=c)
+                    alive = hold_alive(made)
+                break
+            except OSError:
+                made = None       # made_here removed it
         yield made
     finally:
         if made:

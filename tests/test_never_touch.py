@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -494,6 +495,72 @@ def test_a_scratch_directory_being_made_is_never_swept_by_another_run(tmp_path):
         for p in sweepers:
             p.join()
     assert lost == 0, f"{lost} of {made} scratch directories removed while in use"
+
+
+def _interrupted_at(n, make):
+    """make() with KeyboardInterrupt (what Ctrl-C and SIGTERM raise) raised at its n-th
+    line, counted in every frame it calls (tempfile's, os's, contextlib's): True where it
+    was interrupted, False where it ended first."""
+    seen = [0]
+
+    def tracer(frame, event, arg):
+        if event == "line":
+            seen[0] += 1
+            if seen[0] == n:
+                raise KeyboardInterrupt
+        return tracer
+    sys.settrace(tracer)
+    try:
+        make()
+    except KeyboardInterrupt:
+        return True
+    finally:
+        sys.settrace(None)
+    return False
+
+
+def test_interrupted_at_any_line_of_its_making_no_scratch_is_left(tmp_path):
+    """A signal can land between mkdtemp's mkdir and its return, or before the lock on
+    `.alive`: at every line of the making of a scratch directory, of a config file's
+    temporary and of a lock, the interruption leaves no name of git-tune's behind (a
+    SIGTERM right after auto's write once left one in .git)."""
+    from git_tune.advisor.write import safefile
+    from git_tune.probes import scratch
+    # tempfile makes its name sequence once per process, under a lock an interruption
+    # there would leave held (the standard library's, not ours): made before the count.
+    tempfile.TemporaryDirectory(dir=tmp_path).cleanup()
+    where = tmp_path / "d"
+    where.mkdir()
+    config = where / "config"
+    config.write_bytes(b"old")
+    record = tmp_path / "ledger" / "lock.json"
+    opened = []
+
+    def enter():
+        cm = scratch.scratch_dir([str(where)])
+        opened.append((cm, cm.__enter__()))
+
+    def lock():
+        opened.append((None, safefile._made_lock(str(where / "config.lock"), str(record))))
+
+    for make in (enter, lambda: safefile.write_atomic(str(config), b"new"), lock):
+        n = 0
+        while True:
+            n += 1
+            interrupted = _interrupted_at(n, make)
+            for cm, got in opened:        # made whole: released as its user would
+                if cm is None:
+                    os.close(got)
+                    os.unlink(where / "config.lock")
+                else:
+                    cm.__exit__(None, None, None)
+            opened.clear()
+            assert sorted(os.listdir(where)) == ["config"], (make, n)
+            assert config.read_bytes() in (b"old", b"new"), n
+            config.write_bytes(b"old")
+            if not interrupted:
+                break
+        assert n > 5, make      # lines were counted: the interruption reached the making
 
 
 # 8. Filters a user configured never run in git-tune's scratch checkouts.

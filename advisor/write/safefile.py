@@ -50,18 +50,14 @@ def write_atomic(path: str, data: bytes, mode: Optional[int] = None) -> None:
     except FileNotFoundError:
         keep = None
     final_mode = mode if mode is not None else keep if keep is not None else 0o644 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
-    try:
+    with scratch.made_here(directory, TEMP_PREFIX):    # interrupted anywhere: no temporary left
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, final_mode)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
     _fsync_dir(directory)
 
 
@@ -208,7 +204,7 @@ def git_lock(path: str, ledger: str, wait: float = GIT_LOCK_WAIT) -> Iterator[Gi
             # takes the ledger's place.
             if os.path.lexists(lock_path):
                 raise FileExistsError(lock_path)
-            fd = _create_lock(lock_path, record)
+            fd = _made_lock(lock_path, record)
             break
         except FileExistsError:
             if _left_by_dead_git_tune(lock_path, record):
@@ -231,6 +227,20 @@ def git_lock(path: str, ledger: str, wait: float = GIT_LOCK_WAIT) -> Iterator[Gi
             os.unlink(record)
 
 
+def _made_lock(lock_path: str, record: str) -> int:
+    """_create_lock, and where it is interrupted (Ctrl-C, SIGTERM) at any point, the lock
+    it may have made removed: the ledger names it, so git's own lock is never taken."""
+    try:
+        return _create_lock(lock_path, record)
+    except OSError:
+        raise
+    except BaseException:
+        _left_by_dead_git_tune(lock_path, record)
+        with contextlib.suppress(OSError):
+            os.unlink(record)
+        raise
+
+
 def _create_lock(lock_path: str, record: str) -> int:
     """Create `lock_path` exclusively, its device and inode in `record` *before* it
     exists: the file is made under a temporary name, recorded, then linked into place
@@ -239,30 +249,31 @@ def _create_lock(lock_path: str, record: str) -> int:
     hard links, O_EXCL, recorded right after."""
     ownpaths.private_dir(os.path.dirname(record))
     directory = os.path.dirname(lock_path)
-    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
-    try:
-        st = os.fstat(fd)
-        _write_record(record, lock_path, st)
+    with scratch.made_here(directory, TEMP_PREFIX):    # interrupted anywhere: no temporary left
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=directory)
         try:
-            os.link(tmp, lock_path)
-        except FileExistsError:
-            # The record goes before the inode it names is freed: git's next lock may
-            # be given that very inode number.
-            os.unlink(record)
-            os.close(fd)
-            raise
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            st = os.fstat(fd)
+            _write_record(record, lock_path, st)
+            try:
+                os.link(tmp, lock_path)
+            except FileExistsError:
+                # The record goes before the inode it names is freed: git's next lock may
+                # be given that very inode number.
+                os.unlink(record)
                 os.close(fd)
                 raise
-            os.close(fd)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
-            _write_record(record, lock_path, os.fstat(fd))
-        os.fchmod(fd, 0o666 & ~_umask())
-        return fd
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    os.close(fd)
+                    raise
+                os.close(fd)
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+                _write_record(record, lock_path, os.fstat(fd))
+            os.fchmod(fd, 0o666 & ~_umask())
+            return fd
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _write_record(record: str, lock_path: str, st: os.stat_result) -> None:
