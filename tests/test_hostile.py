@@ -210,6 +210,8 @@ def parsing_command(key, repo, tmp_path):
         return ["ls-files"], {}
     if key in ("pack.threads", "pack.windowMemory", "pack.deltaCacheSize"):  # pack-objects
         return ["repack", "-a", "-d", "-q"], {}
+    if key.startswith("gc."):                           # gc_config reads every gc key
+        return ["gc", "--quiet"], {}
     return ["status", "--porcelain"], {}
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from git_tune import repogen
-from git_tune.advisor.keys import basecache, packmem
+from git_tune.advisor.keys import basecache, bigpack, packmem
 from git_tune.advisor.measure import budget as budget_plan, calibrate, gitbench, peak, planner
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options
@@ -70,6 +70,17 @@ def test_a_runs_peak_is_measured_and_a_run_stopped_at_its_timeout(large_repo):
     slow = peak.run(["-c", "alias.wait=!sleep 30", "wait"], large_repo,
                     gitbench.config_env({}), 1 << 40, 0.5)
     assert slow.timed_out and slow.seconds < 10, slow
+
+
+def test_a_runs_peak_is_gits_not_git_tunes(tmp_path):
+    """A child's ru_maxrss starts from the memory of the process it was forked from: git
+    started by git-tune itself would seem to peak at git-tune's size. Here the test
+    holds 256 MiB; `git version` peaks at a few MiB, and is measured so."""
+    held = bytearray(256 * MIB)
+    held[::4096] = b"\1" * len(held[::4096])       # resident, not only reserved
+    r = peak.run(["version"], str(tmp_path), gitbench.config_env({}), 1 << 40, 60)
+    assert r.returncode == 0 and 0 < r.peak < 64 * MIB, r
+    del held
 
 
 def _bench(tmp_path, repo: str, memory_limit: int) -> Bench:
@@ -262,3 +273,79 @@ def test_among_sizes_that_fit_the_largest_is_written_unless_another_is_faster(tm
     assert c.default == largest and c.candidate == {basecache.KEY: "1m"}
     assert len(c.times_default) >= 3 and c.estimate is not None
     assert chosen == (c.candidate if c.estimate.verdict == "faster" else largest)
+
+
+# gc.bigPackThreshold: decided on the pack-objects run of gc's all-in-one repack.
+
+@pytest.fixture(scope="module")
+def many_objects(tmp_path_factory):
+    """200,000 small blobs in one pack, and one more commit in a second pack: gc's
+    all-in-one repack holds an entry for every object (near 60 MiB resident here),
+    keeping the large pack leaves it almost nothing to pack (measured; the test checks
+    it)."""
+    repo = tmp_path_factory.mktemp("many") / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    n = 200_000
+    stream = [b"blob\nmark :%d\ndata %d\n%d\n\n" % (i + 1, len(b"%d" % i) + 1, i)
+              for i in range(n)]
+    stream.append(b"commit refs/heads/main\ncommitter a <a@b> 0 +0000\ndata 2\nm\n")
+    stream += [b"M 100644 :%d d%d/f%d\n" % (i + 1, i % 500, i) for i in range(n)]
+    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(stream) + b"\n",
+                   check=True)
+    subprocess.run(["git", "-C", str(repo), "repack", "-adq"], check=True)
+    (repo / "one").write_text("one more\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b"}
+    subprocess.run(["git", "-C", str(repo), "add", "one"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "one"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "repack", "-dq"], check=True)
+    return str(repo)
+
+
+def test_the_threshold_keeps_the_largest_packs_as_git_gc_does(tmp_path, many_objects):
+    """The value written is one git reads (whole KiB), keeps the large pack and not the
+    small one, and real `git gc` under it leaves the large pack as it was, where without
+    it gc rewrites every pack into one."""
+    layout = calibrate.probe_repository(many_objects, 10).repository.layout
+    found = bigpack.packs(layout)
+    assert len(found) == 2 and found[0].size > 100 * found[1].size, found
+    value = bigpack.threshold(found[:1])
+    assert catalogue.lookup(bigpack.KEY).validate(value) == value
+    assert bigpack.kept_by(value, found) == found[:1]
+
+    def gc(*config):
+        copy = tmp_path / f"copy{len(config)}"
+        subprocess.run(["cp", "-a", many_objects, str(copy)], check=True)
+        subprocess.run(["git", "-C", str(copy), *config, "gc", "--quiet"], check=True)
+        return sorted(os.listdir(copy / ".git" / "objects" / "pack"))
+    assert found[0].name in gc("-c", f"{bigpack.KEY}={value}")
+    assert found[0].name not in gc()
+
+
+def test_gc_threshold_is_set_only_where_gcs_repack_does_not_fit(tmp_path, many_objects):
+    """Git's default fitting the memory a run may use: nothing set, the peak said. Then a
+    limit between the all-in-one repack's measured peak and the peak of the repack that
+    keeps the large pack: the default is over (or killed), the threshold that keeps it
+    fits and is chosen, whatever its speed. No packs: Git's default, said why."""
+    key = catalogue.lookup(bigpack.KEY)
+    roomy = bigpack.trial(key, _bench(tmp_path / "a", many_objects, 1 << 32))
+    assert "Git's default fits" in roomy.why_not_run and not roomy.comparisons, roomy
+
+    layout = calibrate.probe_repository(many_objects, 10).repository.layout
+    found = bigpack.packs(layout)
+    every = bigpack.runner(layout, found, 1 << 40, "a test's limit", seen := {})
+    every({})
+    every({bigpack.KEY: bigpack.threshold(found[:1])})
+    whole, kept = seen["default"].peak, seen[bigpack.threshold(found[:1])].peak
+    assert whole > kept + 16 * MIB, (whole, kept)    # the shape the test needs
+    allowed = kept + (whole - kept) // 4
+    bench = _bench(tmp_path / "b", many_objects, int(allowed / planner.MEMORY_SHARE) + 1)
+    t = bigpack.trial(key, bench)
+    assert t.comparisons and not t.why_not_run, t
+    assert t.main.candidate == {bigpack.KEY: bigpack.threshold(found[:1])}
+    assert t.facts["ended"]["default"] in ("over", "killed"), t.facts
+
+    repo = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    none = bigpack.trial(key, _bench(tmp_path / "c", str(repo), 1 << 30))
+    assert "no packs" in none.why_not_run, none

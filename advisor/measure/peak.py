@@ -1,7 +1,8 @@
 """A git run's peak memory beside its time, confined so that it cannot take the host down.
 
 The peak is the largest resident set of git and the children it waited for (wait4's
-ru_maxrss). Where the kernel lets this process make a memory cgroup below its own (v1
+ru_maxrss), git started by a small process of its own (peakspawn), so that git-tune's
+own memory is not counted in it. Where the kernel lets this process make a memory cgroup below its own (v1
 memory.limit_in_bytes, v2 memory.max with the memory controller delegated), the run
 goes into one of its own, limited to what it is allowed: a run that would pass it is
 killed there by the kernel, never the calibration or the container around it. Where no
@@ -11,12 +12,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from . import peakspawn
 from ...errors import GitError
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -74,8 +77,15 @@ class Confinement:
             f.write(value)
 
     def enter(self) -> None:
-        """Called in the child before exec: the run and everything it starts are in it."""
+        """Called in a child before exec (a Popen's preexec_fn): it and all it starts
+        are in the group."""
         self._write("cgroup.procs", str(os.getpid()))
+
+    @property
+    def procs(self) -> str:
+        """The file a process writes its pid to to join the group (peakspawn does): the
+        run and everything it starts are in it."""
+        return os.path.join(self.path, "cgroup.procs")
 
     def oom_killed(self) -> bool:
         name, field = (("memory.oom_control", "oom_kill") if self.version == 1
@@ -123,24 +133,40 @@ def _own_cgroups() -> Iterator[Tuple[int, str]]:
                 pass
 
 
+SPAWN_FLAG = "--peak-spawn"      # a frozen git-tune's entry runs peakspawn with it
+
+
+def spawner() -> List[str]:
+    """The command that starts peakspawn: this interpreter without site packages (its
+    start-up a few MiB), or a frozen git-tune's own entry."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, SPAWN_FLAG]
+    return [sys.executable, "-S", "-E", os.path.abspath(peakspawn.__file__)]
+
+
 def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: float,
         stdin_file: Optional[str] = None) -> PeakRun:
     """git ARGS with stdout discarded, its peak measured, confined to `limit` bytes where
-    a cgroup can be made; killed (with what it started) after `timeout` seconds."""
+    a cgroup can be made; killed (with what it started) after `timeout` seconds.
+
+    git is started by peakspawn, not by this process: its peak then counts git's own
+    memory and the spawner's few MiB, never git-tune's (module docstring there)."""
     confine = Confinement.make(limit)
     with contextlib.ExitStack() as stack:
         err = stack.enter_context(tempfile.TemporaryFile())
         src = stack.enter_context(open(stdin_file, "rb")) if stdin_file else subprocess.DEVNULL
         if confine:
             stack.callback(confine.remove)
+        result, write_end = os.pipe()
+        stack.callback(os.close, result)
         started = time.perf_counter()
         try:
-            proc = subprocess.Popen(["git", *args], cwd=cwd, env=env, stdin=src,
-                                    stdout=subprocess.DEVNULL, stderr=err,
-                                    start_new_session=True,
-                                    preexec_fn=confine.enter if confine else None)
-        except FileNotFoundError:
-            raise GitError("git is not installed (no 'git' on PATH)") from None
+            proc = subprocess.Popen(spawner() + [str(write_end), confine.procs if confine else "",
+                                                 "git", *args],
+                                    cwd=cwd, env=env, stdin=src, stdout=subprocess.DEVNULL,
+                                    stderr=err, start_new_session=True, pass_fds=(write_end,))
+        finally:
+            os.close(write_end)
         expired = threading.Event()
 
         def stop() -> None:
@@ -150,18 +176,30 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         timer = threading.Timer(max(0.001, timeout), stop)
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            os.waitpid(proc.pid, 0)
         except BaseException:
             stop()
             os.waitpid(proc.pid, 0)
             raise
         finally:
             timer.cancel()
-        seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.returncode = 0
+        said = os.read(result, 256).decode().split()
         err.seek(0)
         stderr = err.read(4096).decode("utf-8", "replace")
         killed = bool(confine and not expired.is_set() and confine.oom_killed())
-        return PeakRun(seconds, usage.ru_maxrss * 1024, proc.returncode, killed,
-                       expired.is_set(), f"cgroup v{confine.version}" if confine else "",
-                       stderr)
+        if len(said) != 3:
+            # The spawner and git were killed together: at the deadline, or by the kernel
+            # at the limit (the spawner is inside it too).
+            return PeakRun(time.perf_counter() - started, 0, -signal.SIGKILL, killed,
+                           expired.is_set(), _confined(confine), stderr)
+        status, maxrss_kib, seconds = int(said[0]), int(said[1]), float(said[2])
+        returncode = os.waitstatus_to_exitcode(status)
+        if returncode == peakspawn.CANNOT_RUN and peakspawn.CANNOT_RUN_SAID in stderr:
+            raise GitError("git is not installed (no 'git' on PATH)")
+        return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired.is_set(),
+                       _confined(confine), stderr)
+
+
+def _confined(confine: Optional[Confinement]) -> str:
+    return f"cgroup v{confine.version}" if confine else ""
