@@ -1,13 +1,14 @@
-"""Repack, clone and blame in a memory cgroup: Git's defaults against the values
+"""Repack, gc, clone and blame in a memory cgroup: Git's defaults against the values
 git-tune chose inside the same limit (issue #64).
 
 For each limit (256 MiB, 512 MiB, 1 GiB, none), `git-tune recommend` (the default
 workload, which weighs repack and history) runs inside a memory cgroup of that size (its
-own memory counts, as in a container). Then three commands run there under Git's
+own memory counts, as in a container). Then four commands run there under Git's
 defaults and under the values it chose for their keys, and each run's wall and peak
 resident memory are shown side by side:
 - repack: `git repack -adf` of a copy of the repository (its objects loose), where
   pack.windowMemory, pack.deltaCacheSize and pack.threads count;
+- gc: `git gc` of such a copy (the same keys, and gc.bigPackThreshold);
 - clone: `git index-pack --stdin` of the repository's pack into an empty repository,
   the part of a clone or fetch that resolves deltas (pack.threads,
   core.deltaBaseCacheLimit, one cache per thread);
@@ -36,7 +37,8 @@ MIB = 1 << 20
 FULL = repogen.LargeFiles(size=32 << 20, versions=12, binary=4 << 20)
 TINY = repogen.LargeFiles(size=4 << 20, versions=4, binary=2 << 20)
 UNLIMITED = 1 << 50
-KEYS = ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads", "core.deltaBaseCacheLimit")
+KEYS = ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads", "gc.bigPackThreshold",
+        "core.deltaBaseCacheLimit")
 DEFAULTS = {"pack.windowMemory": "0", "pack.deltaCacheSize": "256m"}
 
 
@@ -78,13 +80,14 @@ def git_peak(args: List[str], cwd: str, settings: Dict[str, str], limit: int,
     return peak.run(args, cwd, config_env(settings), limit, 3600, stdin_file=stdin_file)
 
 
-def repack(source: str, scratch: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
-    """git repack -adf of a copy of `source` (its objects loose)."""
+def on_copy(args: List[str], source: str, scratch: str, settings: Dict[str, str],
+            limit: int) -> peak.PeakRun:
+    """git ARGS in a copy of `source` (its objects loose)."""
     copy = os.path.join(scratch, "copy")
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(source, copy, symlinks=True)
     try:
-        return git_peak(["repack", "-adfq"], copy, {**DEFAULTS, **settings}, limit)
+        return git_peak(args, copy, {**DEFAULTS, **settings}, limit)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
 
@@ -136,7 +139,10 @@ def main():
         packed, pack = packed_copy(repo, d)
         commands = (
             Command("repack", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads"),
-                    lambda s, lim: repack(repo, d, s, lim)),
+                    lambda s, lim: on_copy(["repack", "-adfq"], repo, d, s, lim)),
+            Command("gc", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads",
+                           "gc.bigPackThreshold"),
+                    lambda s, lim: on_copy(["gc", "--quiet"], repo, d, s, lim)),
             Command("clone (index-pack)", ("pack.threads", "core.deltaBaseCacheLimit"),
                     lambda s, lim: index_pack(pack, d, s, lim)),
             Command("blame", ("core.deltaBaseCacheLimit",),
@@ -173,7 +179,7 @@ def main():
                  "read it packed once, unconfined); the peak is git's largest resident set "
                  "(wait4), the limit the cgroup's (no swap)")
     notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
-    report("memory", "Repack, clone and blame inside a memory limit: Git's defaults against "
+    report("memory", "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
            "git-tune's values", ("limit", "command", "git-tune chose", "Git's defaults",
                                  "git-tune's values", "its values, no limit", "speed-up"),
            rows, data, args.tiny, notes)
