@@ -328,7 +328,7 @@ def test_gc_threshold_is_set_only_where_gcs_repack_does_not_fit(tmp_path, many_o
     keeps the large pack: the default is over (or killed), the threshold that keeps it
     fits and is chosen, whatever its speed. No packs: Git's default, said why."""
     key = catalogue.lookup(bigpack.KEY)
-    roomy = bigpack.trial(key, _bench(tmp_path / "a", many_objects, 1 << 32))
+    roomy = bigpack.TUNERS[bigpack.KEY].trial(key, _bench(tmp_path / "a", many_objects, 1 << 32))
     assert "Git's default fits" in roomy.why_not_run and not roomy.comparisons, roomy
 
     layout = calibrate.probe_repository(many_objects, 10).repository.layout
@@ -340,12 +340,12 @@ def test_gc_threshold_is_set_only_where_gcs_repack_does_not_fit(tmp_path, many_o
     assert whole > kept + 16 * MIB, (whole, kept)    # the shape the test needs
     allowed = kept + (whole - kept) // 4
     bench = _bench(tmp_path / "b", many_objects, int(allowed / planner.MEMORY_SHARE) + 1)
-    t = bigpack.trial(key, bench)
+    t = bigpack.TUNERS[bigpack.KEY].trial(key, bench)
     assert t.comparisons and not t.why_not_run, t
     assert t.main.candidate == {bigpack.KEY: bigpack.threshold(found[:1])}
     assert t.facts["ended"]["default"] in ("over", "killed"), t.facts
 
     repo = tmp_path / "empty"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    none = bigpack.trial(key, _bench(tmp_path / "c", str(repo), 1 << 30))
+    none = bigpack.TUNERS[bigpack.KEY].trial(key, _bench(tmp_path / "c", str(repo), 1 << 30))
     assert "no packs" in none.why_not_run, none

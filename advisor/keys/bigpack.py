@@ -123,41 +123,6 @@ def _auto_pack_limit(repo: RepoLayout) -> int:
     return int(text) if proc.returncode == 0 and text.lstrip("-").isdigit() else AUTO_PACK_LIMIT
 
 
-def trial(key: Key, bench: Bench) -> Optional[Trial]:
-    if not bench.memory_limit:
-        return Trial.not_run(KEY, "the memory this process may use could not be read")
-    if repo_probe.partial_clone(bench.repo):
-        # Its gc repacks the promisor packs apart, and a walk of every object would
-        # fetch the missing ones.
-        return Trial.not_run(KEY, "a partial clone: git gc repacks its promisor packs "
-                             "apart; Git's default stands")
-    allowed = planner.memory_allowed(bench.memory_limit)
-    found = packs(bench.repo)
-    if not found:
-        return Trial.not_run(KEY, "the repository has no packs for git gc to keep")
-    seen: Dict[str, peak.PeakRun] = {}
-    run = runner(bench.repo, found, allowed, bench.memory_source, seen)
-    with planner.within_budget(bench):
-        try:
-            run({})
-            return Trial.not_run(KEY, f"Git's default fits: git gc's repack of every pack "
-                                 f"peaked at {seen['default'].peak / MIB:.0f} MiB of the "
-                                 f"{allowed / MIB:.0f} MiB a run may use")
-        except planner.OverMemory as e:
-            error = str(e)
-        # gc ignores a threshold that keeps autoPackLimit packs or more.
-        most = min(len(found), max(0, _auto_pack_limit(bench.repo) - 1))
-        cand = _fitting(run, found, most)
-    if cand is None:
-        return Trial.not_run(KEY, f"keeping up to the {most} largest packs, git gc's repack "
-                             f"of the rest does not fit the {allowed / MIB:.0f} MiB a run "
-                             "may use; Git's default stands")
-    fitted = seen[cand]
-    c = failed_comparison(WORKLOAD, {}, {KEY: cand}, FAILS_DEFAULT, error, (fitted.seconds,),
-                          len(found))
-    return Trial(KEY, (c,), asdict(_facts(bench, found, allowed, seen)))
-
-
 def _fitting(run: gitbench.Runner, found: List[Pack], most: int) -> Optional[str]:
     """The threshold keeping the fewest largest packs whose repack of the rest fits."""
     tried = set()
@@ -181,29 +146,54 @@ def _facts(bench: Bench, found: List[Pack], allowed: int,
                       {v: ended(r) for v, r in seen.items()}, confined)
 
 
-def verify_runner(key: Key, repo: RepoLayout, index_file: str) -> gitbench.Runner:
-    """verify's runner for the gc workload: the trial's runs on the user's repository,
-    within the memory this host allows now."""
-    allowed, within = planner.memory_here(host_facts())
-    return runner(repo, packs(repo), allowed, within)
-
-
 class BigPackThreshold(Tuner):
     rank = TRIAL_RANK
 
     def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
-        return trial(key, bench)
+        if not bench.memory_limit:
+            return Trial.not_run(KEY, "the memory this process may use could not be read")
+        if repo_probe.partial_clone(bench.repo):
+            # Its gc repacks the promisor packs apart, and a walk of every object would
+            # fetch the missing ones.
+            return Trial.not_run(KEY, "a partial clone: git gc repacks its promisor packs "
+                                 "apart; Git's default stands")
+        allowed = planner.memory_allowed(bench.memory_limit)
+        found = packs(bench.repo)
+        if not found:
+            return Trial.not_run(KEY, "the repository has no packs for git gc to keep")
+        seen: Dict[str, peak.PeakRun] = {}
+        run = runner(bench.repo, found, allowed, bench.memory_source, seen)
+        with planner.within_budget(bench):
+            try:
+                run({})
+                return Trial.not_run(KEY, f"Git's default fits: git gc's repack of every pack "
+                                     f"peaked at {seen['default'].peak / MIB:.0f} MiB of the "
+                                     f"{allowed / MIB:.0f} MiB a run may use")
+            except planner.OverMemory as e:
+                error = str(e)
+            # gc ignores a threshold that keeps autoPackLimit packs or more.
+            most = min(len(found), max(0, _auto_pack_limit(bench.repo) - 1))
+            cand = _fitting(run, found, most)
+        if cand is None:
+            return Trial.not_run(KEY, f"keeping up to the {most} largest packs, git gc's repack "
+                                 f"of the rest does not fit the {allowed / MIB:.0f} MiB a run "
+                                 "may use; Git's default stands")
+        fitted = seen[cand]
+        c = failed_comparison(WORKLOAD, {}, {KEY: cand}, FAILS_DEFAULT, error, (fitted.seconds,),
+                              len(found))
+        return Trial(KEY, (c,), asdict(_facts(bench, found, allowed, seen)))
 
     def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
                       ) -> Optional[gitbench.Runner]:
-        return verify_runner(key, repo, index_file)
+        """verify's runner for the gc workload: the trial's runs on the user's repository,
+        within the memory this host allows now."""
+        allowed, within = planner.memory_here(host_facts())
+        return runner(repo, packs(repo), allowed, within)
 
     def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
-        t = cal.trials.get(KEY)
+        t = advice.trial_of(key, cal)
         if t is None:
             return advice.unmeasured(key)
-        if t.why_not_run:
-            return advice.not_set(key, "not set: " + t.why_not_run, dict(t.facts))
         f = t.facts_as(TrialFacts)
         return advice.weighed(key, t, weights, t.main.candidate[KEY], WHAT,
                               {"peaks": f.peaks, "ended": f.ended, "allowed": f.allowed,
