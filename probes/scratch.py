@@ -15,7 +15,9 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
@@ -204,6 +206,27 @@ def _own(directory: str, mine: str) -> Set[str]:
 
 
 @contextlib.contextmanager
+def interruptions_held() -> Iterator[None]:
+    """Run the block to its end even where Ctrl-C or SIGTERM arrives in it (a scratch
+    directory's removal), then raise KeyboardInterrupt for what arrived. Only the main
+    thread receives signals; elsewhere the block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: List[int] = []
+    before = {sig: signal.signal(sig, lambda n, _f: arrived.append(n))
+              for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:       # None: one set outside Python, left as it was
+                signal.signal(sig, handler)
+    if arrived:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
 def made_here(directory: str, prefix: str) -> Iterator[None]:
     """Around the making of a name `<prefix><pid>-...` in directory (mkdtemp, mkstemp):
     where the block raises, an interruption (Ctrl-C, SIGTERM) included, every such name
@@ -243,10 +266,11 @@ def scratch_dir(candidates: Iterable[str], same_fs_as: Optional[str] = None) -> 
                 made = None       # made_here removed it
         yield made
     finally:
-        if made:
-            remove_tree(made)
-        if alive is not None:
-            os.close(alive)
+        with interruptions_held():
+            if made:
+                remove_tree(made)
+            if alive is not None:
+                os.close(alive)
 
 
 @contextlib.contextmanager

@@ -563,6 +563,50 @@ def test_interrupted_at_any_line_of_its_making_no_scratch_is_left(tmp_path):
         assert n > 5, make      # lines were counted: the interruption reached the making
 
 
+def test_a_signal_during_a_scratch_directorys_removal_leaves_nothing(tmp_path):
+    """SIGTERM (raised as Ctrl-C is, as the CLI does) landing at any line of a scratch
+    directory's removal (its files listed, removed, a pool's threads): the removal
+    finishes, then the interruption is raised."""
+    import signal
+    from git_tune.cli import _terminate
+    from git_tune.probes import scratch
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        n = 0
+        while True:
+            n += 1
+            cm = scratch.scratch_dir([str(tmp_path)])
+            mine = cm.__enter__()
+            for i in range(30):
+                os.makedirs(os.path.join(mine, f"d{i % 3}"), exist_ok=True)
+                open(os.path.join(mine, f"d{i % 3}", f"f{i}"), "w").close()
+            seen = [0]
+            removing = [False]
+
+            def tracer(frame, event, arg):
+                removing[0] = removing[0] or frame.f_code is scratch.remove_tree.__code__
+                if event == "line" and removing[0]:
+                    seen[0] += 1
+                    if seen[0] == n:
+                        os.kill(os.getpid(), signal.SIGTERM)
+                return tracer
+            sys.settrace(tracer)
+            try:
+                cm.__exit__(None, None, None)
+                interrupted = False
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                sys.settrace(None)
+            assert os.listdir(tmp_path) == [], n
+            if seen[0] < n:
+                break
+            assert interrupted, n      # what arrived is raised, not lost
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert n > 20
+
+
 # 8. Filters a user configured never run in git-tune's scratch checkouts.
 
 def test_calibration_runs_no_smudge_filter(home, repo, tmp_path):
