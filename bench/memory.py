@@ -6,15 +6,16 @@ workload, which weighs repack and history) runs inside a memory cgroup of that s
 own memory counts, as in a container). Then four commands run there under Git's
 defaults and under the values it chose for their keys, and each run's wall and peak
 resident memory are shown side by side:
-- repack: `git repack -adf` of a copy of the repository (its objects loose), where
+- repack: `git repack -adf` of a copy of the repository (every delta found again), where
   pack.windowMemory, pack.deltaCacheSize and pack.threads count;
-- gc: `git gc` of such a copy (the same keys, and gc.bigPackThreshold);
+- gc: `git gc` of such a copy (the same keys, and gc.bigPackThreshold; deltas reused);
 - clone: `git index-pack --stdin` of the repository's pack into an empty repository,
   the part of a clone or fetch that resolves deltas (pack.threads,
   core.deltaBaseCacheLimit, one cache per thread);
 - blame: `git blame` of the largest text file (core.deltaBaseCacheLimit).
 The repository: many versions of two large text files and a binary (repogen.LargeFiles),
-the issue's 275 MB shape at full size. Needs root and a memory cgroup controller;
+the issue's 275 MB shape at full size, packed once before anything runs, as a user's
+is. Needs root and a memory cgroup controller;
 without them only the unconfined rows are run.
 
     python3 bench/memory.py [--tiny]
@@ -104,19 +105,16 @@ def index_pack(pack: str, scratch: str, settings: Dict[str, str], limit: int) ->
         shutil.rmtree(into, ignore_errors=True)
 
 
-def blame(packed: str, path: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
-    return git_peak(["blame", "--porcelain", "HEAD", "--", path], packed, settings, limit)
+def blame(repo: str, path: str, settings: Dict[str, str], limit: int) -> peak.PeakRun:
+    return git_peak(["blame", "--porcelain", "HEAD", "--", path], repo, settings, limit)
 
 
-def packed_copy(repo: str, scratch: str) -> Tuple[str, str]:
-    """A bare clone of `repo` in one pack (packed unconfined, under Git's defaults) and
-    that pack's path."""
-    packed = os.path.join(scratch, "packed.git")
-    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", repo, packed], check=True)
-    subprocess.run(["git", "-C", packed, "repack", "-adq"], check=True)
-    pack_dir = os.path.join(packed, "objects", "pack")
-    return packed, os.path.join(pack_dir, next(f for f in os.listdir(pack_dir)
-                                               if f.endswith(".pack")))
+def pack_it(repo: str) -> str:
+    """Pack `repo` as a user's is (`git repack -ad`, unconfined, Git's defaults); the
+    path of its one pack."""
+    subprocess.run(["git", "-C", repo, "repack", "-adq"], check=True)
+    pack_dir = os.path.join(repo, ".git", "objects", "pack")
+    return os.path.join(pack_dir, next(f for f in os.listdir(pack_dir) if f.endswith(".pack")))
 
 
 def shown(r: peak.PeakRun) -> str:
@@ -136,7 +134,7 @@ def main():
         repo = repogen.generate_large(os.path.join(d, "repo"), shape)
         mib = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in
                   os.walk(os.path.join(repo, ".git")) for f in fs) / MIB
-        packed, pack = packed_copy(repo, d)
+        pack = pack_it(repo)
         commands = (
             Command("repack", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads"),
                     lambda s, lim: on_copy(["repack", "-adfq"], repo, d, s, lim)),
@@ -146,7 +144,7 @@ def main():
             Command("clone (index-pack)", ("pack.threads", "core.deltaBaseCacheLimit"),
                     lambda s, lim: index_pack(pack, d, s, lim)),
             Command("blame", ("core.deltaBaseCacheLimit",),
-                    lambda s, lim: blame(packed, "large-0.txt", s, lim)))
+                    lambda s, lim: blame(repo, "large-0.txt", s, lim)))
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
             got = chosen(repo, limit, 10 if args.tiny else 120)
@@ -175,8 +173,8 @@ def main():
                     "git_tune_no_limit": free.__dict__ if free else None}
     notes.append(f"repository: {shape.files} text files of {shape.size // MIB} MiB in "
                  f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "
-                 f"version, {mib:.0f} MiB of loose objects (repack's input; clone and blame "
-                 "read it packed once, unconfined); the peak is git's largest resident set "
+                 f"version, {mib:.0f} MiB of loose objects, packed once (repack -ad, unconfined) "
+                 "before anything ran, as a user's repository is; the peak is git's largest resident set "
                  "(wait4), the limit the cgroup's (no swap)")
     notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
     report("memory", "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
