@@ -164,6 +164,35 @@ def test_in_a_memory_cgroup_defaults_are_killed_and_the_values_written_fit(large
     assert fits.returncode == 0, fits.stderr
 
 
+def test_where_no_window_fits_every_thread_fewer_threads_are_written(tmp_path, large_repo):
+    """Each pack-objects thread holds a window of its own: a limit between the smallest
+    window's peak on 2 threads and on 1 (both measured first) fits only with one thread.
+    The trial's candidate carries pack.threads=1, and recommend writes it for
+    pack.threads whatever index-pack's comparison said (a value without which git is
+    killed comes first)."""
+    from git_tune.advisor.decide import recommend
+    bench = _bench(tmp_path, large_repo, 1 << 40)
+    objects = packmem.sample(bench.repo, bench.ws.root, 2)
+    peaks = {}
+    for threads in ("2", "1"):
+        seen = {}
+        packmem.runner(bench.repo, objects, 1 << 40, "a test's limit", seen)(
+            {**packmem._settings(MIB), "pack.threads": threads})
+        peaks[threads] = seen["1m"].peak
+    assert peaks["2"] > peaks["1"] + 4 * MIB, peaks      # the shape the test needs
+    allowed = (peaks["2"] + peaks["1"]) // 2
+    bench = _bench(tmp_path / "b", large_repo, int(allowed / planner.MEMORY_SHARE) + 1)
+    t = packmem.trial(catalogue.lookup(packmem.WINDOW), bench)
+    assert t.comparisons and t.main.candidate.get("pack.threads") == "1", t
+    assert any(k.endswith(", 1 thread") for k in t.facts["peaks"]), t.facts
+    from types import SimpleNamespace
+    cal = SimpleNamespace(trials={packmem.WINDOW: t})     # what needed_by_another reads
+    got = recommend.needed_by_another(catalogue.lookup("pack.threads"), cal, {"repack": 1.0})
+    assert got is not None and got.status == "set" and got.value == "1", got
+    assert recommend.needed_by_another(catalogue.lookup("pack.threads"), cal,
+                                       {"status": 1.0}) is None    # repack not weighed
+
+
 def test_the_largest_sizes_tried_are_ones_git_reads(large_repo):
     """A host with memory to spare: the ladder starts high, and the delta cache is an
     int in git (2g is out of range), so it stops below that."""

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .advice import NOT_SET, SET, KeyAdvice
 from . import advice
 from ..keys import registry
-from ..measure.record import Calibration
+from ..measure.record import FAILS_DEFAULT, Calibration
 from ...models import catalogue, workloads
 
 SCHEMA_VERSION = 1
@@ -60,6 +60,9 @@ def _decide(entry: registry.Entry, cal: Calibration, understood: Mapping[str, ca
     name = entry.key.name
     if name not in understood:
         return advice.not_offered(entry.key, cal.git_version)
+    needed = needed_by_another(entry.key, cal, weights)
+    if needed is not None:
+        return needed
     if name in cal.unfinished and name not in cal.trials:
         # The agent asks the user's commands on its own about keys that change only
         # speed; for one that changes more, the user is told how to.
@@ -67,6 +70,30 @@ def _decide(entry: registry.Entry, cal: Calibration, understood: Mapping[str, ca
         return advice.unfinished(entry.key, cal, cal.unfinished[name],
                                  question[0] if question else None)
     return decide_measured(entry, cal, weights)
+
+
+def needed_by_another(key: catalogue.Key, cal: Calibration,
+                      weights: Dict[str, float]) -> Optional[KeyAdvice]:
+    """Where another key's trial found git failing under Git's defaults and working only
+    with this key in its candidate too (pack-objects fits the memory a run may use only
+    with fewer threads), that comparison decides this key, whatever its own trial
+    measured: a value without which git fails comes first. None elsewhere, and where
+    the profile does not weigh that comparison's workload."""
+    for name, t in cal.trials.items():
+        if name == key.name or not t.comparisons:
+            continue
+        c = t.main
+        # The key changed between the sides (not a value carried on both from a trial
+        # before).
+        if c.fails == FAILS_DEFAULT and key.name in c.candidate \
+                and c.candidate[key.name] != c.default.get(key.name):
+            other = catalogue.lookup(name)
+            what = {c.workload: other.workload.command} if other.workload else {}
+            decided = advice.weighed(key, t, weights, c.candidate[key.name], what,
+                                     {"decided_with": name})
+            if decided.status == SET:     # else the profile does not weigh it: its own
+                return decided
+    return None
 
 
 def decide_measured(entry: registry.Entry, cal: Calibration,

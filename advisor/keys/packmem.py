@@ -33,7 +33,7 @@ from ...probes.layout import RepoLayout
 from ...models.catalogue import Key
 from .registry import Weights
 
-WINDOW, CACHE = "pack.windowMemory", "pack.deltaCacheSize"
+WINDOW, CACHE, THREADS = "pack.windowMemory", "pack.deltaCacheSize", "pack.threads"
 WORKLOAD = "repack"
 DEFAULT_WINDOW = 10         # pack.window's default (builtin/pack-objects.c)
 WINDOWS_FILLED = 1          # the sample fills each thread's window this many times
@@ -165,27 +165,46 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
                                  f"{seen['default'].peak / MIB:.0f} MiB of the "
                                  f"{allowed / MIB:.0f} MiB a run may use")
         cand = _fitting(run, allowed, n_threads)
+        # Each thread holds a window of its own: where no size fits, fewer threads.
+        fewer = n_threads
+        while cand is None and fewer > 1:
+            fewer //= 2
+            seen_fewer: Dict[str, peak.PeakRun] = {}
+            cand = _fitting(runner(bench.repo, objects, allowed, bench.memory_source,
+                                   seen_fewer), allowed, fewer, threads=fewer)
+            seen.update({_seen_as({WINDOW: v, THREADS: str(fewer)}): r
+                         for v, r in seen_fewer.items()})
     if cand is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
-                             "may use; Git's defaults stand")
+                             "may use, down to one thread; Git's defaults stand")
     # Git's defaults do not fit, the candidate's run did: that decides, whatever the
     # speeds (no more runs are owed: a peak is the objects', not the moment's).
-    fitted = seen[cand[WINDOW]]
+    fitted = seen[_seen_as(cand)]
     c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error, (fitted.seconds,),
                           objects.objects)
     return Trial(WINDOW, (c,), asdict(_facts(bench, objects, allowed, n_threads, seen)))
 
 
-def _fitting(run: Callable[[Dict[str, str]], float], allowed: int,
-             n_threads: int) -> Optional[Dict[str, str]]:
-    """The settings of the largest size on the ladder whose run fits; None where none
-    does."""
+def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: int,
+             threads: Optional[int] = None) -> Optional[Dict[str, str]]:
+    """The settings of the largest size on the ladder for n_threads whose run fits (with
+    pack.threads=`threads` where given); None where none does."""
     for size in ladder(allowed, n_threads):
         settings = _settings(size)
+        if threads is not None:
+            settings[THREADS] = str(threads)
         if gitbench.attempt(lambda: run(settings))[0] is None:
             return settings
     return None
+
+
+def _seen_as(cand: Dict[str, str]) -> str:
+    """The name `seen` keeps the candidate's first run under."""
+    if THREADS not in cand:
+        return cand[WINDOW]
+    n = int(cand[THREADS])
+    return f"{cand[WINDOW]}, {n} thread{'s' * (n > 1)}"
 
 
 def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
