@@ -28,9 +28,10 @@ from .registry import Weights
 
 KEY = "pack.threads"
 MAX_COUNT = 8      # index-pack's delta resolution stops scaling well before this on a client
-# Last: packing a repository without packs reads every object, and a client spends
-# little of its day in index-pack.
-TRIAL_RANK = 2
+# Last: a client spends little of its day in index-pack, and the memory keys before it
+# may decide it (pack-objects fitting the memory only with fewer threads:
+# recommend.needed_by_another).
+TRIAL_RANK = 4
 
 
 @dataclass(frozen=True)
