@@ -177,15 +177,16 @@ def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[Di
 
 def unfinished(key: Key, cal: Calibration, seconds_short: Optional[float],
                ask: Optional[str] = None) -> KeyAdvice:
-    """Real git could not even start deciding this key in the budget: Git's default, and
-    the budget that would have let it (when a warm-up run priced it). `ask`: the value
+    """Real git could not decide this key in the budget (its trial not started, or cut):
+    Git's default, and the budget that would have let it (when a warm-up run priced it). `ask`: the value
     the user's own commands could settle it with, where only the user may start that
     (a key that changes more than speed: agent experiment --yes)."""
     then = (f"; or your own commands settle it, with your yes: `git-tune agent experiment "
             f"{key.name}={ask} --yes --repo {shlex.quote(cal.repository.path)}`" if ask else "")
     if seconds_short is None:
-        return not_set(key, f"not set: the {cal.options.budget:g} s budget was spent before "
-                            "its real-git trial could start; a larger --budget would decide "
+        # Not started, or cut before its runs could be priced: either way the budget.
+        return not_set(key, f"not set: the {cal.options.budget:g} s budget ended before "
+                            "real git could decide it; a larger --budget would decide "
                             f"it{then}", {"seconds_short": None})
     budget = cal.options.budget + seconds_short
     short = max(1, math.ceil(seconds_short))

@@ -199,7 +199,7 @@ class Calibration:
     seconds: float = 0.0
     stored_at: Optional[str] = None
     # Keys whose minimum real-git runs did not fit in the budget: seconds short (None: the
-    # budget had ended before their trial could start).
+    # budget had ended before their trial could start, or cut it before it was priced).
     unfinished: Dict[str, Optional[float]] = field(default_factory=dict)
     # Where the budget went, seconds by phase: the probe's parts ("probe storage", ...),
     # the wait for write-back ("settle"), each key family's sweep and trials ("checkout",
