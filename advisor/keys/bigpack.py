@@ -80,7 +80,7 @@ def packs(repo: RepoLayout) -> List[Pack]:
         return []
     for n in names:
         stem = n[:-len(".pack")]
-        if not n.endswith(".pack") or any(stem + ext not in names for ext in (".idx",)) \
+        if not n.endswith(".pack") or stem + ".idx" not in names \
                 or stem + ".mtimes" in names or stem + ".keep" in names:
             continue
         try:
