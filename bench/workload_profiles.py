@@ -34,11 +34,11 @@ from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on
                     timed, tracked)
 
 from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.keys import registry
+from git_tune.advisor.keys import bigpack, registry
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
-from git_tune.models import stats, workloads
+from git_tune.models import catalogue, stats, workloads
 from git_tune.probes import repo as probes_repo
 
 PROFILES = ("ci", "interactive")
@@ -72,7 +72,20 @@ class Workloads:
             return self._clone(config)
         if name == "checkout":
             return self._timed("checkout", config) + self._timed("status", config)
+        if name == "gc":
+            return self._gc(config)
         return self._timed(name, config)
+
+    def _gc(self, config: str) -> float:
+        """gc.bigPackThreshold's own workload: gc's all-in-one repack, its output
+        discarded, keeping the packs the setting's threshold keeps (as gc passes them)."""
+        threshold = catalogue.parse_size(self.configs[config].get(bigpack.KEY, "0")) or 0
+        pack_dir = os.path.join(self.repo, ".git", "objects", "pack")
+        keep = [f"--keep-pack={n}" for n in sorted(os.listdir(pack_dir))
+                if threshold and n.endswith(".pack")
+                and os.path.getsize(os.path.join(pack_dir, n)) >= threshold]
+        return timed(["git", *bigpack.GC_PACK_OBJECTS, *keep], self.repo, self.configs[config],
+                     extra_env={"GIT_INDEX_FILE": self.index[config]})
 
     def _timed(self, name: str, config: str) -> float:
         cmd, extra = {
