@@ -38,7 +38,7 @@ from git_tune.advisor.keys import bigpack, registry
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
-from git_tune.models import catalogue, stats, workloads
+from git_tune.models import stats, workloads
 from git_tune.probes import repo as probes_repo
 
 PROFILES = ("ci", "interactive")
@@ -79,11 +79,9 @@ class Workloads:
     def _gc(self, config: str) -> float:
         """gc.bigPackThreshold's own workload: gc's all-in-one repack, its output
         discarded, keeping the packs the setting's threshold keeps (as gc passes them)."""
-        threshold = catalogue.parse_size(self.configs[config].get(bigpack.KEY, "0")) or 0
-        pack_dir = os.path.join(self.repo, ".git", "objects", "pack")
-        keep = [f"--keep-pack={n}" for n in sorted(os.listdir(pack_dir))
-                if threshold and n.endswith(".pack")
-                and os.path.getsize(os.path.join(pack_dir, n)) >= threshold]
+        value = self.configs[config].get(bigpack.KEY)
+        kept = bigpack.kept_by(value, bigpack.packs(probes_repo.locate(self.repo))) if value else []
+        keep = [f"--keep-pack={p.name}" for p in kept]
         return timed(["git", *bigpack.GC_PACK_OBJECTS, *keep], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]})
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from ..decide import advice
+from . import packmem
 from .registry import Tuner
 from ..measure import gitbench, peak, planner
 from ..measure.bench import Bench
@@ -69,22 +70,14 @@ class TrialFacts:
 def packs(repo: RepoLayout) -> List[Pack]:
     """The local packs `git gc` weighs, largest first: each with its index, neither a
     cruft pack (it has its own expiry) nor one a .keep file already keeps."""
-    where = gitbench.run_git(["rev-parse", "--git-path", "objects/pack"], repo.top,
-                             gitbench.config_env({}), hooks=False, output=True,
-                             repo=repo).stdout.strip()
-    where = os.path.join(repo.top, where)
     out = []
-    try:
-        names = os.listdir(where)
-    except OSError:
-        return []
-    for n in names:
-        stem = n[:-len(".pack")]
-        if not n.endswith(".pack") or stem + ".idx" not in names \
-                or stem + ".mtimes" in names or stem + ".keep" in names:
+    for path in repo_probe.pack_files(repo):
+        stem = path[:-len(".pack")]
+        if not os.path.exists(stem + ".idx") or os.path.exists(stem + ".mtimes") \
+                or os.path.exists(stem + ".keep"):
             continue
         try:
-            out.append(Pack(n, os.stat(os.path.join(where, n)).st_size))
+            out.append(Pack(os.path.basename(path), os.stat(path).st_size))
         except OSError:
             continue
     return sorted(out, key=lambda p: (-p.size, p.name))
@@ -116,11 +109,8 @@ def runner(repo: RepoLayout, all_packs: List[Pack], allowed: int, within: str,
 
 
 def _auto_pack_limit(repo: RepoLayout) -> int:
-    proc = gitbench.run_git(["config", "--type=int", "--get", "gc.autoPackLimit"], repo.top,
-                            gitbench.config_env({}), hooks=False, output=True, repo=repo,
-                            ok=(0, 1))
-    text = proc.stdout.strip()
-    return int(text) if proc.returncode == 0 and text.lstrip("-").isdigit() else AUTO_PACK_LIMIT
+    limit = packmem.config_int(repo, "gc.autoPackLimit")
+    return AUTO_PACK_LIMIT if limit is None else limit
 
 
 def _fitting(run: gitbench.Runner, found: List[Pack], most: int) -> Optional[str]:

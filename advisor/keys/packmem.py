@@ -68,7 +68,8 @@ class Sample:
     size: int
 
 
-def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
+def config_int(repo: RepoLayout, name: str) -> Optional[int]:
+    """The integer git reads for `name` in the repository; None where unset or not one."""
     proc = gitbench.run_git(["config", "--type=int", "--get", name], repo.top,
                             gitbench.config_env({}), hooks=False, output=True,
                             repo=repo, ok=(0, 1))
@@ -79,7 +80,7 @@ def _config_int(repo: RepoLayout, name: str) -> Optional[int]:
 def threads(repo: RepoLayout, online_cpus: Optional[int]) -> int:
     """The threads pack-objects finds deltas with here: pack.threads where set, else
     git's online CPUs (it reads no CPU quota)."""
-    set_here = _config_int(repo, "pack.threads")
+    set_here = config_int(repo, "pack.threads")
     return max(1, set_here or online_cpus or os.cpu_count() or 1)
 
 
@@ -88,7 +89,7 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     (pack-objects orders objects by type, name and size, largest first, and splits them
     between its threads), named in a file under `root`. MeasurementFailed where the
     repository has no objects."""
-    window = _config_int(repo, "pack.window") or DEFAULT_WINDOW
+    window = config_int(repo, "pack.window") or DEFAULT_WINDOW
     want = WINDOWS_FILLED * (window + 1) * n_threads
     out = gitbench.run_git(["cat-file", "--batch-all-objects",
                             "--batch-check=%(objectsize) %(objectname)"],

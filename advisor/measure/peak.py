@@ -2,8 +2,9 @@
 
 The peak is the largest resident set of git and the children it waited for (wait4's
 ru_maxrss), git started by a small process of its own (peakspawn), so that git-tune's
-own memory is not counted in it. Where the kernel lets this process make a memory cgroup below its own (v1
-memory.limit_in_bytes, v2 memory.max with the memory controller delegated), the run
+own memory is not counted in it. Where the kernel lets this process make a memory
+cgroup below its own (v1 memory.limit_in_bytes, v2 memory.max with the memory
+controller delegated), the run
 goes into one of its own, limited to what it is allowed: a run that would pass it is
 killed there by the kernel, never the calibration or the container around it. Where no
 cgroup can be made, the run is unconfined and judged by its peak afterwards.
@@ -183,7 +184,7 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
             raise
         finally:
             timer.cancel()
-        proc.returncode = 0
+        proc.returncode = 0     # reaped above (the spawner's status says nothing of git's)
         said = os.read(result, 256).decode().split()
         err.seek(0)
         stderr = err.read(4096).decode("utf-8", "replace")
