@@ -53,7 +53,13 @@ the noparallel filter, one request at a time).
 
 def _when_at(run: dict) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run["time"]))
-    return f"{when} at {run.get('commit') or 'a commit not recorded (before results named theirs)'}"
+    return f"{when} at {run['commit']}"
+
+
+def named(run: dict) -> bool:
+    """Whether a run names the commit it ran at ("a commit before X", or none: results
+    stored before runs named theirs, of code no one can check out again)."""
+    return bool(re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", run.get("commit") or ""))
 
 
 def _groups(data: dict) -> list:
@@ -62,6 +68,12 @@ def _groups(data: dict) -> list:
     for bed, run in (data.get("runs") or {}).items():
         by_run.setdefault((run.get("commit"), run.get("time")), (run, []))[1].append(bed)
     return sorted(by_run.values(), key=lambda g: g[0].get("time") or 0)
+
+
+def _unknown_code(name: str, run: dict, beds=()) -> str:
+    what = f"the rows of {', '.join(beds)}" if beds else "its figures"
+    return (f"Not shown: {what} name no commit they ran at, so the code behind them is "
+            f"unknown. Re-run: {_command(name, run, beds)}.")
 
 
 def _command(name: str, run: dict, beds=()) -> str:
@@ -79,10 +91,20 @@ def tables(name: str, data: dict, md: str) -> str:
     mixed with another's in a table); the notes, under the last."""
     groups = _groups(data)
     if len(groups) <= 1:
-        return f"{md.rstrip()}\n\n_Run {_when_at(data)}: {_command(name, data)}._\n"
+        run = groups[0][0] if groups else data
+        if not named(run):
+            return f"{md.splitlines()[0]}\n\n{_unknown_code(name, data)}\n"
+        return f"{md.rstrip()}\n\n_Run {_when_at(run)}: {_command(name, data)}._\n"
     title = md.splitlines()[0]
     parts = [title, ""]
+    unknown = [bed for run, beds in groups if not named(run) for bed in beds]
+    if unknown:
+        parts += [_unknown_code(name, {}, unknown), ""]
+    if len(unknown) == sum(len(beds) for _, beds in groups):
+        return "\n".join(parts).rstrip() + "\n"
     for run, beds in groups:
+        if not named(run):
+            continue
         rows = [r for r in data["rows"] if r[0] in beds]
         parts += [f"_{', '.join(beds)}: run {_when_at(run)}: {_command(name, run, beds)}._", "",
                   table(data["headers"], rows), ""]

@@ -28,16 +28,17 @@ A run over some beds keeps the other beds' rows of the last run in bench/results
 import os
 import shutil
 import time
-from typing import Dict
+from typing import Callable, Dict, Tuple
 
 from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on, report, storage,
                     timed, tracked)
 
 from git_tune.advisor.decide.recommend import recommend
-from git_tune.advisor.keys import bigpack, registry
+from git_tune.advisor.keys import registry
 from git_tune.advisor.measure import gitbench
 from git_tune.advisor.measure import calibrate
 from git_tune.advisor.measure.record import Options
+from git_tune.advisor.measure.sweep import MeasurementFailed
 from git_tune.models import stats, workloads
 from git_tune.probes import repo as probes_repo
 
@@ -54,6 +55,7 @@ class Workloads:
         self.cold = os.geteuid() == 0
         ws = gitbench.Workspace(probes_repo.locate(repo), scratch)
         self.index = {c: ws.index_copy(c, registry.index_shape(v)) for c, v in configs.items()}
+        self.runners: Dict[Tuple[str, str], Callable[[Dict[str, str]], float]] = {}
 
     def _remove(self):
         remove(self.repo, self.pick)
@@ -72,38 +74,47 @@ class Workloads:
             return self._clone(config)
         if name == "checkout":
             return self._timed("checkout", config) + self._timed("status", config)
-        if name == "gc":
-            return self._gc(config)
         return self._timed(name, config)
 
-    def _gc(self, config: str) -> float:
-        """gc.bigPackThreshold's own workload: gc's all-in-one repack, its output
-        discarded, keeping the packs the setting's threshold keeps (as gc passes them)."""
-        value = self.configs[config].get(bigpack.KEY)
-        kept = bigpack.kept_by(value, bigpack.packs(probes_repo.locate(self.repo))) if value else []
-        keep = [f"--keep-pack={p.name}" for p in kept]
-        return timed(["git", *bigpack.GC_PACK_OBJECTS, *keep], self.repo, self.configs[config],
-                     extra_env={"GIT_INDEX_FILE": self.index[config]})
-
     def _timed(self, name: str, config: str) -> float:
-        cmd, extra = {
+        """The workload as the profiles' table names it; a key's own workload (repack,
+        history, gc) as the key times it (registry.workload_runner: verify's runner)."""
+        own = {
             "status": (["status", "-uno", "--porcelain"], {}),
             "status-cold": (["status", "-uno", "--porcelain"], {"cold": True}),
             "untracked": (["status", "--porcelain"], {}),
             "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
             "index": (["ls-files"], {}),
             "write": (["update-index", "--force-write-index"], {}),
-            # pack.windowMemory's own workload: every object packed again, the pack
-            # discarded (the repository's objects stay as they are).
-            "repack": (["pack-objects", "--revs", "--all", "--no-reuse-delta", "--stdout",
-                        "-q"], {}),
-            # core.deltaBaseCacheLimit's own workload: history read with its blobs (the
-            # trial reads one path's; here the last 100 commits of every path).
-            "history": (["log", "-p", "--no-color", "--no-ext-diff", "--format=%H", "-n", "100"],
-                        {}),
-        }[name]
+        }
+        if name not in own:
+            return self.keys_runner(name, config)(self.configs[config])
+        cmd, extra = own[name]
         return timed(["git", *cmd], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
+
+    def keys_runner(self, name: str, config: str):
+        """The runner of a key's own workload on `config`'s index copy (made once);
+        MeasurementFailed where the key cannot time it on this repository."""
+        if (name, config) not in self.runners:
+            found = registry.workload_runner(name, probes_repo.locate(self.repo),
+                                             self.index[config])
+            if found is None:
+                raise SystemExit(f"workload {name!r}: no runner in the workload table")
+            self.runners[name, config] = found[1]
+        return self.runners[name, config]
+
+    def untimeable(self, name: str) -> str:
+        """Why a key's own workload cannot be timed here ("" where it can): its key
+        could not be trialled or verified on this repository either."""
+        if name in ("status", "status-cold", "untracked", "checkout", "index", "write", "clone"):
+            return ""
+        try:
+            for config in self.configs:
+                self.keys_runner(name, config)
+        except MeasurementFailed as e:
+            return str(e)
+        return ""
 
     def settle(self) -> None:
         """After the checkouts rewrote files, bring every setting's index up to date
@@ -145,6 +156,12 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
     w = Workloads(repo, scratch, min(400, files // 5), configs)
     owns = {p: own_workloads(p, w.cold) for p in PROFILES}
     names = sorted({n for own in owns.values() for n in own})
+    for n in list(names):
+        why = w.untimeable(n)
+        if why:
+            notes.append(f"{kind}: {n} not timed: {why}")
+            names.remove(n)
+            owns = {p: {k: v for k, v in own.items() if k != n} for p, own in owns.items()}
     times = {(c, n): [] for c in configs for n in names}
     warm = {n: 0.0 for n in names}
     for c in configs:                                        # warm-up
