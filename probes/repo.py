@@ -73,7 +73,7 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
     path = os.getcwd() if path is None else os.path.abspath(path)
     if not os.path.isdir(path):
         raise UsageError(f"'{path}' is not a directory")
-    # One question per git call: rev-parse has no -z, and a path may hold a newline.
+
     def ask(*args: str) -> Optional[str]:
         proc = run_git(["rev-parse", *args], cwd=path, env=env)
         if proc.returncode:
@@ -86,15 +86,23 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
         out: str = proc.stdout
         return out[:-1] if out.endswith("\n") else out
 
-    bare = ask("--is-bare-repository")
-    if bare is None:
+    # Every question in one git call (on slow storage each git start is a round trip
+    # per file it opens), one answer a line. rev-parse has no -z: where a path holds a
+    # newline the lines are more than the questions, and each is asked on its own.
+    questions = (("--is-bare-repository",), ("--show-object-format",), ("--absolute-git-dir",),
+                 ("--git-common-dir",), ("--git-path", "index"))
+    together = ask(*(a for q in questions for a in q))
+    if together is None:
         return None
-    git_dir, common = ask("--absolute-git-dir"), ask("--git-common-dir")
-    index = ask("--git-path", "index")
-    if git_dir is None or common is None or index is None:
+    answers: List[Optional[str]] = list(together.split("\n"))
+    if len(answers) != len(questions):
+        answers = [ask(*q) for q in questions]
+    bare, object_format, git_dir, common, index = answers
+    if bare is None or git_dir is None or common is None or index is None:
         return None
+    object_format = object_format or "sha1"
+    # Only where there is a work tree: in a bare repository git refuses the question.
     worktree = (ask("--show-toplevel") or None) if bare != "true" else None
-    object_format = ask("--show-object-format") or "sha1"
     return RepoLayout(worktree, git_dir, os.path.abspath(os.path.join(path, common)),
                       os.path.abspath(os.path.join(path, index)), bare == "true",
                       object_format)
@@ -145,6 +153,18 @@ def _untracked(layout: RepoLayout, allowance: Optional[float]
             round(time.monotonic() - t0, 4))
 
 
+def _worktrees(layout: RepoLayout) -> int:
+    """The work trees `git worktree list` lists: the main one, and each linked one whose
+    administrative directory names its gitdir (git's get_worktrees skips the others),
+    read from $GIT_COMMON_DIR/worktrees without starting git."""
+    admin = os.path.join(layout.common_dir, "worktrees")
+    try:
+        ids = os.listdir(admin)
+    except OSError:
+        return 1
+    return 1 + sum(1 for i in ids if os.path.isfile(os.path.join(admin, i, "gitdir")))
+
+
 def _loose_objects(layout: RepoLayout) -> Optional[int]:
     """Loose objects, estimated as `git gc --auto` does (too_many_loose_objects): the
     entries of objects/17 times 256. `git count-objects -v` stats every loose object,
@@ -165,8 +185,14 @@ TIMED_HOOKS = ("post-index-change", "post-checkout", "reference-transaction", "f
 def repository_commands(layout: RepoLayout) -> List[str]:
     """Commands this repository's own config makes git run while git-tune times git:
     git-tune runs what git would run, so it is trusted as git is trusted here."""
+    # One git call for every key read (on slow storage a git start costs a round trip a
+    # file it opens): git lowercases section and key names, the last value wins.
+    found = run_git(["config", "-z", "--get-regexp",
+                     r"^(core\.fsmonitor|filter\..*\.(clean|smudge|process))$"],
+                    repo=layout).stdout
+    items = [item.partition("\n") for item in found.split("\0") if item]
     out = []
-    fsmonitor = run_git(["config", "core.fsmonitor"], repo=layout).stdout.strip()
+    fsmonitor = next((v.strip() for k, _, v in reversed(items) if k == "core.fsmonitor"), "")
     if fsmonitor and fsmonitor.lower() not in ("false", "no", "off", "0"):
         out.append(f"core.fsmonitor = {fsmonitor}")
     # hooks=True: where *git* would look (git-tune's own runs point core.hooksPath away).
@@ -177,10 +203,7 @@ def repository_commands(layout: RepoLayout) -> List[str]:
         path = os.path.join(hooks_dir, hook)
         if hooks_dir and os.path.isfile(path) and os.access(path, os.X_OK):
             out.append(f"hook {path}")
-    filters = run_git(["config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"],
-                      repo=layout).stdout
-    out += [f"{item.partition(chr(10))[0]} = {item.partition(chr(10))[2]}"
-            for item in filters.split("\0") if item]
+    out += [f"{k} = {v}" for k, _, v in items if k != "core.fsmonitor"]
     return out
 
 
@@ -215,8 +238,7 @@ def repo_facts(layout: RepoLayout, allowance: Optional[float] = None) -> RepoFac
     if layout.worktree and os.path.exists(os.path.join(layout.worktree, ".gitmodules")):
         proc = run_git(["config", "-f", ".gitmodules", "--get-regexp", r"\.path$"], cwd=layout.worktree)
         submodules = len(proc.stdout.splitlines())
-    wt = run_git(["worktree", "list", "--porcelain"], cwd=layout.git_dir, repo=layout)
-    worktrees = sum(1 for l in wt.stdout.splitlines() if l.startswith("worktree "))
+    worktrees = _worktrees(layout)
     untracked, untracked_note, walk = _untracked(layout, allowance)
     commit_graph = (os.path.exists(os.path.join(layout.common_dir, "objects", "info", "commit-graph"))
                     or os.path.isdir(os.path.join(layout.common_dir, "objects", "info", "commit-graphs")))

@@ -373,3 +373,60 @@ def test_a_stray_promisor_file_makes_no_partial_clone(tmp_path):
     subprocess.run(["git", "-C", str(root), "config", "remote.origin.promisor", "true"],
                    check=True)
     assert repo_probe.partial_clone(layout)
+
+
+def test_a_repository_is_located_as_git_answers_each_question_newlines_and_all(tmp_path):
+    """locate() asks rev-parse everything at once; where a path holds a newline (more
+    lines than questions) it asks each on its own. Either way the layout is git's own
+    answers, and the work trees counted are those `git worktree list` lists (a linked
+    one whose gitdir file is gone is not)."""
+    from git_tune.probes import repo as repo_probe
+
+    def one_by_one(path, *args):
+        return subprocess.run(["git", "rev-parse", *args], cwd=path, check=True,
+                              capture_output=True, text=True).stdout[:-1]
+
+    plain = repogen.generate(str(tmp_path / "plain"), repogen.RepoShape.for_files(20), limit=20)
+    newline = repogen.generate(str(tmp_path / "new\nline"), repogen.RepoShape.for_files(20),
+                               limit=20)
+    for wt in ("one", "two"):
+        subprocess.run(["git", "-C", plain, "worktree", "add", "-q", "--detach",
+                        str(tmp_path / wt)], check=True)
+    os.remove(os.path.join(plain, ".git", "worktrees", "two", "gitdir"))
+    bare = str(tmp_path / "bare.git")
+    subprocess.run(["git", "clone", "-q", "--bare", plain, bare], check=True)
+    for path in (plain, newline, str(tmp_path / "one"), bare):
+        layout = repo_probe.locate(path)
+        assert layout.git_dir == one_by_one(path, "--absolute-git-dir")
+        assert layout.common_dir == os.path.abspath(os.path.join(
+            path, one_by_one(path, "--git-common-dir")))
+        assert layout.index_file == os.path.abspath(os.path.join(
+            path, one_by_one(path, "--git-path", "index")))
+        assert layout.bare == (path == bare)
+        assert layout.worktree == (None if path == bare else one_by_one(path, "--show-toplevel"))
+        listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=path,
+                                check=True, capture_output=True, text=True).stdout
+        assert repo_probe._worktrees(layout) == listed.count("worktree ")
+    assert repo_probe._worktrees(repo_probe.locate(plain)) == 2
+
+
+def test_the_commands_a_repositorys_config_makes_git_run_are_named(tmp_path):
+    """The probe names what timing git there runs: core.fsmonitor's last value (not
+    where it is false), each filter driver's command and the hooks git would start."""
+    from git_tune.probes import repo as repo_probe
+    repo = repogen.generate(str(tmp_path / "r"), repogen.RepoShape.for_files(20), limit=20)
+
+    def config(*args):
+        subprocess.run(["git", "-C", repo, "config", *args], check=True)
+    config("core.fsmonitor", "false")
+    layout = repo_probe.locate(repo)
+    assert repo_probe.repository_commands(layout) == []
+    config("--add", "core.fsmonitor", "/opt/watch-it")
+    config("filter.Big.smudge", "big-smudge %f")
+    hook = os.path.join(repo, ".git", "hooks", "post-checkout")
+    os.makedirs(os.path.dirname(hook), exist_ok=True)
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(hook, 0o755)
+    assert repo_probe.repository_commands(layout) == [
+        "core.fsmonitor = /opt/watch-it", f"hook {hook}", "filter.Big.smudge = big-smudge %f"]
