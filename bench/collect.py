@@ -108,7 +108,9 @@ def tables(name: str, data: dict, md: str) -> str:
         rows = [r for r in data["rows"] if r[0] in beds]
         parts += [f"_{', '.join(beds)}: run {_when_at(run)}: {_command(name, run, beds)}._", "",
                   table(data["headers"], rows), ""]
-    parts += [f"- {n}" for n in data.get("notes", [])]
+    # A note that names a bed not shown is of that bed's unknown code too.
+    parts += [f"- {n}" for n in data.get("notes", [])
+              if not any(n.startswith((f"{bed}:", f"{bed} ")) for bed in unknown)]
     return "\n".join(parts).rstrip() + "\n"
 
 
