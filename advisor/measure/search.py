@@ -191,8 +191,8 @@ class Seeded(Strategy):
 
 
 STRATEGIES = {s.name: s for s in (SkoptStrategy, GridStrategy, RandomStrategy, CoordinateStrategy)}
-# The winner of bench/search_strategies.py (regret within noise of gp and grid, smaller
-# bad tail, no compute of its own); change it only with that benchmark.
+# Tied with grid and gp on mean regret in bench/search_strategies.py, the lowest mean,
+# no compute of its own (docs/deciding.md); change it only with that benchmark.
 DEFAULT_STRATEGY = "random"
 
 
