@@ -191,8 +191,11 @@ def repository_commands(layout: RepoLayout) -> List[str]:
                      r"^(core\.fsmonitor|filter\..*\.(clean|smudge|process))$"],
                     repo=layout).stdout
     items = [item.partition("\n") for item in found.split("\0") if item]
+    filters = [(k, v) for k, _, v in items if k.startswith("filter.")]
+    # What is not a filter driver is core.fsmonitor, whose last value wins.
+    fsmonitor = next((v.strip() for k, _, v in reversed(items)
+                      if not k.startswith("filter.")), "")
     out = []
-    fsmonitor = next((v.strip() for k, _, v in reversed(items) if k == "core.fsmonitor"), "")
     if fsmonitor and fsmonitor.lower() not in ("false", "no", "off", "0"):
         out.append(f"core.fsmonitor = {fsmonitor}")
     # hooks=True: where *git* would look (git-tune's own runs point core.hooksPath away).
@@ -203,7 +206,7 @@ def repository_commands(layout: RepoLayout) -> List[str]:
         path = os.path.join(hooks_dir, hook)
         if hooks_dir and os.path.isfile(path) and os.access(path, os.X_OK):
             out.append(f"hook {path}")
-    out += [f"{k} = {v}" for k, _, v in items if k != "core.fsmonitor"]
+    out += [f"{k} = {v}" for k, v in filters]
     return out
 
 
