@@ -345,7 +345,10 @@ def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
     out = json.loads(auto.stdout)
     toy = next(k for k in out["recommendation"]["keys"] if k["key"] == "toy.knob")
     assert toy["status"] == "set" and toy["value"] == "true", toy
-    assert toy["evidence"]["runs"] >= 5 and toy["gain"]["workload"] == "status"  # trialled
+    # Trialled: its A/B ran. Both arms are the same git status, so on a busy machine the
+    # candidate can look clearly slower by chance and be dropped after EARLY_RUNS pairs.
+    from git_tune.advisor.measure.ab import EARLY_RUNS
+    assert toy["evidence"]["runs"] >= EARLY_RUNS and toy["gain"]["workload"] == "status"
     assert out["plan"]["settings"]["toy.knob"] == "true"
     assert "index" in [w["name"] for w in out["verify"]["workloads"]]            # verified
     got = subprocess.run(["git", "config", "toy.knob"], cwd=repo, stdout=subprocess.PIPE,
