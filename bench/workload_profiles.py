@@ -53,7 +53,8 @@ class Workloads:
         names = tracked(repo)
         self.pick = names[:: max(1, len(names) // k)][:k]
         self.cold = os.geteuid() == 0
-        ws = gitbench.Workspace(probes_repo.locate(repo), scratch)
+        self.layout = probes_repo.locate(repo)
+        ws = gitbench.Workspace(self.layout, scratch)
         self.index = {c: ws.index_copy(c, registry.index_shape(v)) for c, v in configs.items()}
         self.runners: Dict[Tuple[str, str], Callable[[Dict[str, str]], float]] = {}
 
@@ -76,10 +77,9 @@ class Workloads:
             return self._timed("checkout", config) + self._timed("status", config)
         return self._timed(name, config)
 
-    def _timed(self, name: str, config: str) -> float:
-        """The workload as the profiles' table names it; a key's own workload (repack,
-        history, gc) as the key times it (registry.workload_runner: verify's runner)."""
-        own = {
+    def _own(self) -> dict:
+        """The profiles' own workloads: git's command and how timed() runs it."""
+        return {
             "status": (["status", "-uno", "--porcelain"], {}),
             "status-cold": (["status", "-uno", "--porcelain"], {"cold": True}),
             "untracked": (["status", "--porcelain"], {}),
@@ -87,6 +87,11 @@ class Workloads:
             "index": (["ls-files"], {}),
             "write": (["update-index", "--force-write-index"], {}),
         }
+
+    def _timed(self, name: str, config: str) -> float:
+        """The workload as the profiles' table names it; a key's own workload (repack,
+        history, gc) as the key times it (registry.workload_runner: verify's runner)."""
+        own = self._own()
         if name not in own:
             return self.keys_runner(name, config)(self.configs[config])
         cmd, extra = own[name]
@@ -97,8 +102,7 @@ class Workloads:
         """The runner of a key's own workload on `config`'s index copy (made once);
         MeasurementFailed where the key cannot time it on this repository."""
         if (name, config) not in self.runners:
-            found = registry.workload_runner(name, probes_repo.locate(self.repo),
-                                             self.index[config])
+            found = registry.workload_runner(name, self.layout, self.index[config])
             if found is None:
                 raise SystemExit(f"workload {name!r}: no runner in the workload table")
             self.runners[name, config] = found[1]
@@ -107,7 +111,7 @@ class Workloads:
     def untimeable(self, name: str) -> str:
         """Why a key's own workload cannot be timed here ("" where it can): its key
         could not be trialled or verified on this repository either."""
-        if name in ("status", "status-cold", "untracked", "checkout", "index", "write", "clone"):
+        if name == "clone" or name in self._own():
             return ""
         try:
             for config in self.configs:

@@ -186,7 +186,7 @@ def repository_commands(layout: RepoLayout) -> List[str]:
     """Commands this repository's own config makes git run while git-tune times git:
     git-tune runs what git would run, so it is trusted as git is trusted here."""
     # One git call for every key read (on slow storage a git start costs a round trip a
-    # file it opens): git lowercases section and key names, the last value wins.
+    # file it opens); git lowercases section and key names.
     found = run_git(["config", "-z", "--get-regexp",
                      r"^(core\.fsmonitor|filter\..*\.(clean|smudge|process))$"],
                     repo=layout).stdout
