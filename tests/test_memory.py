@@ -205,6 +205,32 @@ def test_the_largest_sizes_tried_are_ones_git_reads(large_repo):
     assert proc.returncode == 0 and b"out of range" not in proc.stderr, proc.stderr
 
 
+def test_windows_below_the_smallest_object_pack_alike_and_the_ladder_tries_one(large_repo,
+                                                                              tmp_path):
+    """Below the sample's smallest object a window holds the object being deltified and
+    one other, whatever its size: real git packs the same bytes at two such sizes, so
+    the ladder takes one of them, then 1m (for the delta cache), and none between."""
+    layout = calibrate.probe_repository(large_repo, 10).repository.layout
+    objects = packmem.sample(layout, str(tmp_path), 1)
+    assert objects.smallest >= 2 * MIB, objects
+
+    def packed(window: str) -> bytes:
+        with open(objects.names_file, "rb") as names:
+            return subprocess.run(["git", "-c", f"pack.windowMemory={window}",
+                                   "-c", "pack.threads=1", "pack-objects", "--no-reuse-delta",
+                                   "--delta-base-offset", "--stdout", "-q"], cwd=large_repo,
+                                  stdin=names, stdout=subprocess.PIPE, check=True).stdout
+    assert packed("512k") == packed(f"{objects.smallest * 3 // 4 // 1024}k")
+    assert packed("512k") != packed("0")      # unlimited: the window holds all ten
+
+    sizes = packmem.ladder(1 << 40, 1, objects.smallest)
+    below = [s for s in sizes if s < objects.smallest]
+    assert below[0] * 2 >= objects.smallest and below[1:] in ([], [packmem.SMALLEST]), sizes
+    # Objects of 32 MiB: 16m, then 1m; with no floor known, every halving.
+    assert packmem.ladder(1 << 40, 1, 32 * MIB)[-3:] == [32 * MIB, 16 * MIB, MIB]
+    assert packmem.ladder(1 << 40, 1)[-6:] == [32 * MIB, 16 * MIB, 8 * MIB, 4 * MIB, 2 * MIB, MIB]
+
+
 # core.deltaBaseCacheLimit: decided on git log -p of the path with the most delta bases.
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ class Sample:
     names_file: str
     objects: int
     size: int
+    smallest: int = 0               # bytes of the smallest of them
 
 
 def config_int(repo: RepoLayout, name: str) -> Optional[int]:
@@ -107,7 +108,7 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     path = os.path.join(root, "packmem-objects")
     with open(path, "w") as f:
         f.writelines(f"{name}\n" for _, name in chosen)
-    return Sample(path, len(chosen), sum(s for s, _ in chosen))
+    return Sample(path, len(chosen), sum(s for s, _ in chosen), chosen[-1][0])
 
 
 def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
@@ -119,16 +120,25 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
                                  seen, objects.names_file)
 
 
-def ladder(allowed: int, n_threads: int) -> List[int]:
+def ladder(allowed: int, n_threads: int, smallest_object: int = 0) -> List[int]:
     """The sizes tried, largest first: from the largest power of two whose window on
     every thread and whose delta cache fit the allowed memory together, halved down to
-    SMALLEST (each run's measured peak decides; this only orders the tries)."""
+    SMALLEST (each run's measured peak decides; this only orders the tries).
+
+    A window below the sample's smallest object holds the object being deltified and
+    one other, whatever its size (pack-objects evicts down to that, find_deltas): below
+    that, halving changes only the delta cache. So the ladder takes one size below
+    `smallest_object`, then SMALLEST, and no size between."""
     size = SMALLEST
     while (n_threads + 1) * (2 * size) * 2 <= allowed:
         size *= 2
     out = []
     while size >= SMALLEST:
         out.append(size)
+        if size < smallest_object:
+            if size > SMALLEST:
+                out.append(SMALLEST)
+            break
         size //= 2
     return out
 
@@ -165,14 +175,15 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
             return Trial.not_run(WINDOW, f"Git's defaults fit: pack-objects peaked at "
                                  f"{seen['default'].peak / MIB:.0f} MiB of the "
                                  f"{allowed / MIB:.0f} MiB a run may use")
-        cand = _fitting(run, allowed, n_threads)
+        cand = _fitting(run, allowed, n_threads, objects.smallest)
         # Each thread holds a window of its own: where no size fits, fewer threads.
         fewer = n_threads
         while cand is None and fewer > 1:
             fewer //= 2
             seen_fewer: Dict[str, peak.PeakRun] = {}
             cand = _fitting(runner(bench.repo, objects, allowed, bench.memory_source,
-                                   seen_fewer), allowed, fewer, threads=fewer)
+                                   seen_fewer), allowed, fewer, objects.smallest,
+                            threads=fewer)
             seen.update({_seen_as({WINDOW: v, THREADS: str(fewer)}): r
                          for v, r in seen_fewer.items()})
     if cand is None:
@@ -188,10 +199,11 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
 
 
 def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: int,
-             threads: Optional[int] = None) -> Optional[Dict[str, str]]:
+             smallest_object: int, threads: Optional[int] = None
+             ) -> Optional[Dict[str, str]]:
     """The settings of the largest size on the ladder for n_threads whose run fits (with
     pack.threads=`threads` where given); None where none does."""
-    for size in ladder(allowed, n_threads):
+    for size in ladder(allowed, n_threads, smallest_object):
         settings = _settings(size)
         if threads is not None:
             settings[THREADS] = str(threads)
