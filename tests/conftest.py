@@ -71,10 +71,19 @@ def small_repo(tmp_path_factory):
 def pytest_collection_modifyitems(items):
     """A test that sends this process SIGINT (the ctrl_c fixture) runs alone: in a
     parallel runner's worker, a signal that lands after the test's own handler is gone
-    takes the worker down (tools/test)."""
+    takes the worker down (tools/test).
+
+    The tests that share a module-scoped fixture form one group (xdist_group), so that
+    under `--dist loadgroup` one worker makes the fixture once for all of them rather
+    than each worker making its own."""
     for item in items:
         if "ctrl_c" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.alone)
+        info = getattr(item, "_fixtureinfo", None)
+        shared = info and any(d.scope == "module" for defs in info.name2fixturedefs.values()
+                              for d in defs)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture
