@@ -120,7 +120,8 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
                                  seen, objects.names_file)
 
 
-def ladder(allowed: int, n_threads: int, smallest_object: int = 0) -> List[int]:
+def ladder(allowed: int, n_threads: int, smallest_object: int = 0,
+           least_cache: bool = True) -> List[int]:
     """The sizes tried, largest first: from the largest power of two whose window on
     every thread and whose delta cache fit the allowed memory together, halved down to
     SMALLEST (each run's measured peak decides; this only orders the tries).
@@ -128,7 +129,9 @@ def ladder(allowed: int, n_threads: int, smallest_object: int = 0) -> List[int]:
     A window below the sample's smallest object holds the object being deltified and
     one other, whatever its size (pack-objects evicts down to that, find_deltas): below
     that, halving changes only the delta cache. So the ladder takes one size below
-    `smallest_object`, then SMALLEST, and no size between."""
+    `smallest_object`, then SMALLEST where `least_cache` (the cache's least: where
+    fewer threads remain to try, they save a window each, far more), and no size
+    between."""
     size = SMALLEST
     while (n_threads + 1) * (2 * size) * 2 <= allowed:
         size *= 2
@@ -136,7 +139,7 @@ def ladder(allowed: int, n_threads: int, smallest_object: int = 0) -> List[int]:
     while size >= SMALLEST:
         out.append(size)
         if size < smallest_object:
-            if size > SMALLEST:
+            if size > SMALLEST and least_cache:
                 out.append(SMALLEST)
             break
         size //= 2
@@ -203,7 +206,7 @@ def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: in
              ) -> Optional[Dict[str, str]]:
     """The settings of the largest size on the ladder for n_threads whose run fits (with
     pack.threads=`threads` where given); None where none does."""
-    for size in ladder(allowed, n_threads, smallest_object):
+    for size in ladder(allowed, n_threads, smallest_object, least_cache=n_threads == 1):
         settings = _settings(size)
         if threads is not None:
             settings[THREADS] = str(threads)

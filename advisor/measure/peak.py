@@ -6,8 +6,9 @@ own memory is not counted in it. Where the kernel lets this process make a memor
 cgroup below its own (v1 memory.limit_in_bytes, v2 memory.max with the memory
 controller delegated), the run
 goes into one of its own, limited to what it is allowed: a run that would pass it is
-killed there by the kernel, never the calibration or the container around it. Where no
-cgroup can be made, the run is unconfined and judged by its peak afterwards.
+killed there by the kernel, never the calibration or the container around it, and a
+run that ends whole there fits (PeakRun.over). Where no cgroup can be made, the run is
+unconfined and judged by its peak afterwards.
 """
 import contextlib
 import os
@@ -38,8 +39,13 @@ class PeakRun:
     stderr: str
 
     def over(self, allowed: int) -> bool:
-        """Whether the run peaked above `allowed` bytes, or was killed at its limit."""
-        return self.killed_at_limit or self.peak > allowed
+        """Whether the run did not fit `allowed` bytes. Confined to them, the kernel
+        judges: it fits unless killed there. The resident set counts the pack files git
+        maps, pages the kernel drops under the cgroup's limit rather than kill git, so a
+        run can end whole in its cgroup with a peak above it. Unconfined, the peak judges."""
+        if self.confined:
+            return self.killed_at_limit
+        return self.peak > allowed
 
 
 class Confinement:
