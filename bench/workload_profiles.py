@@ -28,7 +28,7 @@ A run over some beds keeps the other beds' rows of the last run in bench/results
 import os
 import shutil
 import time
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 from common import (BedUnavailable, bed_latency, median, parser, remove, repo_on, report, storage,
                     timed, tracked)
@@ -57,6 +57,15 @@ class Workloads:
         ws = gitbench.Workspace(self.layout, scratch)
         self.index = {c: ws.index_copy(c, registry.index_shape(v)) for c, v in configs.items()}
         self.runners: Dict[Tuple[str, str], Callable[[Dict[str, str]], float]] = {}
+        # The profiles' own workloads: git's command and how timed() runs it.
+        self.own: Dict[str, Tuple[List[str], dict]] = {
+            "status": (["status", "-uno", "--porcelain"], {}),
+            "status-cold": (["status", "-uno", "--porcelain"], {"cold": True}),
+            "untracked": (["status", "--porcelain"], {}),
+            "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
+            "index": (["ls-files"], {}),
+            "write": (["update-index", "--force-write-index"], {}),
+        }
 
     def _remove(self):
         remove(self.repo, self.pick)
@@ -77,24 +86,12 @@ class Workloads:
             return self._timed("checkout", config) + self._timed("status", config)
         return self._timed(name, config)
 
-    def _own(self) -> dict:
-        """The profiles' own workloads: git's command and how timed() runs it."""
-        return {
-            "status": (["status", "-uno", "--porcelain"], {}),
-            "status-cold": (["status", "-uno", "--porcelain"], {"cold": True}),
-            "untracked": (["status", "--porcelain"], {}),
-            "checkout": (["checkout", "-q", "-f"], {"setup": self._remove}),
-            "index": (["ls-files"], {}),
-            "write": (["update-index", "--force-write-index"], {}),
-        }
-
     def _timed(self, name: str, config: str) -> float:
         """The workload as the profiles' table names it; a key's own workload (repack,
         history, gc) as the key times it (registry.workload_runner: verify's runner)."""
-        own = self._own()
-        if name not in own:
+        if name not in self.own:
             return self.keys_runner(name, config)(self.configs[config])
-        cmd, extra = own[name]
+        cmd, extra = self.own[name]
         return timed(["git", *cmd], self.repo, self.configs[config],
                      extra_env={"GIT_INDEX_FILE": self.index[config]}, **extra)
 
@@ -111,7 +108,7 @@ class Workloads:
     def untimeable(self, name: str) -> str:
         """Why a key's own workload cannot be timed here ("" where it can): its key
         could not be trialled or verified on this repository either."""
-        if name == "clone" or name in self._own():
+        if name == "clone" or name in self.own:
             return ""
         try:
             for config in self.configs:
