@@ -251,8 +251,13 @@ def _progress_bar() -> Tuple[Optional[Callable[[str, float], None]], Callable[[]
         label = f"calibrating: {PHASES.get(phase, phase)}"
         bar.label = (label[:label_width - 1] + "…" if len(label) > label_width
                      else label.ljust(label_width))
-        step = max(0, int(fraction * 1000) - done)
-        bar.update(step)                # a redraw per report: the label moves on
+        # A calibration done under its budget is done: the bar is full.
+        step = max(0, (1000 if phase == "done" else int(fraction * 1000)) - done)
+        # A redraw per report, so the label moves on: click redraws on a step only.
+        if step:
+            bar.update(step)
+        else:
+            bar.render_progress()
         done += step
 
     def close() -> None:
@@ -426,8 +431,11 @@ def auto(repo: Optional[str], demo: bool, scope: str, workload: str, budget: flo
                               recalibrate=recalibrate, verify=not no_verify,
                               format_changes=format_changes, even_if_busy=even_if_busy)
         confirm = _Confirmer(yes, as_json, before_asking=close, explain=explain)
-        result = run_auto(repo, options, confirm, update,
-                          say=lambda m: chatter(f"git-tune: {m}"))
+
+        def say(message: str) -> None:
+            close()         # the bar's line ends first: "verifying" starts a line of its own
+            chatter(f"git-tune: {message}")
+        result = run_auto(repo, options, confirm, update, say=say)
     finally:
         close()
     emit(result, as_json, lambda r: "\n".join(

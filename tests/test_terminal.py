@@ -269,27 +269,6 @@ def test_a_busy_host_is_one_that_left_git_tune_too_few_idle_cpus():
     assert Load(5, 0.3, cores=2, cpus=2).note() is None
 
 
-def test_the_progress_bar_fits_80_columns_and_redraws_in_place(small_repo, tmp_path,
-                                                              isolated_git):
-    """On a real pty of 80 columns, neither stream has a line wider than 80 (the bar's
-    redraws, after each carriage return, included), and the bar stays on one line."""
-    import re
-    repo = tmp_path / "r"
-    subprocess.run(["cp", "-a", str(small_repo), str(repo)], check=True)
-    env = dict(os.environ, GIT_TUNE_CACHE_DIR=str(tmp_path / "cache"),
-               GIT_TUNE_STATE_DIR=str(isolated_git / "state"))
-    env.pop("COLUMNS", None)
-    out, _, rc = on_pty([*GIT_TUNE, "calibrate", "--repo", str(repo), "--budget", "4"], env,
-                        b"", columns=80)
-    assert rc == 0, out[-2000:]
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
-    shown = [seg for line in text.split("\n") for seg in line.split("\r")]
-    assert "calibrating" in text
-    assert max(len(s) for s in shown) <= 80, max(shown, key=len)
-    bar_lines = [line for line in text.split("\n") if "calibrating" in line]
-    assert len(bar_lines) == 1, len(bar_lines)
-
-
 @pytest.mark.alone     # loads the machine itself
 def test_five_runs_beside_a_steady_cpu_hog_agree(toy_env):
     """A busy loop on one core, as a build on a laptop: five runs of auto (--yes) all
