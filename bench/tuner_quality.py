@@ -294,7 +294,7 @@ def main():
     budget = 4 if args.tiny else Options().budget
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
     row_of = {n: n if files == FILES or args.tiny else f"{n} {files}" for n in names}
-    data = {} if args.tiny or not args.beds else kept_results(list(row_of.values()))
+    data = {}
     stored = kept_results(()) if args.reuse_grid else {}
     notes = [f"{n}: grid cells reused from the stored run of "
              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(grid_measured(stored[n])))} UTC "
@@ -311,6 +311,7 @@ def main():
                 row, data[key] = run_bed(kind, cold, mnt, files, repeat, final, budget, args.tiny,
                                          stored.get(key), args.grid == "workers-preload",
                                          not args.without_scalar)
+                row = (key, *row[1:])       # a row is named by its bed, as report() keeps it
                 data[key]["row"], data[key]["when"] = row, time.time()
                 print(row, flush=True)
         except BedUnavailable as e:
@@ -341,13 +342,14 @@ def main():
                     + " (clone: the whole tree removed, written by `git checkout -f`, then "
                     "the next `git status -uno`)",
                     "rows come from one run per bed; `--beds NAME` re-runs a bed and keeps the "
-                    "others' stored rows (each row's time is in the JSON)",
+                    "others' stored rows, each with the commit it ran at",
                     "ratios are the median of the rounds' ratios (each round times every "
                     "contender back to back) with a 95% bootstrap interval over rounds; 'no "
                     "change' means the interval stays within 2% of 1; against the grid's best, "
                     "cross-fitted: each half of the rounds (odd, even) is compared with the "
                     "finalist fastest on the other half (the hindsight pick, fastest on all "
-                    "rounds, is in the JSON as vs_grid_best_hindsight)"])
+                    "rounds, is in the JSON as vs_grid_best_hindsight)"],
+           beds=list(data))
 
 
 if __name__ == "__main__":
