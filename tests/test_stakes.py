@@ -755,3 +755,16 @@ def test_preload_off_the_engine_rules_out_is_confirmed_by_real_git_where_the_bud
     spent.sweeps["preload"] = bench.sweeps["preload"]
     kept = preload.trial(key, spent)
     assert not kept.comparisons and "could not hold real git's confirmation" in kept.why_not_run
+
+
+def test_a_sweep_that_measured_nothing_leaves_the_workers_to_real_git(tmp_path):
+    """Where the engine's checkout sweep measured no worker count (its one-thread pilot
+    outlasted its share, as where a file costs tens of milliseconds), the key with the
+    most at stake is not dropped in silence: real git still times workers against Git's
+    default, from the most its route can show, and the record says why."""
+    b = bench_on(tmp_path, 300, Budget(10))
+    assert "checkout" not in b.sweeps        # as after a sweep that stopped
+    trial = checkout_trial._trial_workers(b)
+    assert trial is not None and trial.comparisons, b.notes
+    assert all(c.candidate.get("checkout.workers") for c in trial.comparisons)
+    assert any("measured no worker count" in n for n in b.notes), b.notes

@@ -131,13 +131,19 @@ def _trial_workers(bench: Bench) -> Optional[Trial]:
     chooses (chosen()). Where the
     whole tree fits the budget, a batch and the whole tree are timed in a scratch clone;
     where it does not (slow storage, a large repository), a part of the tree (_route)."""
-    s = bench.sweeps.get("checkout")
-    if s is None:
+    if not bench.names:
         return None
     if len(bench.names) < 100:
         return Trial.not_run(WORKERS, "fewer than 100 tracked files: Git never checks out in "
                              "parallel below its default threshold")
-    pick = _engine_pick(s)
+    s = bench.sweeps.get("checkout")
+    if s is None:
+        # The sweep measured nothing (its one-thread pilot outlasted its share: files that
+        # dear are where workers matter most). Real git decides all the same, from the
+        # most workers the route can time.
+        bench.notes.append(f"{WORKERS}: the engine's sweep measured no worker count; real "
+                           "git times the most workers its route can show")
+    pick = _engine_pick(s) if s is not None else max_workers(bench)
     counts = [pick] + ([2 * pick] if 2 * pick <= max_workers(bench) else [])
     route = _route(bench, counts)
     if isinstance(route, Route):
