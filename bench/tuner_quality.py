@@ -258,7 +258,8 @@ def _row_order(name: str):
 
 
 def kept_results(rerun) -> dict:
-    """The stored full-size rows of the beds not run again (--beds)."""
+    """The stored full-size rows of the beds not in `rerun` (--reuse-grid reads their
+    grid cells)."""
     try:
         with open(os.path.join(RESULTS, "tuner_quality.json")) as f:
             old = json.load(f)

@@ -125,12 +125,13 @@ def _candidate(workers: int) -> Dict[str, str]:
 
 def _trial_workers(bench: Bench) -> Optional[Trial]:
     """Real git writes files sequentially against the engine's pick of workers, then
-    against twice the pick. The engine's threads start cheaper than Git's worker
-    processes, so git's best count can lie above the engine's (docs/planner.md,
-    "Figures behind checkout_trial"): real git times both and the profile's objective
-    chooses (chosen()). Where the
-    whole tree fits the budget, a batch and the whole tree are timed in a scratch clone;
-    where it does not (slow storage, a large repository), a part of the tree (_route)."""
+    against twice the pick (where the engine's sweep measured no count, the most workers
+    the route can time: docs/planner.md, rule 4b). The engine's threads start cheaper
+    than Git's worker processes, so git's best count can lie above the engine's
+    (docs/planner.md, "Figures behind checkout_trial"): real git times both and the
+    profile's objective chooses (chosen()). Where the whole tree fits the budget, a
+    batch and the whole tree are timed in a scratch clone; where it does not (slow
+    storage, a large repository), a part of the tree (_route)."""
     if not bench.names:
         return None
     if len(bench.names) < 100:
