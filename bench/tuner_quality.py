@@ -257,17 +257,15 @@ def _row_order(name: str):
     return (list(BEDS).index(bed) if bed in BEDS else len(BEDS), int(files or FILES))
 
 
-def kept_results(rerun) -> dict:
-    """The stored full-size rows of the beds not in `rerun` (--reuse-grid reads their
-    grid cells)."""
+def kept_results() -> dict:
+    """The stored full-size rows, by bed (--reuse-grid reads their grid cells)."""
     try:
         with open(os.path.join(RESULTS, "tuner_quality.json")) as f:
             old = json.load(f)
     except (OSError, ValueError):
         return {}
     # Rows from before the mix held the whole-tree write measured something else.
-    return {k: v for k, v in old["data"].items()
-            if k not in rerun and "row" in v and "by_workload" in v}
+    return {k: v for k, v in old["data"].items() if "row" in v and "by_workload" in v}
 
 
 def main():
@@ -296,7 +294,7 @@ def main():
     names = ["disk"] if args.tiny else (args.beds or list(BEDS))
     row_of = {n: n if files == FILES or args.tiny else f"{n} {files}" for n in names}
     data = {}
-    stored = kept_results(()) if args.reuse_grid else {}
+    stored = kept_results() if args.reuse_grid else {}
     notes = [f"{n}: grid cells reused from the stored run of "
              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(grid_measured(stored[n])))} UTC "
              "(--reuse-grid); the finalists were timed again in this run's rounds"

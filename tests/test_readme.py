@@ -1,9 +1,12 @@
 """The README's commands are the CLI's: every `git-tune ...` it shows, in a code block or
 inline (the commands table's synopses included), names commands and options that exist;
 every line of its sh and yaml blocks runs as shown; its screen is today's output."""
+import glob
 import os
 import re
 import shlex
+import subprocess
+import sys
 
 import click
 
@@ -64,7 +67,7 @@ def test_the_readme_is_short_and_its_screen_fits_80_columns():
     screen it shows is what a terminal of 80 columns shows."""
     text = open(README, encoding="utf-8").read()
     assert len(text.splitlines()) <= 320
-    screen = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    screen = _blocks(text, "text")[0]
     assert "git-tune auto:" in screen and "verdict" in screen
     wide = [line for line in screen.splitlines() if len(line) > 80]
     assert not wide, wide
@@ -99,14 +102,18 @@ def _allowed(line: str):
     return {int(c) for c in re.findall(r"[0-9]+", said.group(1))} if said else {0}
 
 
+def _without_escapes(text: str) -> str:
+    """A terminal's output without its escape sequences (cursor shown and hidden)."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
 def _screen_shape(text: str):
     """The screen's lines as a terminal last showed them (a progress bar's redraws after
     a carriage return, escape sequences out), each reduced to its kind: paths, numbers
     and the words after a line's first two masked, so that what was measured and where
     the run's files were do not count, and what the output says does."""
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
     out = []
-    for line in text.split("\n"):
+    for line in _without_escapes(text).split("\n"):
         line = line.rstrip("\r").split("\r")[-1].rstrip()
         if not line or line.startswith(" "):
             continue            # a continuation or a value's own line: what was measured
@@ -142,9 +149,6 @@ def test_every_command_the_readme_shows_runs(tmp_path, isolated_git):
     the code the README gives it; no line of the screen, the progress bar's redraws
     included, is wider than 80, and the bar is redrawn on one line of its own; `revert`
     takes the demo's write back."""
-    import glob
-    import subprocess
-    import sys
     from tests.test_terminal import on_pty
 
     text = open(README, encoding="utf-8").read()
@@ -161,12 +165,11 @@ def test_every_command_the_readme_shows_runs(tmp_path, isolated_git):
     words = shlex.split(install.split(".venv/bin/git-tune ", 1)[1])
     screen, _, rc = on_pty([sys.executable, "-m", "git_tune", *words], env, b"", columns=80)
     assert rc == 0, screen[-3000:]
-    shown = [seg for line in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split("\n")
-             for seg in line.split("\r")]
+    shown = [seg for line in _without_escapes(screen).split("\n") for seg in line.split("\r")]
     assert max(map(len, shown)) <= 80, max(shown, key=len)
     bar = [line for line in screen.split("\n") if "calibrating" in line and "%" in line]
     assert len(bar) == 1 and "git-tune:" not in bar[0], bar    # in place, alone
-    readme = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    readme = _blocks(text, "text")[0]
     wanted = [k for k in _screen_shape(readme) if not k.startswith(OUTCOME)]
     if "nothing to change" in screen:       # nothing written, so nothing verified
         wanted = wanted[:wanted.index("git-tune: verifying")] + ["next: tune"]
