@@ -4,13 +4,15 @@ chose for each memory limit against the best value of the grid that fits that li
 
 The repository has two text files rewritten a little in each of many commits and
 repacked, so every version is stored as a delta of another (repogen.LargeFiles). Each
-grid value is run once a round, rounds interleaved, unconfined; the table gives the
-median. The trial runs as calibrate runs it, given the limit (its runs are confined to
-their allowance in a memory cgroup of their own where the kernel allows one).
+grid value is run once a round, in an order drawn for that round, and the table gives
+the median over the rounds. The trial runs as calibrate runs it, given the limit (its
+runs are confined to their allowance in a memory cgroup of their own where the kernel
+allows one).
 
     python3 bench/basecache.py [--tiny] [--repeat ROUNDS]
 """
 import os
+import random
 import statistics
 import subprocess
 import tempfile
@@ -33,10 +35,12 @@ UNLIMITED = 0
 
 
 def curve(repo: str, path: str, rounds: int, values):
-    """{value: (median seconds, largest peak bytes)} over interleaved rounds."""
+    """{value: (median seconds, largest peak bytes)} over interleaved rounds, each round
+    in an order of its own (seeded): a machine that drifts within a run favours no
+    value for its place in the round."""
     seen = {v: ([], []) for v in values}
-    for _ in range(rounds):
-        for v in values:
+    for round_ in range(rounds):
+        for v in random.Random(round_).sample(list(values), len(values)):
             env = gitbench.config_env({basecache.KEY: v})
             r = peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo, env,
                          1 << 40, 3600)
@@ -115,8 +119,9 @@ def main():
     notes.append(f"repository: {shape.files} text files of {shape.size // 1024} KiB in "
                  f"{shape.versions} versions, repacked; {bases.total / MIB:.0f} MiB of blob "
                  f"delta bases, {bases.path_bytes / MIB:.0f} MiB in the history of {path}")
-    notes.append(f"grid rows: median of {rounds} interleaved rounds of git log -p of {path}, "
-                 "unconfined; the last column is Git's default's time over the value's")
+    notes.append(f"grid rows: median of {rounds} rounds of git log -p of {path}, each "
+                 "round in an order of its own; the last column is Git's default's time "
+                 "over the value's")
     notes.append("limit rows: the value git-tune's trial chose, its grid time and peak, and "
                  "that time over the best grid value whose peak fits half the limit")
     report("basecache", "core.deltaBaseCacheLimit: git log -p of a long history by cache size, "
