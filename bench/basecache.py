@@ -50,6 +50,15 @@ def curve(repo: str, path: str, rounds: int, values):
     return {v: (statistics.median(t), max(p)) for v, (t, p) in seen.items()}
 
 
+def fits_in(repo: str, path: str, value: str, allowed: int) -> bool:
+    """Whether a run of `value` fits `allowed` bytes as the trial judges one (PeakRun.over):
+    confined to them where a memory cgroup can be made (the kernel drops mapped pack
+    pages there before it kills git), else by its peak."""
+    r = peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo,
+                 gitbench.config_env({basecache.KEY: value}), allowed, 3600)
+    return r.returncode == 0 and not r.over(allowed)
+
+
 def chosen_value(t) -> tuple:
     """The value the trial's comparison sets (Git's default where it sets none), and why."""
     if t.why_not_run or not t.comparisons:
@@ -105,10 +114,11 @@ def main():
         for limit, (allowed, t) in trials.items():
             name = f"{limit // MIB} MiB" if limit else "none"
             value, why = chosen[limit]
-            fitting = {v: s for v, (s, p) in points.items() if v in GRID and p <= allowed}
+            fits = {v: fits_in(repo, path, v, allowed) for v in set(GRID) | {value}}
+            fitting = {v: points[v][0] for v in GRID if fits[v]}
             best = min(fitting, key=lambda v: fitting[v]) if fitting else None
             at = points[value]
-            fit = at[1] <= allowed
+            fit = fits[value]
             rows.append((name, value, f"{at[0]:.3f} s", f"{at[1] / MIB:.0f} MiB"
                          + ("" if fit else " (over)"),
                          f"best fitting: {best}" if best else "none fits",
@@ -123,7 +133,11 @@ def main():
                  "round in an order of its own; the last column is Git's default's time "
                  "over the value's")
     notes.append("limit rows: the value git-tune's trial chose, its grid time and peak, and "
-                 "that time over the best grid value whose peak fits half the limit")
+                 "that time over the best grid value that fits the memory a run may use "
+                 "(half the limit) as the trial judges it: one run confined to it ends "
+                 "whole (the kernel drops mapped pack pages before it kills git), or, "
+                 "where no cgroup can be made, its peak stays below it; (over): the "
+                 "chosen value does not fit by that test")
     report("basecache", "core.deltaBaseCacheLimit: git log -p of a long history by cache size, "
            "and git-tune's choice per memory limit",
            ("limit", "value", "time", "peak", "vs", "ratio"), rows, data, args.tiny, notes)
