@@ -16,8 +16,9 @@ import random
 import statistics
 import subprocess
 import tempfile
+from dataclasses import asdict
 
-from common import report, parser
+from common import ab, parser, report
 
 from git_tune import repogen
 from git_tune.advisor.keys import basecache
@@ -34,16 +35,21 @@ GRID = ("3m", "6m", "12m", "16m", "24m", "32m", "48m", "96m", "192m", "384m")
 UNLIMITED = 0
 
 
+def log_p(repo: str, path: str, value: str, limit: int = 1 << 40) -> peak.PeakRun:
+    """One run of the trial's workload with the cache at `value`, in a memory cgroup of
+    its own limited to `limit` bytes where one can be made (peak.run)."""
+    return peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo,
+                    gitbench.config_env({basecache.KEY: value}), limit, 3600)
+
+
 def curve(repo: str, path: str, rounds: int, values):
-    """{value: (median seconds, largest peak bytes)} over interleaved rounds, each round
-    in an order of its own (seeded): a machine that drifts within a run favours no
-    value for its place in the round."""
+    """{value: (median seconds, largest peak bytes)} over rounds, each round in an order
+    of its own (seeded): a machine that drifts within a run favours no value for its
+    place in the round."""
     seen = {v: ([], []) for v in values}
     for round_ in range(rounds):
         for v in random.Random(round_).sample(list(values), len(values)):
-            env = gitbench.config_env({basecache.KEY: v})
-            r = peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo, env,
-                         1 << 40, 3600)
+            r = log_p(repo, path, v)
             assert r.returncode == 0, r.stderr
             seen[v][0].append(r.seconds)
             seen[v][1].append(r.peak)
@@ -54,9 +60,18 @@ def fits_in(repo: str, path: str, value: str, allowed: int) -> bool:
     """Whether a run of `value` fits `allowed` bytes as the trial judges one (PeakRun.over):
     confined to them where a memory cgroup can be made (the kernel drops mapped pack
     pages there before it kills git), else by its peak."""
-    r = peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo,
-                 gitbench.config_env({basecache.KEY: value}), allowed, 3600)
+    r = log_p(repo, path, value, allowed)
     return r.returncode == 0 and not r.over(allowed)
+
+
+def against_best(repo: str, path: str, chosen: str, best: str, pairs: int) -> stats.RatioEstimate:
+    """The chosen value's time over the best's, from runs in ABBA pairs: neighbours in
+    the grid differ by less than its rounds' medians wander, which pairs cancel."""
+    if chosen == best:
+        return stats.RatioEstimate(0, 0, 0.0, 0.0, 1.0, 1.0, 1.0, stats.NO_CHANGE)
+    ta, tb = ab(lambda: log_p(repo, path, best).seconds,
+                         lambda: log_p(repo, path, chosen).seconds, pairs)
+    return stats.compare_paired(ta, tb)
 
 
 def chosen_value(t) -> tuple:
@@ -89,6 +104,7 @@ def main():
     args = parser(__doc__).parse_args()
     shape = TINY if args.tiny else FULL
     rounds = args.repeat or (1 if args.tiny else 3)
+    pairs = 2 if args.tiny else 10
     limits = [UNLIMITED, 256 * MIB, 128 * MIB, 64 * MIB]
     rows, data, notes = [], {}, []
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
@@ -119,12 +135,15 @@ def main():
             best = min(fitting, key=lambda v: fitting[v]) if fitting else None
             at = points[value]
             fit = fits[value]
+            paired = against_best(repo, path, value, best, pairs) if best and fit else None
             rows.append((name, value, f"{at[0]:.3f} s", f"{at[1] / MIB:.0f} MiB"
                          + ("" if fit else " (over)"),
                          f"best fitting: {best}" if best else "none fits",
-                         f"{at[0] / fitting[best]:.2f}" if best and fit else "-"))
+                         f"{paired.ratio:.2f} [{paired.low:.2f}-{paired.high:.2f}]"
+                         if paired else "-"))
             data[name] = {"allowed": allowed, "chosen": value, "reason": why,
-                          "best_fitting": best, "facts": t.facts}
+                          "best_fitting": best, "facts": t.facts,
+                          "against_best": asdict(paired) if paired else None}
             notes.append(f"{name}: {why}")
     notes.append(f"repository: {shape.files} text files of {shape.size // 1024} KiB in "
                  f"{shape.versions} versions, repacked; {bases.total / MIB:.0f} MiB of blob "
@@ -132,8 +151,9 @@ def main():
     notes.append(f"grid rows: median of {rounds} rounds of git log -p of {path}, each "
                  "round in an order of its own; the last column is Git's default's time "
                  "over the value's")
-    notes.append("limit rows: the value git-tune's trial chose, its grid time and peak, and "
-                 "that time over the best grid value that fits the memory a run may use "
+    notes.append(f"limit rows: the value git-tune's trial chose, its grid time and peak, and "
+                 f"its time over the best grid value's ({pairs} ABBA pairs, median of the "
+                 "pairs' ratios [95% bootstrap interval]; 1 where it is the best) that fits the memory a run may use "
                  "(half the limit) as the trial judges it: one run confined to it ends "
                  "whole (the kernel drops mapped pack pages before it kills git), or, "
                  "where no cgroup can be made, its peak stays below it; (over): the "
