@@ -40,6 +40,18 @@ def test_two_noisy_runs_never_price_a_file_at_nothing():
     assert fixed >= 0
 
 
+def test_one_run_dearer_in_git_than_in_files_never_prices_a_file_at_nothing():
+    """A pilot run of 32 files that cost 0.30 s where git's starts and write-back, timed
+    apart on a loaded host, took 0.35 s: a file still costs a tenth of the run's
+    average (a file priced at nothing sized a part by dividing by it)."""
+    per_file, fixed = planner.one_run_price(32, 0.30, 0.35)
+    assert per_file == 0.30 / 10 / 32
+    assert abs(fixed + 32 * per_file - 0.30) < 1e-12
+    # Where the files cost more than the tenth, git's own is the fixed price.
+    per_file, fixed = planner.one_run_price(32, 0.30, 0.10)
+    assert abs(per_file - 0.20 / 32) < 1e-12 and abs(fixed - 0.10) < 1e-12
+
+
 def _bench(left: float, mine: float, others, prices=PRICED):
     pending = [types.SimpleNamespace(stakes=lambda bench, s=s: s) for s in others]
     return types.SimpleNamespace(budget=types.SimpleNamespace(left=lambda: left), runs=5,

@@ -98,6 +98,15 @@ def line_through(k0: int, t0: float, k1: int, t1: float) -> Tuple[float, float]:
     return per_file, max(0.0, t1 - per_file * k1)
 
 
+def one_run_price(files: int, cost: float, beside: float) -> Tuple[float, float]:
+    """(seconds a file, seconds beside the files) from one run of `files` files, `beside`
+    of its `cost` being git's own (its starts, the write-back). As in line_through, a
+    file costs at least a tenth of the run's average: on a loaded host the starts
+    timed apart can take as long as the whole run did."""
+    per_file = max(cost - beside, cost / 10) / max(1, files)
+    return per_file, max(0.0, cost - per_file * max(1, files))
+
+
 def prices(bench: "Bench", least: int) -> Prices:
     """This host's prices, measured once per calibration on the first call (kept on the
     bench), from a part of `least` entries first: the least part the asking trial can
@@ -131,8 +140,7 @@ def _measured(bench: "Bench", least: int) -> Prices:
         priced = _run_on(large_part)
         per_file, fixed = line_through(small.files, small.cost, priced.files, priced.cost)
     else:
-        fixed = 2 * start + small.write_back
-        per_file = max(small.cost - fixed, 0.0) / max(1, small.files)
+        per_file, fixed = one_run_price(small.files, small.cost, 2 * start + small.write_back)
     return Prices(small, priced.files, made, start, fixed, per_file, priced.write_back,
                   priced.timed, priced.status)
 
