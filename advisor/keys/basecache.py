@@ -22,6 +22,7 @@ own where the kernel lets one be made:
   index-pack would start (builtin/index-pack.c holds the limit per thread); it is set
   where real git was faster beyond noise and none of its runs peaked above the allowance.
 """
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -46,6 +47,9 @@ MIB = planner.MIB
 SMALLEST = 1 << 20          # no candidate below 1m: the cache would hold no large base
 LARGEST_STEP = 16           # a candidate is at most this many times Git's default
 BISECT_STEPS = 2            # between the largest halving that fits and the one above it
+# The quick pass times each size in this many rounds, every other one in reverse order:
+# sizes near the curve's floor differ by less than one run's noise.
+QUICK_ROUNDS = 2
 TRIAL_RANK = 2
 WHAT = {WORKLOAD: "git log -p of the path whose history has the most delta bases "
                   "(what log -p and blame of a large file read)"}
@@ -140,7 +144,8 @@ def larger(bases: Bases, allowed: int, index_pack_threads: int) -> Optional[int]
 
 
 def quick_pass(bases: Bases, allowed: int, index_pack_threads: int) -> List[int]:
-    """The sizes timed once each beside Git's default, the fastest then compared with it:
+    """The sizes timed beside Git's default (QUICK_ROUNDS runs each), the fastest then
+    compared with it:
     a quarter and a half of the default (a cache larger than the reads reuse costs its
     memory: allocations and page faults), and the cache that holds the path's bases
     where one fits (larger())."""
@@ -263,8 +268,9 @@ def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbenc
             warm: Optional[float], facts: Callable[[], Dict[str, Any]], default_peak: int
             ) -> Trial:
     """Git's default fits: where the bases exceed it and the profile weighs reading
-    history, the sizes of quick_pass() once each, then the fastest against Git's default
-    by the usual interleaved runs."""
+    history, the sizes of quick_pass() in QUICK_ROUNDS rounds, then the fastest by its
+    median against Git's default by the usual interleaved runs. A size that failed once
+    is not run again."""
     fits = (f"Git's default fits: git log -p of {bases.path} peaked at "
             f"{default_peak / MIB:.0f} MiB of the {allowed / MIB:.0f} MiB a run may use")
     if bases.total <= default_bytes():
@@ -273,13 +279,23 @@ def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbenc
         return Trial.not_run(KEY, f"the {bench.options.workload} profile does not weigh "
                              "reading history (git log -p, blame)")
     sizes = quick_pass(bases, allowed, threads)
+    runs: Dict[int, List[float]] = {size: [] for size in sizes}
+    errors: Dict[int, str] = {}
     with planner.within_budget(bench):
-        timed = {size: gitbench.attempt(lambda: run(_setting(size))) for size in sizes}
-    worked = {size: t for size, (error, t) in timed.items() if error is None and t is not None}
+        for order in range(QUICK_ROUNDS):
+            for size in sizes if order % 2 == 0 else sizes[::-1]:
+                if size in errors:
+                    continue
+                error, t = gitbench.attempt(lambda: run(_setting(size)))
+                if error is not None or t is None:
+                    errors[size] = error or "no time"
+                else:
+                    runs[size].append(t)
+    worked = {size: statistics.median(t) for size, t in runs.items() if size not in errors}
     if not worked:
         return Trial.not_run(KEY, f"no size beside Git's default ran within the "
                              f"{allowed / MIB:.0f} MiB a run may use: "
-                             + "; ".join(e for e, _ in timed.values() if e))
+                             + "; ".join(errors.values()))
     cand = _setting(min(worked, key=lambda size: worked[size]))
     c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
                  files=bases.versions, warm_default=warm)
