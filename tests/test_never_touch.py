@@ -50,7 +50,8 @@ def git(cwd, *args, env=None, check=True):
     proc = subprocess.run(["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     if check:
-        assert proc.returncode == 0, (args, proc.stderr)
+        # A str, which pytest shows whole (a tuple's repr is cut).
+        assert proc.returncode == 0, f"{args}: {proc.stderr}"
     return proc
 
 
@@ -150,7 +151,7 @@ def test_calibrate_and_verify_with_git_dir_exported_leave_index_and_head_alone(h
                  ["verify", "--set", "checkout.workers=2", "--runs", "5", "--json"]):
         proc = subprocess.run([*GIT_TUNE, *args], cwd=repo, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-        assert proc.returncode == 0, (args, proc.stderr)
+        assert proc.returncode == 0, f"{args}: {proc.stderr}"
         assert changed(before, snapshot(repo)) == [], args
     assert git(repo, "diff", "--cached", "--name-only").stdout.split() == ["file1"]
     assert "S file2" in git(repo, "ls-files", "-t", "file2").stdout
@@ -340,7 +341,7 @@ def test_a_fifo_and_links_at_tracked_paths_neither_hang_nor_lead_outside(home, r
     for args in (["probe", "--json"], ["calibrate", "--budget", "2", "--json"]):
         proc = subprocess.run([*GIT_TUNE, *args, "--repo", str(repo)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=120)
-        assert proc.returncode == 0, (args, proc.stderr)
+        assert proc.returncode == 0, f"{args}: {proc.stderr}"
     from git_tune import engine
     names = ["dir0/file7", "dir1/file3", "../outside", "dir0/file1"]
     r = engine.cache_residency(names, base=str(repo))
@@ -731,7 +732,7 @@ def test_a_sha256_repository_is_probed_and_calibrated(home, tmp_path, any_git):
     for args in (["probe", "--json"], ["calibrate", "--budget", "5", "--json"]):
         proc = subprocess.run([*GIT_TUNE, "--git", any_git, *args, "--repo", str(repo)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.returncode == 0, (args, proc.stderr)
+        assert proc.returncode == 0, f"{args}: {proc.stderr}"
         assert "checksum mismatch" not in proc.stdout + proc.stderr
     # Measured, not only accepted: the engine read the SHA-256 index (the index family's
     # sweep) and real git timed keys there, index.version on the v4 copy among them.
