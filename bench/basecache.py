@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import tempfile
 from dataclasses import asdict
+from typing import Optional
 
 from common import ab, parser, report
 
@@ -38,7 +39,7 @@ UNLIMITED = 0
 def log_p(repo: str, path: str, value: str, limit: int = 1 << 40) -> peak.PeakRun:
     """One run of the trial's workload with the cache at `value`, in a memory cgroup of
     its own limited to `limit` bytes where one can be made (peak.run)."""
-    return peak.run(["log", "-p", "--no-color", "--format=%H", "--", path], repo,
+    return peak.run(basecache.log_args(path), repo,
                     gitbench.config_env({basecache.KEY: value}), limit, 3600)
 
 
@@ -64,13 +65,15 @@ def fits_in(repo: str, path: str, value: str, allowed: int) -> bool:
     return r.returncode == 0 and not r.over(allowed)
 
 
-def against_best(repo: str, path: str, chosen: str, best: str, pairs: int) -> stats.RatioEstimate:
-    """The chosen value's time over the best's, from runs in ABBA pairs: neighbours in
-    the grid differ by less than its rounds' medians wander, which pairs cancel."""
+def against_best(repo: str, path: str, chosen: str, best: str,
+                 pairs: int) -> Optional[stats.RatioEstimate]:
+    """The chosen value's time over the best's, from runs in ABBA pairs (neighbours in
+    the grid differ by less than its rounds' medians wander, which pairs cancel); None
+    where the chosen value is the best."""
     if chosen == best:
-        return stats.RatioEstimate(0, 0, 0.0, 0.0, 1.0, 1.0, 1.0, stats.NO_CHANGE)
+        return None
     ta, tb = ab(lambda: log_p(repo, path, best).seconds,
-                         lambda: log_p(repo, path, chosen).seconds, pairs)
+                lambda: log_p(repo, path, chosen).seconds, pairs)
     return stats.compare_paired(ta, tb)
 
 
@@ -136,11 +139,11 @@ def main():
             at = points[value]
             fit = fits[value]
             paired = against_best(repo, path, value, best, pairs) if best and fit else None
+            ratio = (f"{paired.ratio:.2f} [{paired.low:.2f}-{paired.high:.2f}]" if paired
+                     else "1 (the best)" if best == value and fit else "-")
             rows.append((name, value, f"{at[0]:.3f} s", f"{at[1] / MIB:.0f} MiB"
                          + ("" if fit else " (over)"),
-                         f"best fitting: {best}" if best else "none fits",
-                         f"{paired.ratio:.2f} [{paired.low:.2f}-{paired.high:.2f}]"
-                         if paired else "-"))
+                         f"best fitting: {best}" if best else "none fits", ratio))
             data[name] = {"allowed": allowed, "chosen": value, "reason": why,
                           "best_fitting": best, "facts": t.facts,
                           "against_best": asdict(paired) if paired else None}
@@ -153,8 +156,8 @@ def main():
                  "over the value's")
     notes.append(f"limit rows: the value git-tune's trial chose, its grid time and peak, and "
                  f"its time over the best grid value's ({pairs} ABBA pairs, median of the "
-                 "pairs' ratios [95% bootstrap interval]; 1 where it is the best) that fits the memory a run may use "
-                 "(half the limit) as the trial judges it: one run confined to it ends "
+                 "pairs' ratios [95% bootstrap interval]) that fits the memory a run may "
+                 "use (half the limit) as the trial judges it: one run confined to it ends "
                  "whole (the kernel drops mapped pack pages before it kills git), or, "
                  "where no cgroup can be made, its peak stays below it; (over): the "
                  "chosen value does not fit by that test")

@@ -119,13 +119,19 @@ def default_bytes() -> int:
     return size
 
 
+def log_args(path: str) -> List[str]:
+    """The workload's git arguments: `git log -p` of `path`, no pager's colours and no
+    diff driver or textconv of the repository's (they would time a program of its own)."""
+    return ["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--format=%H", "--",
+            path]
+
+
 def runner(repo: RepoLayout, path: str, allowed: int, within: str,
            seen: Optional[Dict[str, peak.PeakRun]] = None) -> gitbench.Runner:
     """A timed run of `git log -p` of `path` (planner.memory_runner, each value's first
     run kept in `seen`)."""
-    args = ["log", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--format=%H", "--",
-            path]
-    return planner.memory_runner("git log -p", args, repo, allowed, within, KEY, seen)
+    return planner.memory_runner("git log -p", log_args(path), repo, allowed, within, KEY,
+                                 seen)
 
 
 def larger(bases: Bases, allowed: int, index_pack_threads: int) -> Optional[int]:
