@@ -21,7 +21,8 @@ explicitly (`repo=`: GIT_DIR and GIT_WORK_TREE set from the located layout).
 import os
 import signal
 import subprocess
-from typing import Dict, List, Mapping, Optional, Protocol
+import time
+from typing import Any, Dict, List, Mapping, Optional, Protocol
 
 from .errors import GitError
 
@@ -108,16 +109,13 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]
         env = repo_environ(repo, env)
     if not hooks:
         env = with_config(NO_HOOKS_SETTINGS, env)
-    try:
-        # Its own process group, so that a timeout (or Ctrl-C) stops git *and* whatever
-        # it started (hooks, checkout workers), which would otherwise keep the pipes open.
-        proc = subprocess.Popen(["git", *args], cwd=cwd, env=env, text=True,
-                                errors="surrogateescape", start_new_session=True,
-                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
-    except FileNotFoundError:
-        raise GitError("git is not installed (no 'git' on PATH)") from None
+    # Its own process group, so that a timeout (or Ctrl-C) stops git *and* whatever
+    # it started (hooks, checkout workers), which would otherwise keep the pipes open.
+    proc = start(["git", *args], cwd=cwd, env=env, text=True,
+                 errors="surrogateescape", start_new_session=True,
+                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                 stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+                 stderr=subprocess.PIPE)
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -130,6 +128,36 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]
     if check and done.returncode:
         raise GitError(f"git {' '.join(args[:2])} failed: {first_lines(done.stderr)}")
     return done
+
+
+# How long a start refused for want of a task (EAGAIN) is retried before it fails.
+START_PATIENCE_S = 2.0
+
+
+def start(argv: List[str], **popen: Any) -> "subprocess.Popen[Any]":
+    """subprocess.Popen(argv, **popen), where a missing git is GitError and a fork
+    refused for want of a task is retried for START_PATIENCE_S.
+
+    Under a cgroup's pids.max every thread counts: a git that just exited, or a helper
+    thread of git-tune's own still ending, holds a task for a moment, and fork() then
+    fails with EAGAIN although the next try succeeds. Past the patience it is GitError,
+    naming the limit."""
+    pause, waited = 0.005, 0.0
+    while True:
+        try:
+            return subprocess.Popen(argv, **popen)
+        except FileNotFoundError:
+            if argv[0] != "git":
+                raise
+            raise GitError("git is not installed (no 'git' on PATH)") from None
+        except BlockingIOError:
+            if waited >= START_PATIENCE_S:
+                raise GitError(f"could not start {argv[0]} for {START_PATIENCE_S:.0f} s: "
+                               "no process or thread left to this process "
+                               "(a cgroup's pids.max, or ulimit -u)") from None
+            time.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 0.25)
 
 
 def _kill_group(proc: "subprocess.Popen[str]") -> None:

@@ -278,6 +278,10 @@ def call(name: str, args: Tuple[Any, ...], result: Any, timeout_s: float = 0.0,
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
             while not done.wait(0.02):
                 pass
+            if worker.ident is not None:
+                # Ended, not only done: under a pid limit a lingering thread is a task
+                # the next git is refused for.
+                worker.join()
         except KeyboardInterrupt:
             if worker.ident is not None:        # started: stop it and wait for its clean-up
                 handle.gt_ctl_cancel(ctypes.byref(ctl))

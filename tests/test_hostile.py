@@ -9,6 +9,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import traceback
 
 import pytest
@@ -779,3 +780,48 @@ def test_a_key_catalogue_the_code_cannot_use_is_a_clear_error(tmp_path, entry, w
     assert proc.returncode == 2, proc.stderr
     assert "not a valid key catalogue" in proc.stderr and why in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "config").exists()
+
+
+# Run in a group of three tasks, two of them sleeps the test holds: git must wait for one.
+PID_LIMIT_SCRIPT = """
+import subprocess, time
+from git_tune import git
+from git_tune.errors import GitError
+started = time.monotonic()
+try:
+    proc = git.start(["git", "--version"], stdout=subprocess.DEVNULL)
+    proc.wait()
+    print("ran", proc.returncode, round(time.monotonic() - started, 2))
+except GitError as e:
+    print("refused", e)
+"""
+
+
+@pytest.mark.parametrize("hold", [0.5, 30])
+def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named(hold):
+    from tests import cgroups
+    why = cgroups.unavailable(pids=True)
+    if why:
+        pytest.skip(why)
+    with cgroups.group(pids_max=3) as g:
+        held = [subprocess.Popen(["sleep", str(hold)], preexec_fn=g.enter) for _ in range(2)]
+        # Reaped as they end: a zombie holds its task until its parent waits for it.
+        reapers = [threading.Thread(target=p.wait) for p in held]
+        for r in reapers:
+            r.start()
+        try:
+            done = subprocess.run([sys.executable, "-c", PID_LIMIT_SCRIPT], preexec_fn=g.enter,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  timeout=60)
+        finally:
+            for p in held:
+                p.kill()
+            for r in reapers:
+                r.join()
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.split()
+    if hold < 1:
+        # Refused while both sleeps held the group, started once one ended.
+        assert said[:2] == ["ran", "0"] and float(said[2]) >= 0.2, done.stdout
+    else:
+        assert said[0] == "refused" and "pids.max" in done.stdout, done.stdout

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from . import peakspawn
+from ... import git
 from ...errors import GitError
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -168,10 +169,10 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         stack.callback(os.close, result)
         started = time.perf_counter()
         try:
-            proc = subprocess.Popen(spawner() + [str(write_end), confine.procs if confine else "",
-                                                 "git", *args],
-                                    cwd=cwd, env=env, stdin=src, stdout=subprocess.DEVNULL,
-                                    stderr=err, start_new_session=True, pass_fds=(write_end,))
+            proc = git.start(spawner() + [str(write_end), confine.procs if confine else "",
+                                          "git", *args],
+                             cwd=cwd, env=env, stdin=src, stdout=subprocess.DEVNULL,
+                             stderr=err, start_new_session=True, pass_fds=(write_end,))
         finally:
             os.close(write_end)
         expired = threading.Event()
@@ -189,7 +190,10 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
             os.waitpid(proc.pid, 0)
             raise
         finally:
+            # Joined, not only cancelled: under a pid limit the timer's thread is a task
+            # the next git would be refused for while it lingers.
             timer.cancel()
+            timer.join()
         proc.returncode = 0     # reaped above (the spawner's status says nothing of git's)
         said = os.read(result, 256).decode().split()
         err.seek(0)
