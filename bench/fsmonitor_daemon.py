@@ -105,7 +105,7 @@ def main():
     args = p.parse_args()
     repeat = args.repeat or (3 if args.tiny else 15)
     sizes = {"disk": 2000 if args.tiny else 50000, "latfs-nfs": 300 if args.tiny else 3000}
-    budget = 10 if args.tiny else 20
+    budget = 3 if args.tiny else 20
     rows, data, notes = [], {}, []
     try:
         git = built_git()

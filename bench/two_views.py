@@ -26,7 +26,8 @@ from common import median, ms, parser, report
 
 from stat_storm import isolate
 
-BUDGET = 20                 # recommend's budget, the README's example
+BUDGET = 20                 # recommend's budget, the README's example (--tiny: TINY_BUDGET)
+TINY_BUDGET = 3
 MOST_PAIRS = 120            # alternating pairs the experiment may take
 
 
@@ -48,7 +49,7 @@ def alternating(a: str, b: str, git_dir: str, repeat: int) -> list:
     return out
 
 
-def one_size(root: str, files: int, repeat: int) -> tuple:
+def one_size(root: str, files: int, repeat: int, budget: float) -> tuple:
     from git_tune.advisor.agent import collector, experiment, store, storm, switch
     from git_tune import repogen
     a, b, git_dir = repogen.two_views(root, files)
@@ -71,7 +72,7 @@ def one_size(root: str, files: int, repeat: int) -> tuple:
             switch.collect()
             if storm.recurring(a) is not None:
                 flagged = seen
-        rec = subprocess.run(["git-tune", "recommend", "--repo", a, "--budget", str(BUDGET),
+        rec = subprocess.run(["git-tune", "recommend", "--repo", a, "--budget", str(budget),
                               "--json"], capture_output=True, text=True)
         advice = ({k["key"]: k for k in json.loads(rec.stdout)["keys"]}.get("core.checkStat")
                   if rec.returncode == 0 else None)
@@ -110,6 +111,7 @@ def main():
     args = p.parse_args()
     sizes = args.sizes or ([500] if args.tiny else [5000, 50000])
     repeat = args.repeat or (2 if args.tiny else 10)
+    budget = TINY_BUDGET if args.tiny else BUDGET
     home = tempfile.mkdtemp(prefix="git-tune-views-bench-")
     isolate(home)
     rows, data = [], {}
@@ -117,7 +119,7 @@ def main():
         for files in sizes:
             root = tempfile.mkdtemp(prefix="git-tune-views-", dir="/var/tmp")
             try:
-                row, d = one_size(root, files, repeat)
+                row, d = one_size(root, files, repeat, budget)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             rows.append(row)
@@ -126,7 +128,7 @@ def main():
         shutil.rmtree(home, ignore_errors=True)
     report("two_views", f"One work tree through two views on the disk: the agent, recommend "
            f"and the experiment (median of {repeat})",
-           ("files", "agent flagged after", f"recommend --budget {BUDGET}", "experiment",
+           ("files", "agent flagged after", f"recommend --budget {budget}", "experiment",
             "kept", "one view's status", "alternating, Git's defaults", "alternating, kept",
             "kept / one view"), rows, data, args.tiny,
            ["alternating: a status in one view after one in the other (the time of the "

@@ -185,7 +185,7 @@ def day_bed(kind: str, files: int, args):
         sh("git", "reset", "-q", "--hard", "HEAD~1", cwd=repo)   # main one commit behind
         sh("git", "clone", "-q", "--bare", repo, os.path.join(mnt, "remote.git"))
         sh("git", "remote", "add", "origin", os.path.join(mnt, "remote.git"), cwd=repo)
-        auto = tune(repo, 5 if args.tiny else 20)
+        auto = tune(repo, 2 if args.tiny else 20)
         sh("git-tune", "agent", "enable", "--repo", repo)
         from git_tune.advisor.agent import collector
         collector.stop()

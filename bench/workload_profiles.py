@@ -219,10 +219,10 @@ def run_bed(kind: str, mnt: str, files: int, budget: float, rounds: int, tiny: b
 def main():
     p = parser(__doc__)
     p.add_argument("--beds", nargs="+", choices=BEDS, default=list(BEDS))
-    p.add_argument("--budget", type=float, help="calibration budget, s (default 20; 5 tiny)")
+    p.add_argument("--budget", type=float, help="calibration budget, s (default 20; 2 tiny)")
     args = p.parse_args()
     files = 300 if args.tiny else 3000
-    budget = args.budget or (5 if args.tiny else 20)
+    budget = args.budget or (2 if args.tiny else 20)
     rounds = args.repeat or (2 if args.tiny else 7)
     beds = ["disk"] if args.tiny else args.beds
     rows, summary, data, notes = [], [], {}, []

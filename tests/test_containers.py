@@ -52,7 +52,7 @@ def test_pid_limit_that_breaks_preload_is_detected_and_fixed(repo_5k, isolated_g
         assert json.loads(probe.stdout)["host"]["cgroup"]["pids_max"] == 6
 
         auto = run_in(g, GIT_TUNE + ["auto", "--repo", str(repo_5k), "--yes", "--json",
-                                     "--budget", "15", "--scope", "local"])
+                                     "--budget", "8", "--scope", "local"])
         assert auto.returncode == 0, auto.stderr
         out = json.loads(auto.stdout)
         preload = next(k for k in out["recommendation"]["keys"]

@@ -75,7 +75,7 @@ def on_pty(args, env, answer: bytes, timeout: float = 240, columns: int = 0):
 
 def test_auto_shows_before_it_asks_and_wide_scopes_default_to_no(toy_env):
     repo, env = toy_env
-    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "8", "--no-verify"]
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "3", "--no-verify"]
     out, before, rc = on_pty(args + ["--scope", "global"], env, b"\r")   # Enter: the default
     assert rc == 0, out
     prompt = before.rstrip().splitlines()[-1]
@@ -95,7 +95,7 @@ def test_auto_shows_before_it_asks_and_wide_scopes_default_to_no(toy_env):
 
 def test_auto_without_a_terminal_writes_nothing_unless_yes(toy_env):
     repo, env = toy_env
-    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "8", "--no-verify",
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "3", "--no-verify",
             "--scope", "local"]
     proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
@@ -197,7 +197,7 @@ def test_no_output_line_is_wider_than_the_terminal(small_repo, tmp_path, isolate
 
 def test_auto_ends_with_what_to_do_next_whatever_it_found(toy_env):
     repo, env = toy_env
-    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "3", "--no-verify",
             "--scope", "local"]
 
     def last_line(*extra):
@@ -297,7 +297,7 @@ def test_auto_fits_a_screen_at_80_columns_unless_asked_to_explain(toy_env):
     about a screen; --explain adds every key's reason, the findings and the diff."""
     repo, env = toy_env
     env = dict(env, COLUMNS="80")
-    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "3", "--no-verify",
             "--scope", "local", "--dry-run"]
     short = subprocess.run(args, env=env, capture_output=True, text=True)
     assert short.returncode == 0, short.stderr

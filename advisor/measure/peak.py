@@ -12,11 +12,11 @@ unconfined and judged by its peak afterwards.
 """
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -175,41 +175,65 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
                              stderr=err, start_new_session=True, pass_fds=(write_end,))
         finally:
             os.close(write_end)
-        expired = threading.Event()
-
-        def stop() -> None:
-            expired.set()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        timer = threading.Timer(max(0.001, timeout), stop)
-        timer.start()
         try:
-            os.waitpid(proc.pid, 0)
-        except BaseException:
-            stop()
-            os.waitpid(proc.pid, 0)
+            expired = _wait_or_kill(proc.pid, timeout)
+        except BaseException:       # Ctrl-C, SIGTERM: git stops with git-tune
+            _kill_group(proc.pid)
+            with contextlib.suppress(ChildProcessError):    # reaped before it came
+                os.waitpid(proc.pid, 0)
             raise
-        finally:
-            # Joined, not only cancelled: under a pid limit the timer's thread is a task
-            # the next git would be refused for while it lingers.
-            timer.cancel()
-            timer.join()
         proc.returncode = 0     # reaped above (the spawner's status says nothing of git's)
         said = os.read(result, 256).decode().split()
         err.seek(0)
         stderr = err.read(4096).decode("utf-8", "replace")
-        killed = bool(confine and not expired.is_set() and confine.oom_killed())
+        killed = bool(confine and not expired and confine.oom_killed())
         if len(said) != 3:
             # The spawner and git were killed together: at the deadline, or by the kernel
             # at the limit (the spawner is inside it too).
             return PeakRun(time.perf_counter() - started, 0, -signal.SIGKILL, killed,
-                           expired.is_set(), _confined(confine), stderr)
+                           expired, _confined(confine), stderr)
         status, maxrss_kib, seconds = int(said[0]), int(said[1]), float(said[2])
         returncode = os.waitstatus_to_exitcode(status)
         if returncode == peakspawn.CANNOT_RUN and peakspawn.CANNOT_RUN_SAID in stderr:
             raise GitError("git is not installed (no 'git' on PATH)")
-        return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired.is_set(),
+        return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired,
                        _confined(confine), stderr)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _wait_or_kill(pid: int, timeout: float) -> bool:
+    """Reap `pid`, killing its group first where it runs past `timeout` seconds: True
+    where it was killed for that. No thread is started (under a cgroup's pids.max one
+    may not be had): a pidfd is waited on, else the child is polled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):      # before Linux 5.3
+        fd = -1
+    expired = False
+    try:
+        if fd >= 0:
+            ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+            expired = not ready
+        else:
+            end = time.monotonic() + timeout
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() >= end:
+                    expired = True
+                    break
+                time.sleep(0.005)
+            else:
+                return False        # reaped by the poll
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if expired:
+        _kill_group(pid)
+    os.waitpid(pid, 0)
+    return expired
 
 
 def _confined(confine: Optional[Confinement]) -> str:
