@@ -120,7 +120,7 @@ def test_auto_says_a_busy_hosts_result_is_unreliable(toy_env):
     host really was busy (checked first, so a loaded CI runner does not fail the test)."""
     repo, env = toy_env
     env = {k: v for k, v in env.items() if k != "GIT_TUNE_WRITE_WHEN_BUSY"}
-    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "6", "--no-verify",
+    args = [*GIT_TUNE, "auto", "--repo", str(repo), "--budget", "3", "--no-verify",
             "--dry-run", "--recalibrate", "--scope", "local"]
     if _busy_fraction() < 0.1:
         quiet = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
