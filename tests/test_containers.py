@@ -105,14 +105,14 @@ def test_ci_recipe_in_a_cpu_quota(small_repo, isolated_git, tmp_path):
         pytest.skip(why)
     outside = tmp_path / "outside.json"
     proc = subprocess.run(GIT_TUNE + ["profile", "export", "--repo", str(small_repo),
-                                      "--workload", "ci", "--budget", "8", "-o", str(outside)],
+                                      "--workload", "ci", "--budget", "3", "-o", str(outside)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 0, proc.stderr
     profile = tmp_path / "ci-runner.json"
     gitconfig = isolated_git / ".gitconfig"
     with cgroups.group(cpu_quota=0.5) as g:
         export = run_in(g, GIT_TUNE + ["profile", "export", "--repo", str(small_repo),
-                                       "--workload", "ci", "--budget", "10", "-o", str(profile)])
+                                       "--workload", "ci", "--budget", "6", "-o", str(profile)])
         assert export.returncode == 0, export.stderr
         data = json.loads(profile.read_text())
         assert data["class"]["cores"] == "1" and data["workload"] == "ci"
