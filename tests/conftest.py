@@ -67,6 +67,16 @@ def small_repo(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="session")
+def few_files_repo(tmp_path_factory):
+    """A real repository of 33 files in 11 directories, two commits: for what does not
+    depend on how many files git then reads (whether it parses a value)."""
+    root = tmp_path_factory.mktemp("few") / "repo"
+    repogen.generate(str(root), repogen.RepoShape(depth=1, width=10, files=3),
+                     second_commit_changes=5)
+    return root
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """A test that sends this process SIGINT (the ctrl_c fixture) runs alone: in a

@@ -198,8 +198,8 @@ def test_the_worker_count_is_chosen_among_those_real_git_timed():
         assert ("20 files" in got["checkout.thresholdForParallelism"].reason) == timed_at_chosen
 
 
-def test_recommended_values_are_accepted_by_git(calibrated, tmp_path):
-    repo, _, record = calibrated
+def test_recommended_values_are_accepted_by_git(calibrated, few_files_repo, tmp_path):
+    _, _, record = calibrated
     rec = recommend(record)
     understood = catalogue.understood(git_version())
     for k in rec.keys:
@@ -216,7 +216,7 @@ def test_recommended_values_are_accepted_by_git(calibrated, tmp_path):
         catalogue.lookup(key).validate(value)
         # A command that parses the key (git status does not parse them all), on a copy.
         copy = tmp_path / key
-        shutil.copytree(repo, copy)
+        shutil.copytree(few_files_repo, copy)
         args, env = parsing_command(key, copy, tmp_path)
         proc = subprocess.run(["git", "-c", f"{key}={value}", *args], cwd=copy,
                               env=dict(os.environ, **env), stdout=subprocess.PIPE,

@@ -250,16 +250,6 @@ def test_online_cpus_values_are_never_written(home, small_repo, tmp_path, name):
         assert config.read_bytes() == before
 
 
-@pytest.fixture(scope="module")
-def few_files_repo(tmp_path_factory):
-    """A real repository of 33 files in 11 directories, two commits: whether git parses a
-    value does not depend on how many files it then reads."""
-    root = tmp_path_factory.mktemp("few") / "repo"
-    repogen.generate(str(root), repogen.RepoShape(depth=1, width=10, files=3),
-                     second_commit_changes=5)
-    return root
-
-
 @pytest.mark.parametrize("name", sorted(k.name for k in catalogue.catalogue().values() if k.writable))
 def test_every_writable_value_is_accepted_by_git(home, few_files_repo, tmp_path, name, any_git):
     with contextlib.ExitStack() as stack:

@@ -339,7 +339,7 @@ def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
 
     # The toy trial runs first (TRIAL_RANK 0), so a loaded machine's slower real keys cannot
     # leave it out of the budget; a key the budget cannot reach stays at Git's default.
-    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "12",
+    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "6",
                      "--yes", "--json", env=env)
     assert auto.returncode == 0, auto.stderr
     out = json.loads(auto.stdout)
@@ -648,7 +648,7 @@ def test_a_key_with_a_workload_of_its_own_is_added_in_one_module_and_a_toml_entr
     it and reverted."""
     repo, env, config_before = _plugin_key(tmp_path, small_repo, "delta", WORKLOAD_MODULE,
                                            WORKLOAD_TOML)
-    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "12",
+    auto = _git_tune("auto", "--repo", str(repo), "--scope", "local", "--budget", "6",
                      "--yes", "--json", env=env)
     assert auto.returncode == 0, auto.stderr
     out = json.loads(auto.stdout)
