@@ -160,11 +160,17 @@ def start(argv: List[str], **popen: Any) -> "subprocess.Popen[Any]":
             pause = min(pause * 2, 0.25)
 
 
-def _kill_group(proc: "subprocess.Popen[str]") -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL to the process group `pid` leads (a run started in a session of its own),
+    where it is still there."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_group(proc: "subprocess.Popen[str]") -> None:
+    kill_group(proc.pid)
     proc.communicate()
 
 

@@ -24,6 +24,7 @@ from git_tune.errors import EngineError, Locked
 from git_tune.models import catalogue
 from git_tune.probes.scratch import PREFIX
 from git_tune.probes.report import probe
+from tests import cgroups
 from tests.conftest import git_version_of
 
 GIT_TUNE = [sys.executable, "-m", "git_tune"]
@@ -799,7 +800,6 @@ except GitError as e:
 
 @pytest.mark.parametrize("hold", [0.5, 30])
 def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named(hold):
-    from tests import cgroups
     why = cgroups.unavailable(pids=True)
     if why:
         pytest.skip(why)

@@ -178,7 +178,7 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         try:
             expired = _wait_or_kill(proc.pid, timeout)
         except BaseException:       # Ctrl-C, SIGTERM: git stops with git-tune
-            _kill_group(proc.pid)
+            git.kill_group(proc.pid)
             with contextlib.suppress(ChildProcessError):    # reaped before it came
                 os.waitpid(proc.pid, 0)
             raise
@@ -198,11 +198,6 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
             raise GitError("git is not installed (no 'git' on PATH)")
         return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired,
                        _confined(confine), stderr)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _wait_or_kill(pid: int, timeout: float) -> bool:
@@ -231,7 +226,7 @@ def _wait_or_kill(pid: int, timeout: float) -> bool:
         if fd >= 0:
             os.close(fd)
     if expired:
-        _kill_group(pid)
+        git.kill_group(pid)
     os.waitpid(pid, 0)
     return expired
 

@@ -88,22 +88,29 @@ class Prices:
         return dataclasses.replace(self, per_file=per_file, fixed=fixed)
 
 
+def least_per_file(files: int, seconds: float) -> float:
+    """The least a file is priced at from a run of `files` files that took `seconds`: a
+    tenth of the run's average (what is subtracted or differenced to price a file can be
+    anything on a noisy or loaded host, nothing included)."""
+    return seconds / max(1, files) / 10
+
+
 def line_through(k0: int, t0: float, k1: int, t1: float) -> Tuple[float, float]:
     """(seconds a file, seconds beside the files) through two runs of k0 and k1 files; a
     file costs at least a tenth of the larger run's average (two runs' noise can make
     their difference anything), and the fixed cost is never negative."""
     if k1 < k0:
         k0, t0, k1, t1 = k1, t1, k0, t0
-    per_file = max((t1 - t0) / max(1, k1 - k0), t1 / max(1, k1) / 10)
+    per_file = max((t1 - t0) / max(1, k1 - k0), least_per_file(k1, t1))
     return per_file, max(0.0, t1 - per_file * k1)
 
 
 def one_run_price(files: int, cost: float, beside: float) -> Tuple[float, float]:
     """(seconds a file, seconds beside the files) from one run of `files` files, `beside`
-    of its `cost` being git's own (its starts, the write-back). As in line_through, a
-    file costs at least a tenth of the run's average: on a loaded host the starts
-    timed apart can take as long as the whole run did."""
-    per_file = max(cost - beside, cost / 10) / max(1, files)
+    of its `cost` being git's own (its starts, the write-back), a file priced at least
+    least_per_file(): on a loaded host the starts timed apart can take as long as the
+    whole run did."""
+    per_file = max((cost - beside) / max(1, files), least_per_file(files, cost))
     return per_file, max(0.0, cost - per_file * max(1, files))
 
 
