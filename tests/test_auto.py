@@ -259,11 +259,16 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     names = [w["name"] for w in data["workloads"]]
-    assert names == ["status", "untracked", "diff", "index", "write", "switch"]
-    switch = data["workloads"][-1]
+    assert names == ["status", "untracked", "diff", "index", "write", "switch", "clone"]
+    switch, tree = data["workloads"][-2:]
     # One run is the switch there and back: two checkouts, each starting 4 workers.
     assert switch["phases_after"].get("children/git checkout--worker") == 8
     assert "children/git checkout--worker" not in switch["phases_before"]
+    # The clone row writes the whole tree, which is what the workers' trial timed (on the
+    # tree or a part of it): one checkout-index of every file, 4 workers after.
+    assert tree["phases_after"].get("children/git checkout--worker") == 4
+    assert "children/git checkout--worker" not in tree["phases_before"]
+    assert "clone: the whole tree, 999 files, written then git status" in data["notes"]
     # 999 entries: preload-index.c starts no threads below 1,000, so refresh does the lstat.
     phases = data["workloads"][0]["phases_before"]
     assert "index/refresh" in phases and "index/preload" not in phases
@@ -272,6 +277,21 @@ def test_verify_times_every_workload_with_trace_phases(home, repo):
             "faster", "no change", "slower")
     res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4", "--runs", "3")
     assert res.exit_code == 2
+
+
+def test_verify_leaves_out_a_whole_tree_that_takes_too_long_and_says_so(home, repo,
+                                                                        monkeypatch):
+    """verify is not bounded by a budget: the whole tree is timed only where one run of
+    it is short, and where it is not, the note says so and the other rows stand."""
+    from git_tune.advisor.measure import verify
+    monkeypatch.setattr(verify, "TREE_RUN_SECONDS", 0.0)
+    res = invoke("verify", "--repo", str(repo), "--set", "checkout.workers=4",
+                 "--workload", "switch", "--workload", "clone", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [w["name"] for w in data["workloads"]] == ["switch"]
+    assert ("clone not timed: one run of the whole tree written then git status takes over "
+            "0 s; calibration's comparison stands") in data["notes"]
 
 
 def test_verify_switches_there_and_back_in_every_run(home, repo, monkeypatch, tmp_path):

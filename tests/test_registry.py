@@ -629,12 +629,15 @@ def test_every_trial_times_a_workload_its_keys_affects_name(path):
 def test_verify_times_the_workloads_a_keys_affects_name():
     """Issue #31: one workload table; `affects` chooses what verify times for a key."""
     from git_tune.advisor.keys import registry
-    assert registry.verify_workloads(["checkout.workers"]) == ("switch",)
+    assert registry.verify_workloads(["checkout.workers"]) == ("switch", "clone")
+    # A clone's index-pack is what pack.threads changes, not the tree written after it.
+    assert "clone" not in registry.verify_workloads(["pack.threads"])
     assert registry.verify_workloads(["index.threads"]) == ("index",)
     # The untracked cache lives in the index: reading and writing it pay for it.
     assert set(registry.verify_workloads(["core.untrackedCache"])) == {
         "status", "untracked", "index", "write"}
-    assert set(workloads.verified()) >= {"status", "untracked", "diff", "index", "write", "switch"}
+    assert set(workloads.verified()) >= {"status", "untracked", "diff", "index", "write", "switch",
+                                         "clone"}
     assert all(w in workloads.table() for p in workloads.profiles().values() for w in p
                if w not in ("description", "cold"))
 

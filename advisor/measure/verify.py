@@ -22,6 +22,12 @@ from ...probes.scratch import one_measurement_at_a_time, scratch_dir
 
 SCHEMA_VERSION = 1
 SWITCH_MIN_FILES = 10
+# The whole tree written (the clone workload) is timed where one run of it, Git's
+# defaults', takes at most this many seconds: its runs (a warm-up pair, the pairs, one
+# traced run a side) then take about half a minute at most. A policy on how long verify
+# may take, not a figure of any host's: where one run takes longer, the calibration's
+# comparison (on the tree or a part of it) stands alone and the note says so.
+TREE_RUN_SECONDS = 2.0
 
 
 def all_workloads(keys: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
@@ -32,6 +38,9 @@ def all_workloads(keys: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
     return tuple(w for w in workloads_model.verified()
                  if keys is None or not table[w].key or table[w].key in keys)
 
+
+# The workloads timed in a scratch clone of their own (verify's, not on an index copy).
+SCRATCH_CLONE = ("switch", "clone")
 
 # The sides of a comparison as verify's report names them.
 SIDE = {FAILS_DEFAULT: "before", FAILS_CANDIDATE: "after"}
@@ -182,10 +191,10 @@ class _Switch:
 
 
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
-            switch: Optional[_Switch]) -> Tuple[str, gitbench.Runner]:
-    if name == "switch":
-        assert switch is not None       # verify skips the switch where it found none
-        return workloads_model.command(name), switch.run
+            scratch: Dict[str, gitbench.Runner]) -> Tuple[str, gitbench.Runner]:
+    if name in SCRATCH_CLONE:
+        # verify skips these where _scratch_runners made none
+        return workloads_model.command(name), scratch[name]
     found = registry.workload_runner(name, ws.layout, copies[side])
     if found is None:
         raise UsageError(f"unknown workload {name}")
@@ -193,11 +202,11 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
 
 
 def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
-                   switch: Optional[_Switch], settings: Dict[str, Dict[str, str]], runs: int,
-                   cold: bool, seed: int) -> WorkloadResult:
+                   scratch: Dict[str, gitbench.Runner], settings: Dict[str, Dict[str, str]],
+                   runs: int, cold: bool, seed: int) -> WorkloadResult:
     """Interleaved runs of one workload before and after, then one traced run a side."""
-    cmd, run_before = _runner(name, ws, copies, "before", switch)
-    _, run_after = _runner(name, ws, copies, "after", switch)
+    cmd, run_before = _runner(name, ws, copies, "before", scratch)
+    _, run_after = _runner(name, ws, copies, "after", scratch)
     runners = {"before": run_before, "after": run_after}
 
     def side(which: str) -> Callable[[], float]:
@@ -232,12 +241,54 @@ def _layout(repo: Optional[str], located: Optional[repo_probe.RepoLayout]
     return layout, layout.worktree
 
 
-def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
-    if repo_probe.partial_clone(ws.layout):
-        # Switching commits there fetches the blobs it lacks from its remote: a network
+def _scratch_runners(ws: gitbench.Workspace, workloads: Sequence[str],
+                     before: Dict[str, str], notes: List[str]) -> Dict[str, gitbench.Runner]:
+    """The runners of the workloads asked for that write files in a scratch clone (switch,
+    clone), where they can be timed here; each one left out has a note saying why."""
+    asked = [w for w in SCRATCH_CLONE if w in workloads]
+    if asked and repo_probe.partial_clone(ws.layout):
+        # Writing files there fetches the blobs it lacks from its remote: a network
         # fetch, not the checkout the values change, and it fails offline.
-        notes.append("switch not timed: a partial clone lacks the blobs a switch writes")
+        notes.extend(f"{w} not timed: a partial clone lacks the blobs it writes" for w in asked)
+        return {}
+    out: Dict[str, gitbench.Runner] = {}
+    switch = _switch(ws, notes) if "switch" in asked else None
+    if switch is not None:
+        out["switch"] = switch.run
+    tree = _tree(ws, before, notes) if "clone" in asked else None
+    if tree is not None:
+        out["clone"] = tree.run
+    return out
+
+
+def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
+          ) -> Optional[gitbench.WholeTreeWrite]:
+    """The whole tree written in a scratch clone, then the next status (calibration's
+    clone workload), where one run of it with the values before takes at most
+    TREE_RUN_SECONDS; that run is then the runs' first warm-up. The run that says so is
+    stopped at that limit (its directories made first, within as long again), so a tree
+    that takes minutes costs verify seconds."""
+    tree = gitbench.WholeTreeWrite(ws.clone(), repo_probe.tracked_sample(ws.layout, n=10 ** 9),
+                                   ws.root)
+    why = (f"one run of the whole tree written then git status takes over "
+           f"{TREE_RUN_SECONDS:g} s")
+    try:
+        with gitbench.deadline(TREE_RUN_SECONDS):
+            tree.make_directories()
+        with gitbench.deadline(TREE_RUN_SECONDS):
+            took = tree.run(before)
+    except gitbench.DeadlineReached:
+        took = None
+    except MeasurementFailed as e:
+        took, why = None, f"git failed writing it: {e}"
+    if took is None or took > TREE_RUN_SECONDS:
+        notes.append(f"clone not timed: {why}; calibration's comparison stands")
         return None
+    notes.append(f"clone: the whole tree, {len(tree.paths):,} files, written then git status")
+    return tree
+
+
+def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
     pair = _commit_pair(ws.layout)
     if pair is None:
         notes.append(f"switch not timed: no two commits in the last 30 differ in "
@@ -274,11 +325,12 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
             copies = {side: _index_copy(ws, side, values) for side, values in settings.items()}
         except MeasurementFailed as e:
             raise GitError(f"git cannot use this repository's index: {e}") from None
-        switch = _switch(ws, notes) if "switch" in workloads else None
+        scratch_runners = _scratch_runners(ws, workloads, settings["before"], notes)
         for name in workloads:
-            if name == "switch" and switch is None:
+            if name in SCRATCH_CLONE and name not in scratch_runners:
                 continue
-            results.append(_time_workload(name, ws, copies, switch, settings, runs, cold, seed))
+            results.append(_time_workload(name, ws, copies, scratch_runners, settings, runs,
+                                          cold, seed))
     if cold and cold_method and "only file data" in cold_method:
         notes.append(f"cold runs: {cold_method}")
     busy = watch.load().note(again="git-tune verify")
