@@ -120,4 +120,4 @@ def compare_paired(old: Sequence[float], new: Sequence[float], seed: int = 0,
     low, high = (float(x) for x in np.exp(np.percentile(boot, [2.5, 97.5])))
     ratio = float(np.exp(np.median(logs)))
     return RatioEstimate(len(logs), len(logs), float(np.median(old)), float(np.median(new)),
-                         ratio, low, high, _verdict(len(old) >= MIN_RUNS, low, high, min_effect))
+                         ratio, low, high, _verdict(conclusive(old, new), low, high, min_effect))

@@ -5,6 +5,12 @@ Calibration runs it under its budget (the minimum runs priced by a warm-up pair,
 candidate dropped once clearly slower, more runs for a comparison still within noise);
 `verify` runs it unbounded, every run to the end; the agent's online comparison of the
 user's own commands stops by the same rule (stopped) and keeps the same record.
+
+A pair's two runs are taken side by side, so the estimate is over the pairs' ratios
+(stats.compare_paired), in calibration and verify alike: drift that slows both runs of
+a pair (a neighbour's burst, a cache filling, a clock stepping down) cancels, and two
+comparisons of the same values read the same cost where the machine wandered
+differently in each.
 """
 import contextlib
 import dataclasses
@@ -250,7 +256,8 @@ def _timed(workload: str, default: Settings, candidate: Settings, run_default: R
     why = _pairs(run_default, run_candidate, ta, tb, how)
     if not ta:    # the budget's end came during the first pair
         raise OutOfBudget(pair * how.runs)
-    c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)
+    c = comparison(workload, default, candidate, ta, tb, how.seed, files, why,
+                   paired=True)
     for _ in range(how.extensions):
         est = c.estimate
         assert est is not None          # both sides ran: a comparison has its estimate
@@ -260,7 +267,8 @@ def _timed(workload: str, default: Settings, candidate: Settings, run_default: R
                 or pair * how.runs > how.left() * EXTEND * how.extend_share:
             break
         why = _pairs(run_default, run_candidate, ta, tb, how, slower=False)
-        c = comparison(workload, default, candidate, ta, tb, how.seed, files, why)
+        c = comparison(workload, default, candidate, ta, tb, how.seed, files, why,
+                   paired=True)
     return c
 
 

@@ -231,7 +231,8 @@ def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str]
                files: Optional[int] = None, stopped: str = "",
                paired: bool = False) -> Comparison:
     """The record of an A/B; `paired`: times_default[i] and times_candidate[i] were taken
-    side by side (the agent's adjacent slots), and the estimate is over their ratios."""
+    side by side (an ABBA pair, the agent's adjacent slots), and the estimate is over
+    their ratios."""
     estimate = (compare_paired if paired else compare)(times_default, times_candidate,
                                                         seed=seed)
     return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
