@@ -252,12 +252,19 @@ def _scratch_runners(ws: gitbench.Workspace, workloads: Sequence[str],
         notes.extend(f"{w} not timed: a partial clone lacks the blobs it writes" for w in asked)
         return {}
     out: Dict[str, gitbench.Runner] = {}
-    switch = _switch(ws, notes) if "switch" in asked else None
-    if switch is not None:
-        out["switch"] = switch.run
-    tree = _tree(ws, before, notes) if "clone" in asked else None
-    if tree is not None:
-        out["clone"] = tree.run
+    made: Dict[str, Callable[[], Optional[gitbench.Runner]]] = {
+        "switch": lambda: getattr(_switch(ws, notes), "run", None),
+        "clone": lambda: getattr(_tree(ws, before, notes), "run", None)}
+    for w in asked:
+        try:
+            runner = made[w]()
+        except MeasurementFailed as e:
+            # Its scratch clone, made with Git's defaults before any value is timed
+            # (`git clone` forks, which a pid limit can refuse): not the values' doing.
+            notes.append(f"{w} not timed: its scratch clone could not be made: {e}")
+            continue
+        if runner is not None:
+            out[w] = runner
     return out
 
 
