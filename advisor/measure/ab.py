@@ -268,7 +268,7 @@ def _timed(workload: str, default: Settings, candidate: Settings, run_default: R
             break
         why = _pairs(run_default, run_candidate, ta, tb, how, slower=False)
         c = comparison(workload, default, candidate, ta, tb, how.seed, files, why,
-                   paired=True)
+                       paired=True)
     return c
 
 
