@@ -253,8 +253,7 @@ def _scratch_runners(ws: gitbench.Workspace, workloads: Sequence[str],
         return {}
     out: Dict[str, gitbench.Runner] = {}
     made: Dict[str, Callable[[], Optional[gitbench.Runner]]] = {
-        "switch": lambda: getattr(_switch(ws, notes), "run", None),
-        "clone": lambda: getattr(_tree(ws, before, notes), "run", None)}
+        "switch": lambda: _switch(ws, notes), "clone": lambda: _tree(ws, before, notes)}
     for w in asked:
         try:
             runner = made[w]()
@@ -269,7 +268,7 @@ def _scratch_runners(ws: gitbench.Workspace, workloads: Sequence[str],
 
 
 def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
-          ) -> Optional[gitbench.WholeTreeWrite]:
+          ) -> Optional[gitbench.Runner]:
     """The whole tree written in a scratch clone, then the next status (calibration's
     clone workload), where one run of it with the values before takes at most
     TREE_RUN_SECONDS; that run is then the runs' first warm-up. The run that says so is
@@ -292,17 +291,17 @@ def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
         notes.append(f"clone not timed: {why}; calibration's comparison stands")
         return None
     notes.append(f"clone: the whole tree, {len(tree.paths):,} files, written then git status")
-    return tree
+    return tree.run
 
 
-def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[_Switch]:
+def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[gitbench.Runner]:
     pair = _commit_pair(ws.layout)
     if pair is None:
         notes.append(f"switch not timed: no two commits in the last 30 differ in "
                      f"{SWITCH_MIN_FILES}+ files")
         return None
     notes.append(f"switch: {pair[0][:10]} <-> {pair[1][:10]}, {pair[2]} files differ")
-    return _Switch(ws, pair[0], pair[1])
+    return _Switch(ws, pair[0], pair[1]).run
 
 
 def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
