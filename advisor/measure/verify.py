@@ -273,7 +273,9 @@ def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
     clone workload), where one run of it with the values before takes at most
     TREE_RUN_SECONDS; that run is then the runs' first warm-up. The run that says so is
     stopped at that limit (its directories made first, within as long again), so a tree
-    that takes minutes costs verify seconds."""
+    that takes minutes costs verify seconds; what it wrote is written back before this
+    returns, so the workloads timed after it do not pay for it (as checkout_trial's
+    pilot of the whole tree)."""
     tree = gitbench.WholeTreeWrite(ws.clone(), repo_probe.tracked_sample(ws.layout, n=10 ** 9),
                                    ws.root)
     why = (f"one run of the whole tree written then git status takes over "
@@ -287,6 +289,7 @@ def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
         took = None
     except MeasurementFailed as e:
         took, why = None, f"git failed writing it: {e}"
+    gitbench.written_back(tree.clone)
     if took is None or took > TREE_RUN_SECONDS:
         notes.append(f"clone not timed: {why}; calibration's comparison stands")
         return None
