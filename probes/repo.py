@@ -110,14 +110,21 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
 
 def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     """Up to n tracked paths spread evenly over the index (relative to the worktree), of
-    those git keeps in the work tree: a sparse checkout's skip-worktree entries are not
-    there, nor, in a partial clone, are their blobs (`ls-files -t` tags them S)."""
+    the files and symbolic links git writes in the work tree: a sparse checkout's
+    skip-worktree entries are not there, nor, in a partial clone, are their blobs
+    (`ls-files -t` tags them S); a submodule is a directory git never writes as a file
+    (mode 160000), and a path in conflict has no blob git would write (stage 0)."""
     if not layout.worktree:
         return []
-    proc = run_git(["ls-files", "-t", "-z"], cwd=layout.worktree, timeout=120, repo=layout)
-    names = in_worktree(proc.stdout)
+    proc = run_git(["ls-files", "-s", "-t", "-z"], cwd=layout.worktree, timeout=120,
+                   repo=layout)
+    names = [r.split("\t", 1)[1] for r in in_worktree(proc.stdout)
+             if not r.startswith(GITLINK) and r.split("\t", 1)[0].endswith(" 0")]
     step = max(1, len(names) // n)
     return names[::step][:n]
+
+
+GITLINK = "160000 "        # a submodule's entry in `git ls-files -s`
 
 
 def in_worktree(tagged: str) -> List[str]:

@@ -23,6 +23,7 @@ from git_tune.cli import cli
 from git_tune.errors import EngineError, Locked
 from git_tune.models import catalogue
 from git_tune.probes.scratch import PREFIX
+from git_tune.probes import repo as repo_probe
 from git_tune.probes.report import probe
 from tests import cgroups
 from tests.conftest import git_version_of
@@ -370,6 +371,44 @@ def test_odd_repositories_give_results_or_clear_errors(home, tmp_path):
         no_traceback(invoke("calibrate", "--repo", repo, "--budget", "2", "--json"), 0, 2)
         no_traceback(invoke("verify", "--repo", repo, "--set", "checkout.workers=2",
                             "--workload", "status"), 0, 2)
+
+
+def test_submodules_and_conflicts_are_not_files_a_trial_writes(home, tmp_path):
+    """A submodule's entry (an uninitialised one is an empty directory) and a path in
+    conflict (three stages, no blob git would write) are in the index but are not files
+    git writes: verify's whole tree and calibrate's parts leave them out."""
+    repo = make_repo(tmp_path / "with-submodule")
+
+    def git(*args, stdin=None):
+        return subprocess.run(["git", "-C", str(repo), *args], input=stdin, check=True,
+                              stdout=subprocess.PIPE, text=True).stdout
+    head = git("rev-parse", "HEAD").strip()
+    (repo / "mod").mkdir()
+    git("update-index", "--add", "--cacheinfo", f"160000,{head},mod")
+    git(*repogen._IDENTITY, "commit", "-qm", "a submodule")
+    blob = git("hash-object", "-w", "--stdin", stdin="theirs\n").strip()
+    path = git("ls-files").split()[0]
+    git("update-index", "--index-info", stdin=f"0 {'0' * 40}\t{path}\n" + "".join(
+        f"100644 {blob} {stage}\t{path}\n" for stage in (1, 2, 3)))
+    listed = repo_probe.tracked_sample(repo_probe.locate(str(repo)), n=10 ** 9)
+    assert "mod" not in listed and path not in listed and listed
+    index = (repo / ".git" / "index").read_bytes()
+    no_traceback(invoke("verify", "--repo", repo, "--set", "checkout.workers=2"), 0, 2)
+    no_traceback(invoke("calibrate", "--repo", repo, "--budget", "4", "--json"), 0, 2)
+    assert (repo / ".git" / "index").read_bytes() == index
+
+
+def test_a_tree_of_submodules_only_has_no_clone_row(home, tmp_path):
+    repo = tmp_path / "submodules-only"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "mod").mkdir()
+    subprocess.run(["git", "-C", str(repo), "update-index", "--add", "--cacheinfo",
+                    f"160000,{'1' * 40},mod"], check=True)
+    subprocess.run(["git", "-C", str(repo), *repogen._IDENTITY, "commit", "-qm", "s"],
+                   check=True)
+    res = invoke("verify", "--repo", repo, "--set", "checkout.workers=2")
+    no_traceback(res, 0, 2)
+    assert "clone not timed: the tree has no file git writes" in res.output
 
 
 def test_paths_that_are_not_utf8_reach_git_as_they_are(home, tmp_path):

@@ -276,8 +276,12 @@ def _tree(ws: gitbench.Workspace, before: Dict[str, str], notes: List[str]
     that takes minutes costs verify seconds; what it wrote is written back before this
     returns, so the workloads timed after it do not pay for it (as checkout_trial's
     pilot of the whole tree)."""
-    tree = gitbench.WholeTreeWrite(ws.clone(), repo_probe.tracked_sample(ws.layout, n=10 ** 9),
-                                   ws.root)
+    paths = repo_probe.tracked_sample(ws.layout, n=10 ** 9)
+    if not paths:
+        notes.append("clone not timed: the tree has no file git writes (submodules or "
+                     "skip-worktree entries only)")
+        return None
+    tree = gitbench.WholeTreeWrite(ws.clone(), paths, ws.root)
     why = (f"one run of the whole tree written then git status takes over "
            f"{TREE_RUN_SECONDS:g} s")
     try:
