@@ -113,7 +113,8 @@ def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     the files and symbolic links git writes in the work tree: a sparse checkout's
     skip-worktree entries are not there, nor, in a partial clone, are their blobs
     (`ls-files -t` tags them S); a submodule is a directory git never writes as a file
-    (mode 160000), and a path in conflict has no blob git would write (stage 0)."""
+    (mode 160000), and a path in conflict is listed once a stage, with no stage 0 (the
+    entry git writes)."""
     if not layout.worktree:
         return []
     proc = run_git(["ls-files", "-s", "-t", "-z"], cwd=layout.worktree, timeout=120,
