@@ -407,3 +407,17 @@ def test_gc_threshold_is_set_only_where_gcs_repack_does_not_fit(tmp_path, many_o
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     none = bigpack.TUNERS[bigpack.KEY].trial(key, _bench(tmp_path / "c", str(repo), 1 << 30))
     assert "no packs" in none.why_not_run, none
+
+
+def test_a_reason_that_says_a_run_fit_never_quotes_a_peak_above_the_allowance():
+    """Confined, a run whose resident set passed the allowance (the pack files git maps,
+    which the kernel drops rather than kill git) fitted by ending whole: the reason says
+    so, not "peaked at 527 MiB of the 256 MiB"."""
+    def run(peak_mib, confined):
+        return peak.PeakRun(1.0, peak_mib * MIB, 0, False, False, confined, "")
+    allowed = 256 * MIB
+    assert planner.how_it_fit(run(58, "cgroup v1"), allowed) == \
+        "peaked at 58 MiB of the 256 MiB a run may use"
+    mapped = planner.how_it_fit(run(527, "cgroup v2"), allowed)
+    assert mapped.startswith("ended whole confined to the 256 MiB a run may use")
+    assert "527 MiB" in mapped and not run(527, "cgroup v2").over(allowed)

@@ -205,7 +205,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
         cand = _fitting(run, default) if over else None
     if error is None:
         return _faster(bench, bases, allowed, threads, run, warm, facts,
-                       seen["default"].peak)
+                       seen["default"])
     if not over:
         return Trial.not_run(KEY, f"git log -p of {bases.path} failed with Git's default: "
                              f"{error}")
@@ -271,14 +271,14 @@ def _fastest_fitting(bench: Bench, run: gitbench.Runner, seen: Dict[str, peak.Pe
 
 
 def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbench.Runner,
-            warm: Optional[float], facts: Callable[[], Dict[str, Any]], default_peak: int
+            warm: Optional[float], facts: Callable[[], Dict[str, Any]], default_run: peak.PeakRun
             ) -> Trial:
     """Git's default fits: where the bases exceed it and the profile weighs reading
     history, the sizes of quick_pass() in QUICK_ROUNDS rounds, then the fastest by its
     median against Git's default by the usual interleaved runs. A size that failed once
     is not run again."""
-    fits = (f"Git's default fits: git log -p of {bases.path} peaked at "
-            f"{default_peak / MIB:.0f} MiB of the {allowed / MIB:.0f} MiB a run may use")
+    fits = (f"Git's default fits: git log -p of {bases.path} "
+            + planner.how_it_fit(default_run, allowed))
     if bases.total <= default_bytes():
         return Trial.not_run(KEY, f"{fits}, and its cache holds every delta base")
     if not bench.counts(WORKLOAD):

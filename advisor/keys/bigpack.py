@@ -156,9 +156,8 @@ class BigPackThreshold(Tuner):
         with planner.within_budget(bench):
             try:
                 run({})
-                return Trial.not_run(KEY, f"Git's default fits: git gc's repack of every pack "
-                                     f"peaked at {seen['default'].peak / MIB:.0f} MiB of the "
-                                     f"{allowed / MIB:.0f} MiB a run may use")
+                return Trial.not_run(KEY, "Git's default fits: git gc's repack of every pack "
+                                     + planner.how_it_fit(seen["default"], allowed))
             except planner.OverMemory as e:
                 error = str(e)
             # gc ignores a threshold that keeps autoPackLimit packs or more.

@@ -175,9 +175,8 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
             # Memory is not at stake. A smaller window would be faster only by finding
             # fewer deltas: a larger pack, which fetches, clones and the disk live with
             # and these runs do not weigh.
-            return Trial.not_run(WINDOW, f"Git's defaults fit: pack-objects peaked at "
-                                 f"{seen['default'].peak / MIB:.0f} MiB of the "
-                                 f"{allowed / MIB:.0f} MiB a run may use")
+            return Trial.not_run(WINDOW, "Git's defaults fit: pack-objects "
+                                 + planner.how_it_fit(seen["default"], allowed))
         cand = _fitting(run, allowed, n_threads, objects.smallest)
         # Each thread holds a window of its own: where no size fits, fewer threads.
         fewer = n_threads

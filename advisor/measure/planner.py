@@ -530,6 +530,17 @@ def memory_allowed(limit: int) -> int:
     return int(limit * MEMORY_SHARE)
 
 
+def how_it_fit(r: peak.PeakRun, allowed: int) -> str:
+    """How run r fitted `allowed` bytes, for a reason that says it did: its peak, or,
+    confined where the peak passed them, that the kernel let it end there (its resident
+    set counts the pack files git maps, pages dropped under the limit: PeakRun.over)."""
+    if r.peak <= allowed or not r.confined:
+        return f"peaked at {r.peak / MIB:.0f} MiB of the {allowed / MIB:.0f} MiB a run may use"
+    return (f"ended whole confined to the {allowed / MIB:.0f} MiB a run may use (its "
+            f"resident set peaked at {r.peak / MIB:.0f} MiB, the pack files git maps "
+            "included, pages the kernel drops under the limit rather than kill git)")
+
+
 def memory_here(host: "HostFacts") -> Tuple[int, str]:
     """(bytes a git run may peak at, of what) on the host of `host` (probes.host's
     HostFacts, read now): verify's allowance."""
