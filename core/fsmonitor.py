@@ -7,7 +7,9 @@ with core.fsmonitor=true starts one if none is running, and it keeps running
 until stopped: git-tune stops every daemon its own measurements started, and
 `revert` stops those whose repository no longer asks for one.
 """
+import contextlib
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -84,6 +86,40 @@ def stop_unwanted() -> List[str]:
         else:
             psutil.Process(d.pid).terminate()
         stopped.append(d.git_dir)
+    return stopped
+
+
+def below(top: str) -> List[Daemon]:
+    """The running daemons whose git directory is `top` or below it (a submodule's,
+    `<git dir>/modules/...`)."""
+    root = os.path.realpath(top)
+    return [d for d in all_running()
+            if os.path.commonpath([root, os.path.realpath(d.git_dir)]) == root]
+
+
+def state_dirs_below(top: str) -> List[str]:
+    """The daemons' cookie directories that exist in `top` and below it."""
+    return [os.path.join(d, name) for d, dirs, _ in os.walk(top)
+            for name in dirs if name == "fsmonitor--daemon"]
+
+
+def stop_started(before: List[Daemon], top: str, states_before: List[str]) -> List[str]:
+    """Stop the daemons in `top` and below it that were not running `before`: git
+    commands run with core.fsmonitor=true in their environment start one in every
+    submodule they recurse into. Their cookie directories go too, where they were not
+    there before (`states_before`). The git dirs whose daemon was stopped."""
+    old = {d.pid for d in before}
+    stopped = []
+    for d in below(top):
+        if d.pid in old:
+            continue
+        proc = git.run(["--git-dir", d.git_dir, "fsmonitor--daemon", "stop"])
+        if proc.returncode != 0:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(d.pid).terminate()
+        stopped.append(d.git_dir)
+    for state in set(state_dirs_below(top)) - set(states_before):
+        shutil.rmtree(state, ignore_errors=True)
     return stopped
 
 

@@ -180,6 +180,31 @@ def test_fsmonitor_is_refused_on_shared_storage_git_itself_treats_as_local(
 
 
 @needs_daemon
+def test_the_trial_stops_the_daemons_its_status_starts_in_submodules(small_repo, tmp_path,
+                                                                     monkeypatch):
+    """git status recurses into submodules with the trial's core.fsmonitor=true in its
+    environment, and each submodule's git starts a daemon of its own: the trial stops
+    those too, and removes their cookie directories."""
+    from git_tune.advisor.measure import budget as budget_plan, calibrate, gitbench
+    from git_tune.advisor.measure.record import Options
+    git = DAEMON_GITS[-1]
+    on_path(monkeypatch, git)
+    repo = copy_of(small_repo, tmp_path / "super")
+    subprocess.run([git, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+                    str(small_repo), "mod"], cwd=repo, check=True, capture_output=True)
+    report = calibrate.probe_repository(str(repo))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ws = gitbench.Workspace(report.repository.layout, str(scratch))
+    bench = calibrate.bench_for(report, Options(budget=10), budget_plan.Budget(10), ws)
+    t = fsmonitor_key.trial(catalogue.lookup("core.fsmonitor"), bench)
+    assert t is not None and t.comparisons, t
+    modules = repo / ".git" / "modules"
+    assert not fsmonitor.below(str(repo / ".git"))
+    assert not [d for d, dirs, _ in os.walk(modules) if "fsmonitor--daemon" in dirs]
+
+
+@needs_daemon
 def test_revert_stops_the_daemons_git_tune_caused(big_repo, tmp_path, isolated_git):
     git = DAEMON_GITS[-1]
     mine = copy_of(big_repo, tmp_path / "mine")       # the user's own daemon stays

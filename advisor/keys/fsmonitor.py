@@ -84,6 +84,10 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     was_running = daemon.running(wt)
     state = daemon.state_dir(bench.ws.layout.git_dir)
     state_existed = os.path.exists(state)
+    # The submodules' daemons: status recurses into them with core.fsmonitor=true in its
+    # environment, and each starts one.
+    common = bench.ws.layout.common_dir
+    running_before, states_before = daemon.below(common), daemon.state_dirs_below(common)
     if not was_running:
         refused = daemon.start(wt, gitbench.config_env({}))
         if refused:
@@ -103,6 +107,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
             daemon.stop(wt)
             if not state_existed:       # the daemon's cookie directory, made for this trial
                 shutil.rmtree(state, ignore_errors=True)
+        daemon.stop_started(running_before, common, states_before)
     return Trial(KEY, tuple(comparisons), asdict(TrialFacts(dirs, limit, was_running)))
 
 
