@@ -97,9 +97,11 @@ def below(top: str) -> List[Daemon]:
             if os.path.commonpath([root, os.path.realpath(d.git_dir)]) == root]
 
 
-def state_dirs_below(top: str) -> List[str]:
-    """The daemons' cookie directories that exist in `top` and below it."""
-    return [os.path.join(d, name) for d, dirs, _ in os.walk(top)
+def submodule_state_dirs(git_dir: str) -> List[str]:
+    """The daemons' cookie directories in the git directories of git_dir's submodules
+    (`modules/`, nested ones included): the rest of git_dir, objects and all, is not
+    walked."""
+    return [os.path.join(d, name) for d, dirs, _ in os.walk(os.path.join(git_dir, "modules"))
             for name in dirs if name == "fsmonitor--daemon"]
 
 
@@ -107,7 +109,8 @@ def stop_started(before: List[Daemon], top: str, states_before: List[str]) -> Li
     """Stop the daemons in `top` and below it that were not running `before`: git
     commands run with core.fsmonitor=true in their environment start one in every
     submodule they recurse into. Their cookie directories go too, where they were not
-    there before (`states_before`). The git dirs whose daemon was stopped."""
+    there before (`states_before`: submodule_state_dirs(top)). The git dirs whose
+    daemon was stopped."""
     old = {d.pid for d in before}
     stopped = []
     for d in below(top):
@@ -118,7 +121,7 @@ def stop_started(before: List[Daemon], top: str, states_before: List[str]) -> Li
             with contextlib.suppress(psutil.Error):
                 psutil.Process(d.pid).terminate()
         stopped.append(d.git_dir)
-    for state in set(state_dirs_below(top)) - set(states_before):
+    for state in set(submodule_state_dirs(top)) - set(states_before):
         shutil.rmtree(state, ignore_errors=True)
     return stopped
 

@@ -87,7 +87,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     # The submodules' daemons: status recurses into them with core.fsmonitor=true in its
     # environment, and each starts one.
     common = bench.ws.layout.common_dir
-    running_before, states_before = daemon.below(common), daemon.state_dirs_below(common)
+    running_before, states_before = daemon.below(common), daemon.submodule_state_dirs(common)
     if not was_running:
         refused = daemon.start(wt, gitbench.config_env({}))
         if refused:
