@@ -108,6 +108,9 @@ def locate(path: Optional[str]) -> Optional[RepoLayout]:
                       object_format)
 
 
+GITLINK = "160000 "        # a submodule's entry in `git ls-files -s`
+
+
 def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     """Up to n tracked paths spread evenly over the index (relative to the worktree), of
     the files and symbolic links git writes in the work tree: a sparse checkout's
@@ -119,13 +122,11 @@ def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
         return []
     proc = run_git(["ls-files", "-s", "-t", "-z"], cwd=layout.worktree, timeout=120,
                    repo=layout)
-    names = [r.split("\t", 1)[1] for r in in_worktree(proc.stdout)
-             if not r.startswith(GITLINK) and r.split("\t", 1)[0].endswith(" 0")]
+    records = (r.partition("\t") for r in in_worktree(proc.stdout))
+    names = [path for meta, _, path in records
+             if not meta.startswith(GITLINK) and meta.endswith(" 0")]
     step = max(1, len(names) // n)
     return names[::step][:n]
-
-
-GITLINK = "160000 "        # a submodule's entry in `git ls-files -s`
 
 
 def in_worktree(tagged: str) -> List[str]:
