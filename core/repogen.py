@@ -176,3 +176,39 @@ def generate_large(root: str, shape: LargeFiles) -> str:
         git(root, "add", "-A")
         git(root, *_IDENTITY, "-c", "gc.auto=0", "commit", "-q", "-m", f"version {v}")
     return root
+
+
+@dataclass(frozen=True)
+class LongHistory:
+    """A repository whose packing memory grows with its history, not its largest object:
+    `commits` commits each changing a few words in every one of `files` small text files
+    (many small objects, each version a delta of another)."""
+    files: int = 40
+    commits: int = 300
+    size: int = 8 << 10
+    changed: int = 8            # words rewritten in each file by each commit
+    seed: int = 7
+
+
+def generate_history(root: str, shape: LongHistory) -> str:
+    """Create the LongHistory repository at root (by fast-import), its objects in one
+    pack whose deltas were found as `git repack -adf` finds them."""
+    os.makedirs(root, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    rng = random.Random(shape.seed)
+    words = ["%010x" % rng.getrandbits(40) for _ in range(4096)]
+    texts = [[rng.choice(words) for _ in range(shape.size // 11)] for _ in range(shape.files)]
+    stream = []
+    for c in range(shape.commits):
+        stream.append(f"commit refs/heads/main\ncommitter a <a@b> {c * 60} +0000\ndata 2\nc\n")
+        for f, text in enumerate(texts):
+            for _ in range(shape.changed):
+                text[rng.randrange(len(text))] = rng.choice(words)
+            body = " ".join(text) + "\n"      # ASCII: its length is its bytes
+            stream.append(f"M 100644 inline f{f}\ndata {len(body)}\n{body}\n")
+    proc = run_git(["-C", root, "fast-import", "--quiet"], timeout=None, input="".join(stream))
+    if proc.returncode:
+        raise GitError(f"git fast-import failed in '{root}': {proc.stderr.strip()}")
+    git(root, "-c", "gc.auto=0", "repack", "-adfq")
+    git(root, "reset", "-q", "--hard")
+    return root

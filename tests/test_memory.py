@@ -12,7 +12,8 @@ import pytest
 
 from git_tune import repogen
 from git_tune.advisor.keys import basecache, bigpack, packmem
-from git_tune.advisor.measure import ab, budget as budget_plan, calibrate, gitbench, peak, planner
+from git_tune.advisor.measure import (ab, budget as budget_plan, calibrate, gitbench, peak,
+                                      planner, record)
 from git_tune.advisor.measure.bench import Bench
 from git_tune.advisor.measure.record import Options
 from git_tune.errors import UsageError
@@ -336,6 +337,38 @@ def test_among_sizes_that_fit_the_largest_is_written_unless_another_is_faster(tm
     assert c.default == largest and c.candidate == {basecache.KEY: "1m"}
     assert len(c.times_default) >= 3 and c.estimate is not None
     assert chosen == (c.candidate if c.estimate.verdict == "faster" else largest)
+
+
+@pytest.fixture(scope="module")
+def long_history(tmp_path_factory):
+    """12,600 small objects in 300 commits: packing them under Git's defaults peaks near
+    110 MiB here (the delta base cache fills), its 22 largest objects near 10 MiB."""
+    return repogen.generate_history(str(tmp_path_factory.mktemp("long") / "repo"),
+                                    repogen.LongHistory())
+
+
+def test_a_history_whose_packing_does_not_fit_is_found_and_the_value_fits_every_part(
+        tmp_path, long_history):
+    """The largest objects fit the allowed memory under Git's defaults; the history does
+    not. The trial says on which part of it Git's defaults failed, and writes a value
+    (the delta base cache bounded with the window and the delta cache) that every part
+    it ran on fitted, the whole history included."""
+    allowed = 48 * MIB
+    bench = _bench(tmp_path, long_history, int(allowed / planner.MEMORY_SHARE))
+    t = packmem.trial(catalogue.lookup(packmem.WINDOW), bench)
+    assert t.comparisons, t.why_not_run
+    c = t.main
+    assert c.fails == record.FAILS_DEFAULT and " on " in c.error, c
+    assert t.facts["ended"]["default"] == "fits", t.facts      # the largest objects
+    assert packmem.BASES in c.candidate, c.candidate
+    name = packmem._seen_as(c.candidate)
+    runs = {part: ended for run, ended in t.facts["history"].items()
+            for part in [run.partition(" on ")[2]] if run.startswith(name + " on ")}
+    assert runs and set(runs.values()) == {"fits"}, t.facts["history"]
+    assert any(part.startswith("every object") for part in runs), runs
+    killed_on = c.error.rpartition(" on ")[2]
+    assert t.facts["history"][f"default on {killed_on}"] != "fits", t.facts["history"]
+    assert killed_on in runs, (killed_on, runs)
 
 
 # gc.bigPackThreshold: decided on the pack-objects run of gc's all-in-one repack.

@@ -3,43 +3,56 @@ it finds deltas (repack, gc), decided together by real git on this repository.
 
 Git sizes neither from the memory it may use: the window is unlimited per thread and the
 delta cache 256 MiB, so a window of large blobs holds ten of them per thread, and a
-container's repack is killed by the kernel. Real git decides, on pack-objects over the
-repository's largest objects (enough to fill every thread's window: what peaks does
-not grow with the rest of the repository), deltas found again as `repack -f` does,
-its output discarded. Every run's peak memory is measured beside its time (peak.run),
-and in a memory cgroup of its own where the kernel lets one be made.
+container's repack is killed by the kernel. Real git decides, on pack-objects with
+deltas found again as `repack -f` does, its output discarded, every run's peak memory
+measured beside its time (peak.run), in a memory cgroup of its own where the kernel
+lets one be made. Two samples, because two things fill that memory:
+- the repository's largest objects, enough to fill every thread's window: what a
+  window holds does not grow with the rest of the repository;
+- the history, in parts that double from its oldest commits' objects to every
+  object: the caches fill, and each object's bookkeeping grows, with the objects
+  packed. More objects never need less memory, so a part that does not fit shows that
+  the whole would not.
 
-A run that peaks above planner.memory_allowed (or is killed there) fails. The candidate
-is the largest size, halved from what the allowed memory holds for each thread's window
-and the cache, whose run fits. Where Git's default fails and the candidate does not,
-the candidate is written whatever its speed. Where Git's defaults fit, nothing is timed
-further: a smaller window is faster only by finding fewer deltas (a larger pack), which
-these runs do not weigh.
+A run that peaks above planner.memory_allowed (or is killed there) fails. Values are
+tried from the largest size whose windows and cache the allowed memory holds, halved,
+then with fewer threads: the first whose runs fit is kept, and where a larger part of
+the history does not fit it either, the next. Where Git's default fails and a value
+does not, that value is written whatever its speed. Where Git's defaults fit, nothing
+is timed further: a smaller window is faster only by finding fewer deltas (a larger
+pack), which these runs do not weigh.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..decide import advice
+from . import basecache
 from .registry import Tuner
 from ..measure import gitbench, peak, planner
+from ..measure.ab import OutOfBudget
 from ..measure.bench import Bench
 from ..measure.record import (FAILS_DEFAULT, Calibration, Trial,
                               failed_comparison)
 from ..measure.sweep import MeasurementFailed
 from ...models import catalogue
+from ...probes import repo as repo_probe
 from ...probes.host import host_facts
 from ...probes.layout import RepoLayout
 from ...models.catalogue import Key
 from .registry import Weights
 
 WINDOW, CACHE, THREADS = "pack.windowMemory", "pack.deltaCacheSize", "pack.threads"
+BASES = "core.deltaBaseCacheLimit"     # pack-objects reads each object through it
 WORKLOAD = "repack"
 DEFAULT_WINDOW = 10         # pack.window's default (builtin/pack-objects.c)
 WINDOWS_FILLED = 1          # the sample fills each thread's window this many times
 SMALLEST = 1 << 20          # no candidate below 1m: the window would hold one object
 MIB = planner.MIB
 TRIAL_RANK = 2
+HISTORY_HALVINGS = 5        # the history's first part: its oldest 1/2**5 of commits
+# pack-objects finding every delta again, as repack -f does, its pack discarded.
+PACK_OBJECTS = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
 WHAT = {WORKLOAD: "git pack-objects of the largest objects, deltas found again "
                   "(what git repack -adf and gc spend memory on)"}
 
@@ -58,6 +71,29 @@ class TrialFacts:
     peaks: Optional[Dict[str, int]] = None
     ended: Optional[Dict[str, str]] = None
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
+    # The history's parts run, by the value run ("default" for Git's) and the commits of
+    # the part: how each ended, as above.
+    history: Optional[Dict[str, str]] = None
+    history_commits: int = 0
+
+
+@dataclass(frozen=True)
+class HistoryPart:
+    """The objects reachable from the oldest `commits` of the history's `of` (reverse
+    topological order), named for pack-objects --revs by the commit in `tip_file`; every
+    object, as repack -a packs them, where tip_file is empty."""
+    commits: int
+    of: int
+    tip_file: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return not self.tip_file
+
+    def named(self) -> str:
+        if self.whole:
+            return f"every object ({self.of:,} commits)"
+        return f"the objects of the oldest {self.commits:,} of {self.of:,} commits"
 
 
 @dataclass(frozen=True)
@@ -115,9 +151,39 @@ def runner(repo: RepoLayout, objects: Sample, allowed: int, within: str,
            seen: Optional[Dict[str, peak.PeakRun]] = None) -> gitbench.Runner:
     """A timed run of pack-objects on the sample (planner.memory_runner, each value's
     first run kept in `seen` by its pack.windowMemory)."""
-    args = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
+    return planner.memory_runner("git pack-objects", PACK_OBJECTS, repo, allowed, within,
+                                 WINDOW, seen, objects.names_file)
+
+
+def history_parts(repo: RepoLayout, root: str) -> List[HistoryPart]:
+    """The history's parts, smallest first: the oldest 1/2**HISTORY_HALVINGS of its
+    commits, doubled up to the whole (parts of the same size once), each tip named in a
+    file under `root`."""
+    commits = gitbench.run_git(["rev-list", "--all", "--reverse", "--topo-order"],
+                               repo.top, gitbench.config_env({}), hooks=False,
+                               output=True, repo=repo).stdout.split()
+    parts: List[HistoryPart] = []
+    for halvings in range(HISTORY_HALVINGS, 0, -1):
+        k = len(commits) >> halvings
+        if k < 1 or (parts and parts[-1].commits == k):
+            continue
+        path = os.path.join(root, f"packmem-tip-{k}")
+        with open(path, "w") as f:
+            f.write(commits[k - 1] + "\n")
+        parts.append(HistoryPart(k, len(commits), path))
+    return parts + [HistoryPart(len(commits), len(commits))]
+
+
+def history_runner(repo: RepoLayout, part: HistoryPart, allowed: int, within: str,
+                   seen: Dict[str, peak.PeakRun]) -> gitbench.Runner:
+    """A timed run of pack-objects over the part's objects (planner.memory_runner)."""
+    args = PACK_OBJECTS + (["--all", "--reflog", "--indexed-objects"] if part.whole
+                           else ["--revs"])
+    if repo_probe.partial_clone(repo):
+        # Objects the promisor remote holds are not packed, nor fetched to be.
+        args.append("--exclude-promisor-objects")
     return planner.memory_runner("git pack-objects", args, repo, allowed, within, WINDOW,
-                                 seen, objects.names_file)
+                                 seen, part.tip_file or None)
 
 
 def ladder(allowed: int, n_threads: int, smallest_object: int = 0,
@@ -146,11 +212,119 @@ def ladder(allowed: int, n_threads: int, smallest_object: int = 0,
     return out
 
 
+def candidates(allowed: int, n_threads: int, smallest_object: int,
+               bases: int) -> List[Dict[str, str]]:
+    """The values tried, in levels each needing less memory than the one before, each
+    level's sizes the ladder's, largest first: on n_threads, then the same with the delta
+    base cache no larger than the size where that is below `bases` (the cache's size
+    here: pack-objects reads every object through it, and on a history of many small
+    objects it, not the window, fills the memory), then both on half as many threads
+    (each holds a window of its own), down to one."""
+    out = []
+    fewer = n_threads
+    while True:
+        sizes = ladder(allowed, fewer, smallest_object, least_cache=fewer == 1)
+        for bounded in (False, True):
+            for size in sizes:
+                settings = _settings(size)
+                if bounded:
+                    if size >= bases:
+                        continue
+                    settings[BASES] = catalogue.format_size(size)
+                if fewer != n_threads:
+                    settings[THREADS] = str(fewer)
+                out.append(settings)
+        if fewer == 1:
+            return out
+        fewer //= 2
+
+
 def _settings(size: int) -> Dict[str, str]:
     """Both keys at `size`; the cache no larger than git reads (an int: below 2g)."""
     most = catalogue.lookup(CACHE).max
     cache = size if most is None else min(size, most)
     return {WINDOW: catalogue.format_size(size), CACHE: catalogue.format_size(cache)}
+
+
+class _Search:
+    """Git's defaults, then the candidates in turn, on one sample after another: the
+    value standing runs on each sample, and where it does not fit, the first candidate
+    after it that does is found (fit). Git's default's first failure, and every run,
+    are kept."""
+
+    def __init__(self, values: List[Dict[str, str]]) -> None:
+        self.values = values
+        self.at = -1                # the value standing: -1 Git's defaults, len(values) none
+        self.default_error = ""
+        # The standing value's last run, which fitted (None where it has not yet: a
+        # value stands only while every run of it fitted).
+        self.fitted: Optional[peak.PeakRun] = None
+        self.seen: Dict[str, peak.PeakRun] = {}          # each value's first run
+        self.history: Dict[str, peak.PeakRun] = {}       # each history part's runs
+
+    @property
+    def value(self) -> Optional[Dict[str, str]]:
+        """The value standing ({}: Git's defaults), None where none fits."""
+        return {} if self.at < 0 else self.values[self.at] if self.at < len(self.values) \
+            else None
+
+    def fit(self, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
+            part: str = "") -> bool:
+        """Whether a value fits the sample `make` runs (a runner factory taking the dict
+        a value's first run is kept in); `part` names the sample in messages. Where the
+        value standing does not, each level of candidates after it in turn: its smallest
+        size first, and where that fits, the sizes above it bisected."""
+        if self.value is None:
+            return False
+        if self._fits(self.at, make, part):
+            return True
+        self.fitted = None
+        for level in self._levels(self.at + 1):
+            if not self._fits(level[-1], make, part):
+                continue
+            self.at = level[-1]
+            lo, hi = level[0], level[-1] - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                if self._fits(mid, make, part):
+                    self.at, hi = mid, mid - 1
+                else:
+                    lo = mid + 1
+            return True
+        self.at = len(self.values)
+        return False
+
+    def _levels(self, start: int) -> List[List[int]]:
+        """The indices of values from `start`, in candidates' levels."""
+        def level(v: Dict[str, str]) -> Tuple[Optional[str], bool]:
+            return v.get(THREADS), BASES in v
+        out: List[List[int]] = []
+        for i in range(start, len(self.values)):
+            if out and level(self.values[i]) == level(self.values[out[-1][-1]]):
+                out[-1].append(i)
+            else:
+                out.append([i])
+        return out
+
+    def _fits(self, at: int, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
+              part: str) -> bool:
+        value = {} if at < 0 else self.values[at]
+        runs: Dict[str, peak.PeakRun] = {}
+        try:
+            make(runs)(value)
+            fitted = True
+        except planner.OverMemory as e:
+            fitted = False
+            if at < 0:
+                self.default_error = f"{e} on {part}" if part else str(e)
+        name = _seen_as(value)
+        r = runs[value.get(WINDOW, "default")]
+        self.seen.setdefault(name, r)
+        if part:
+            self.history[f"{name} on {part}"] = r
+        if fitted:
+            self.fitted = r
+        return fitted
 
 
 def trial(key: Key, bench: Bench) -> Optional[Trial]:
@@ -163,73 +337,76 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
             objects = sample(bench.repo, bench.ws.root, n_threads)
     except MeasurementFailed as e:
         return Trial.not_run(WINDOW, f"nothing to pack ({e})")
-    seen: Dict[str, peak.PeakRun] = {}
-    run = runner(bench.repo, objects, allowed, bench.memory_source, seen)
+    bases = config_int(bench.repo, BASES) or basecache.default_bytes()
+    search = _Search(candidates(allowed, n_threads, objects.smallest, bases))
+    within = bench.memory_source
     with planner.within_budget(bench):
-        try:
-            run({})
-            error = None
-        except planner.OverMemory as e:
-            error = str(e)
-        if error is None:
-            # Memory is not at stake. A smaller window would be faster only by finding
-            # fewer deltas: a larger pack, which fetches, clones and the disk live with
-            # and these runs do not weigh.
-            return Trial.not_run(WINDOW, "Git's defaults fit: pack-objects "
-                                 + planner.how_it_fit(seen["default"], allowed))
-        cand = _fitting(run, allowed, n_threads, objects.smallest)
-        # Each thread holds a window of its own: where no size fits, fewer threads.
-        fewer = n_threads
-        while cand is None and fewer > 1:
-            fewer //= 2
-            seen_fewer: Dict[str, peak.PeakRun] = {}
-            cand = _fitting(runner(bench.repo, objects, allowed, bench.memory_source,
-                                   seen_fewer), allowed, fewer, objects.smallest,
-                            threads=fewer)
-            seen.update({_seen_as({WINDOW: v, THREADS: str(fewer)}): r
-                         for v, r in seen_fewer.items()})
-    if cand is None:
+        search.fit(lambda seen: runner(bench.repo, objects, allowed, within, seen))
+    reached, parts = None, []
+    unpacked = "; the budget ended before every object of the history was packed"
+    larger = "; a larger --budget would decide it"
+    # The history's parts in what the budget leaves: a part cut there decides nothing.
+    try:
+        with planner.capped(bench, planner.share_of_left(bench, "history")):
+            parts = history_parts(bench.repo, bench.ws.root)
+            for part in parts:
+                if not search.fit(lambda seen: history_runner(bench.repo, part, allowed,
+                                                              within, seen), part.named()):
+                    break
+                reached = part
+    except (gitbench.DeadlineReached, OutOfBudget):
+        pass
+    except MeasurementFailed as e:
+        unpacked, larger = f"; git could not pack the history here ({e})", ""
+    facts = asdict(_facts(bench, objects, allowed, n_threads, search,
+                          parts[-1].of if parts else 0))
+    if search.value is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
-                             "may use, down to one thread; Git's defaults stand")
-    # Git's defaults do not fit, the candidate's run did: that decides, whatever the
-    # speeds (no more runs are owed: a peak is the objects', not the moment's).
-    fitted = seen[_seen_as(cand)]
-    c = failed_comparison(WORKLOAD, {}, cand, FAILS_DEFAULT, error, (fitted.seconds,),
-                          objects.objects)
-    return Trial(WINDOW, (c,), asdict(_facts(bench, objects, allowed, n_threads, seen)))
-
-
-def _fitting(run: Callable[[Dict[str, str]], float], allowed: int, n_threads: int,
-             smallest_object: int, threads: Optional[int] = None
-             ) -> Optional[Dict[str, str]]:
-    """The settings of the largest size on the ladder for n_threads whose run fits (with
-    pack.threads=`threads` where given); None where none does."""
-    for size in ladder(allowed, n_threads, smallest_object, least_cache=n_threads == 1):
-        settings = _settings(size)
-        if threads is not None:
-            settings[THREADS] = str(threads)
-        if gitbench.attempt(lambda: run(settings))[0] is None:
-            return settings
-    return None
+                             "may use, down to one thread; Git's defaults stand", **facts)
+    rest = "" if reached and reached.whole else unpacked
+    if not search.default_error:
+        # Memory is not at stake. A smaller window would be faster only by finding
+        # fewer deltas: a larger pack, which fetches, clones and the disk live with
+        # and these runs do not weigh.
+        over = (f"; of {reached.named()}, " + planner.how_it_fit(search.fitted, allowed)
+                if reached and search.fitted else "")
+        return Trial.not_run(WINDOW, "Git's defaults fit: pack-objects of the largest "
+                             "objects " + planner.how_it_fit(search.seen["default"], allowed)
+                             + over + rest, **facts)
+    if search.fitted is None:
+        return Trial.not_run(WINDOW, f"Git's defaults do not fit ({search.default_error}), "
+                             f"and no value was found that does{unpacked}{larger}", **facts)
+    # Git's defaults do not fit, the value's runs did: that decides, whatever the speeds
+    # (no more runs are owed: a peak is the objects', not the moment's).
+    c = failed_comparison(WORKLOAD, {}, search.value, FAILS_DEFAULT, search.default_error,
+                          (search.fitted.seconds,), objects.objects)
+    return Trial(WINDOW, (c,), facts)
 
 
 def _seen_as(cand: Dict[str, str]) -> str:
-    """The name `seen` keeps the candidate's first run under."""
-    if THREADS not in cand:
-        return cand[WINDOW]
-    n = int(cand[THREADS])
-    return f"{cand[WINDOW]}, {n} thread{'s' * (n > 1)}"
+    """The name a value's runs are kept under ("default" for Git's): its window, and
+    its delta base cache and threads where it sets them."""
+    if not cand:
+        return "default"
+    name = cand[WINDOW]
+    if BASES in cand:
+        name += f", delta bases {cand[BASES]}"
+    if THREADS in cand:
+        n = int(cand[THREADS])
+        name += f", {n} thread{'s' * (n > 1)}"
+    return name
 
 
-def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int,
-           seen: Dict[str, peak.PeakRun]) -> TrialFacts:
+def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int, search: "_Search",
+           commits: int) -> TrialFacts:
     def ended(r: peak.PeakRun) -> str:
         return "killed" if r.killed_at_limit else "over" if r.over(allowed) else "fits"
-    confined = next((r.confined for r in seen.values() if r.confined), "")
+    confined = next((r.confined for r in search.seen.values() if r.confined), "")
     return TrialFacts(bench.memory_limit, bench.memory_source, allowed, objects.objects,
-                      objects.size, n_threads, {v: r.peak for v, r in seen.items()},
-                      {v: ended(r) for v, r in seen.items()}, confined)
+                      objects.size, n_threads, {v: r.peak for v, r in search.seen.items()},
+                      {v: ended(r) for v, r in search.seen.items()}, confined,
+                      {v: ended(r) for v, r in search.history.items()}, commits)
 
 
 def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Dict[str, str]], str]

@@ -37,6 +37,9 @@ LADDER = 0.6
 GROWN_PART = 0.5
 # Of LEFT: making the pack pack.threads is timed on.
 PACK = 0.25
+# Of LEFT: pack-objects over the history's parts, for the memory its objects fill
+# (keys/packmem.py); the rest is left to the keys after it.
+HISTORY = 0.5
 # Of LEFT: more runs for a comparison still within noise (bench.Bench.ab's extensions),
 # split with the trials still to run (ab.Runs.extend_share).
 EXTEND = 0.5

@@ -419,7 +419,7 @@ def has_budget(bench: "Bench") -> bool:
 # Trials' named shares of the budget left (budget.py says what each is for; "tree-run":
 # one run of the whole tree written may take half of what is left).
 SHARES_OF_LEFT = {"pack": budget_plan.PACK, "checkout-batch": budget_plan.CHECKOUT_BATCH,
-                  "tree-run": 0.5}
+                  "tree-run": 0.5, "history": budget_plan.HISTORY}
 
 
 def share_of_left(bench: "Bench", name: str) -> float:
