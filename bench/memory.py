@@ -7,18 +7,21 @@ own memory counts, as in a container). Then four commands run there under Git's
 defaults and under the values it chose for their keys, and each run's wall and peak
 resident memory are shown side by side:
 - repack: `git repack -adf` of a copy of the repository (every delta found again), where
-  pack.windowMemory, pack.deltaCacheSize and pack.threads count;
+  pack.windowMemory, pack.deltaCacheSize, pack.threads and core.deltaBaseCacheLimit
+  count;
 - gc: `git gc` of such a copy (the same keys, and gc.bigPackThreshold; deltas reused);
 - clone: `git index-pack --stdin` of the repository's pack into an empty repository,
   the part of a clone or fetch that resolves deltas (pack.threads,
   core.deltaBaseCacheLimit, one cache per thread);
 - blame: `git blame` of the largest text file (core.deltaBaseCacheLimit).
-The repository: many versions of two large text files and a binary (repogen.LargeFiles),
-the issue's 275 MB shape at full size, packed once before anything runs, as a user's
-is. Needs root and a memory cgroup controller;
+The repository (--shape): `large`, many versions of two large text files and a binary
+(repogen.LargeFiles), the issue's 275 MB shape at full size; or `history`, a long history
+of small text files (repogen.LongHistory: 61,200 objects in 600 commits at full size),
+where the memory grows with the objects packed, not with the largest. It is packed once
+before anything runs, as a user's is. Needs root and a memory cgroup controller;
 without them only the unconfined rows are run.
 
-    python3 bench/memory.py [--tiny]
+    python3 bench/memory.py [--tiny] [--shape large|history]
 """
 import json
 import os
@@ -37,10 +40,14 @@ from git_tune.advisor.measure import peak
 MIB = 1 << 20
 FULL = repogen.LargeFiles(size=32 << 20, versions=12, binary=4 << 20)
 TINY = repogen.LargeFiles(size=4 << 20, versions=4, binary=2 << 20)
+HISTORY_FULL = repogen.LongHistory(files=100, commits=600)
+HISTORY_TINY = repogen.LongHistory()
 UNLIMITED = 1 << 50
 KEYS = ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads", "gc.bigPackThreshold",
         "core.deltaBaseCacheLimit")
 DEFAULTS = {"pack.windowMemory": "0", "pack.deltaCacheSize": "256m"}
+# What pack-objects reads: it reads every object through the delta base cache.
+PACKING = ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads", "core.deltaBaseCacheLimit")
 
 
 @dataclass(frozen=True)
@@ -125,26 +132,31 @@ def shown(r: peak.PeakRun) -> str:
 
 
 def main():
-    args = parser(__doc__).parse_args()
-    shape = TINY if args.tiny else FULL
-    limits = ([192 * MIB] if args.tiny
+    p = parser(__doc__)
+    p.add_argument("--shape", choices=("large", "history"), default="large")
+    args = p.parse_args()
+    history = args.shape == "history"
+    shape = (HISTORY_TINY if args.tiny else HISTORY_FULL) if history else \
+        TINY if args.tiny else FULL
+    limits = ([(96 if history else 192) * MIB] if args.tiny
               else [256 * MIB, 512 * MIB, 1024 * MIB, UNLIMITED])
     rows, data, notes = [], {}, []
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
-        repo = repogen.generate_large(os.path.join(d, "repo"), shape)
+        where = os.path.join(d, "repo")
+        repo = repogen.generate_history(where, shape) if history else \
+            repogen.generate_large(where, shape)
         mib = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in
                   os.walk(os.path.join(repo, ".git")) for f in fs) / MIB
         pack = pack_it(repo)
         commands = (
-            Command("repack", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads"),
+            Command("repack", PACKING,
                     lambda s, lim: on_copy(["repack", "-adfq"], repo, d, s, lim)),
-            Command("gc", ("pack.windowMemory", "pack.deltaCacheSize", "pack.threads",
-                           "gc.bigPackThreshold"),
+            Command("gc", PACKING + ("gc.bigPackThreshold",),
                     lambda s, lim: on_copy(["gc", "--quiet"], repo, d, s, lim)),
             Command("clone (index-pack)", ("pack.threads", "core.deltaBaseCacheLimit"),
                     lambda s, lim: index_pack(pack, d, s, lim)),
             Command("blame", ("core.deltaBaseCacheLimit",),
-                    lambda s, lim: blame(repo, "large-0.txt", s, lim)))
+                    lambda s, lim: blame(repo, "f0" if history else "large-0.txt", s, lim)))
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
             got = chosen(repo, limit, 10 if args.tiny else 120)
@@ -171,14 +183,22 @@ def main():
                 data[name][command.name] = {
                     "defaults": before.__dict__, "git_tune": after.__dict__ if after else None,
                     "git_tune_no_limit": free.__dict__ if free else None}
-    notes.append(f"repository: {shape.files} text files of {shape.size // MIB} MiB in "
-                 f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "
-                 f"version, {mib:.0f} MiB of loose objects, packed once (repack -ad, unconfined) "
-                 "before anything ran, as a user's repository is; the peak is git's largest resident set "
-                 "(wait4), the limit the cgroup's (no swap)")
+    if history:
+        notes.append(f"repository: {shape.commits} commits each changing {shape.changed} words "
+                     f"in every one of {shape.files} text files of {shape.size >> 10} KiB, "
+                     f"{mib:.0f} MiB in one pack, packed once more (repack -ad, unconfined) "
+                     "before anything ran, as a user's repository is")
+    else:
+        notes.append(f"repository: {shape.files} text files of {shape.size // MIB} MiB in "
+                     f"{shape.versions} versions and a {shape.binary // MIB} MiB binary each "
+                     f"version, {mib:.0f} MiB of loose objects, packed once (repack -ad, "
+                     "unconfined) before anything ran, as a user's repository is")
+    notes.append("the peak is git's largest resident set (wait4), the limit the cgroup's "
+                 "(no swap)")
     notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
-    report("memory", "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
-           "git-tune's values", ("limit", "command", "git-tune chose", "Git's defaults",
+    report("memory_history" if history else "memory",
+           "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
+           "git-tune's values" + (", a long history of small objects" if history else ""), ("limit", "command", "git-tune chose", "Git's defaults",
                                  "git-tune's values", "its values, no limit", "speed-up"),
            rows, data, args.tiny, notes)
 
