@@ -92,7 +92,7 @@ class HistoryPart:
 
     def named(self) -> str:
         if self.whole:
-            return f"every object ({self.of:,} commits)"
+            return f"every object ({self.of:,} commit{'s' * (self.of != 1)})"
         return f"the objects of the oldest {self.commits:,} of {self.of:,} commits"
 
 
