@@ -14,11 +14,12 @@ lets one be made. Two samples, because two things fill that memory:
   packed. More objects never need less memory, so a part that does not fit shows that
   the whole would not.
 
-A run that peaks above planner.memory_allowed (or is killed there) fails. Values are
-tried from the largest size whose windows and cache the allowed memory holds, halved,
-then with fewer threads: the first whose runs fit is kept, and where a larger part of
-the history does not fit it either, the next. Where Git's default fails and a value
-does not, that value is written whatever its speed. Where Git's defaults fit, nothing
+A run that peaks above planner.memory_allowed (or is killed there) fails. Values come
+in levels (candidates): sizes from the largest whose windows and cache the allowed
+memory holds, halved; the same with the delta base cache bounded by the size; then
+both with fewer threads. A value stands while every run of it fits; where one does
+not, the first later value that fits that sample is found (_Search.fit). Where Git's
+default fails and a value does not, that value is written whatever its speed. Where Git's defaults fit, nothing
 is timed further: a smaller window is faster only by finding fewer deltas (a larger
 pack), which these runs do not weigh.
 """
@@ -53,8 +54,8 @@ TRIAL_RANK = 2
 HISTORY_HALVINGS = 5        # the history's first part: its oldest 1/2**5 of commits
 # pack-objects finding every delta again, as repack -f does, its pack discarded.
 PACK_OBJECTS = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
-WHAT = {WORKLOAD: "git pack-objects of the largest objects, deltas found again "
-                  "(what git repack -adf and gc spend memory on)"}
+WHAT = {WORKLOAD: "git pack-objects of the largest objects and of the history, deltas "
+                  "found again (what git repack -adf and gc spend memory on)"}
 
 
 @dataclass(frozen=True)
