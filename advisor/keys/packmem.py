@@ -25,7 +25,7 @@ pack), which these runs do not weigh.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 from ..decide import advice
 from . import basecache
@@ -273,39 +273,20 @@ class _Search:
             part: str = "") -> bool:
         """Whether a value fits the sample `make` runs (a runner factory taking the dict
         a value's first run is kept in); `part` names the sample in messages. Where the
-        value standing does not, each level of candidates after it in turn: its smallest
-        size first, and where that fits, the sizes above it bisected."""
+        value standing does not, the candidates after it in turn, until one does: a run
+        that does not fit is killed early, as the memory fills, while one that fits
+        runs whole, so trying the larger sizes first costs little."""
         if self.value is None:
             return False
         if self._fits(self.at, make, part):
             return True
         self.fitted = None
-        for level in self._levels(self.at + 1):
-            if not self._fits(level[-1], make, part):
-                continue
-            self.at = level[-1]
-            lo, hi = level[0], level[-1] - 1
-            while lo <= hi:
-                mid = (lo + hi) // 2
-                if self._fits(mid, make, part):
-                    self.at, hi = mid, mid - 1
-                else:
-                    lo = mid + 1
-            return True
+        for at in range(self.at + 1, len(self.values)):
+            if self._fits(at, make, part):
+                self.at = at
+                return True
         self.at = len(self.values)
         return False
-
-    def _levels(self, start: int) -> List[List[int]]:
-        """The indices of values from `start`, in candidates' levels."""
-        def level(v: Dict[str, str]) -> Tuple[Optional[str], bool]:
-            return v.get(THREADS), BASES in v
-        out: List[List[int]] = []
-        for i in range(start, len(self.values)):
-            if out and level(self.values[i]) == level(self.values[out[-1][-1]]):
-                out[-1].append(i)
-            else:
-                out.append([i])
-        return out
 
     def _fits(self, at: int, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
               part: str) -> bool:
