@@ -272,16 +272,20 @@ class _Search:
     def fit(self, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
             part: str = "") -> bool:
         """Whether a value fits the sample `make` runs (a runner factory taking the dict
-        a value's first run is kept in); `part` names the sample in messages. Where the
-        value standing does not, the candidates after it in turn, until one does: a run
-        that does not fit is killed early, as the memory fills, while one that fits
-        runs whole, so trying the larger sizes first costs little."""
+        a value's first run is kept in); `part` names the history's part it packs, ""
+        for the largest objects. Where the value standing does not fit, the candidates
+        after it in turn, until one does. On the largest objects those bounding the
+        delta base cache are passed over: there the windows hold the memory, and the
+        few bases of a few objects do not (a run killed on large objects can take as
+        long as one that fits)."""
         if self.value is None:
             return False
         if self._fits(self.at, make, part):
             return True
         self.fitted = None
         for at in range(self.at + 1, len(self.values)):
+            if not part and BASES in self.values[at]:
+                continue
             if self._fits(at, make, part):
                 self.at = at
                 return True
