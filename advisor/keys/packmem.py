@@ -19,9 +19,9 @@ in levels (candidates): sizes from the largest whose windows and cache the allow
 memory holds, halved; the same with the delta base cache bounded by the size; then
 both with fewer threads. A value stands while every run of it fits; where one does
 not, the first later value that fits that sample is found (_Search.fit). Where Git's
-default fails and a value does not, that value is written whatever its speed. Where Git's defaults fit, nothing
-is timed further: a smaller window is faster only by finding fewer deltas (a larger
-pack), which these runs do not weigh.
+default fails and a value does not, that value is written whatever its speed. Where
+Git's defaults fit, nothing is timed further: a smaller window is faster only by
+finding fewer deltas (a larger pack), which these runs do not weigh.
 """
 import os
 from dataclasses import asdict, dataclass
