@@ -172,7 +172,10 @@ def test_every_command_the_readme_shows_runs(tmp_path, isolated_git):
     assert len(bar) == 1 and "git-tune:" not in bar[0], bar    # in place, alone
     readme = _blocks(text, "text")[0]
     wanted = [k for k in _screen_shape(readme) if not k.startswith(OUTCOME)]
-    if "nothing to change" in screen:       # nothing written, so nothing verified
+    # Nothing to change, or a host too busy to trust (the suite loads it): nothing
+    # written, so nothing verified.
+    said = " ".join(_without_escapes(screen).split())
+    if "nothing to change" in said or "nothing written: the host was busy" in said:
         wanted = wanted[:wanted.index("git-tune: verifying")] + ["next: tune"]
     missing = _in_order(wanted, _screen_shape(screen))
     assert not missing, (missing, bar[0][-200:], screen[-2000:])
