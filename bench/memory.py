@@ -198,8 +198,9 @@ def main():
     notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
     report("memory_history" if history else "memory",
            "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
-           "git-tune's values" + (", a long history of small objects" if history else ""), ("limit", "command", "git-tune chose", "Git's defaults",
-                                 "git-tune's values", "its values, no limit", "speed-up"),
+           "git-tune's values" + (", a long history of small objects" if history else ""),
+           ("limit", "command", "git-tune chose", "Git's defaults", "git-tune's values",
+            "its values, no limit", "speed-up"),
            rows, data, args.tiny, notes)
 
 

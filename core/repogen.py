@@ -65,10 +65,12 @@ def sizes(shape: RepoShape, n: int) -> List[int]:
 
 
 def git(repo: "str | os.PathLike[str]", *args: str, env: Optional[Dict[str, str]] = None,
-        check: bool = True, capture: bool = True) -> "subprocess.CompletedProcess[str]":
+        check: bool = True, capture: bool = True,
+        input: Optional[str] = None) -> "subprocess.CompletedProcess[str]":
     """git -C repo ARGS through the one runner (no timeout: a large repository's first
-    commit takes as long as it takes)."""
-    proc = run_git(["-C", str(repo), *args], env=env, timeout=None, stdout=capture)
+    commit takes as long as it takes), `input` on its standard input."""
+    proc = run_git(["-C", str(repo), *args], env=env, timeout=None, stdout=capture,
+                   input=input)
     if check and proc.returncode:
         raise GitError(f"git {' '.join(args)} failed in '{repo}': {proc.stderr.strip()}")
     return proc
@@ -206,9 +208,7 @@ def generate_history(root: str, shape: LongHistory) -> str:
                 text[rng.randrange(len(text))] = rng.choice(words)
             body = " ".join(text) + "\n"      # ASCII: its length is its bytes
             stream.append(f"M 100644 inline f{f}\ndata {len(body)}\n{body}\n")
-    proc = run_git(["-C", root, "fast-import", "--quiet"], timeout=None, input="".join(stream))
-    if proc.returncode:
-        raise GitError(f"git fast-import failed in '{root}': {proc.stderr.strip()}")
+    git(root, "fast-import", "--quiet", input="".join(stream))
     git(root, "-c", "gc.auto=0", "repack", "-adfq")
     git(root, "reset", "-q", "--hard")
     return root

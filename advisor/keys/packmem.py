@@ -176,11 +176,12 @@ def history_parts(repo: RepoLayout, root: str) -> List[HistoryPart]:
 
 
 def history_runner(repo: RepoLayout, part: HistoryPart, allowed: int, within: str,
-                   seen: Dict[str, peak.PeakRun]) -> gitbench.Runner:
-    """A timed run of pack-objects over the part's objects (planner.memory_runner)."""
+                   partial: bool, seen: Dict[str, peak.PeakRun]) -> gitbench.Runner:
+    """A timed run of pack-objects over the part's objects (planner.memory_runner);
+    `partial`: the repository is a partial clone (probes.repo.partial_clone)."""
     args = PACK_OBJECTS + (["--all", "--reflog", "--indexed-objects"] if part.whole
                            else ["--revs"])
-    if repo_probe.partial_clone(repo):
+    if partial:
         # Objects the promisor remote holds are not packed, nor fetched to be.
         args.append("--exclude-promisor-objects")
     return planner.memory_runner("git pack-objects", args, repo, allowed, within, WINDOW,
@@ -335,9 +336,11 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     try:
         with planner.capped(bench, planner.share_of_left(bench, "history")):
             parts = history_parts(bench.repo, bench.ws.root)
+            partial = repo_probe.partial_clone(bench.repo)
             for part in parts:
                 if not search.fit(lambda seen: history_runner(bench.repo, part, allowed,
-                                                              within, seen), part.named()):
+                                                              within, partial, seen),
+                                  part.named()):
                     break
                 reached = part
     except (gitbench.DeadlineReached, OutOfBudget):
