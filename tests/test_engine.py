@@ -228,13 +228,14 @@ def test_deadline_stops_a_long_call(tmp_path):
 
 
 def _interrupt_after(seconds, fired):
+    """A timer that sends this process SIGINT `seconds` after it is started. Start it inside
+    the `pytest.raises` block: Thread.start waits for the new thread, and on a loaded
+    machine a short timer's signal lands in that wait, outside the block."""
     def interrupt():
         fired["at"] = time.monotonic()
         os.kill(os.getpid(), signal.SIGINT)
 
-    timer = threading.Timer(seconds, interrupt)
-    timer.start()
-    return timer
+    return threading.Timer(seconds, interrupt)
 
 
 def test_ctrl_c_stops_a_sweep_promptly(small_repo, ctrl_c):
@@ -245,6 +246,7 @@ def test_ctrl_c_stops_a_sweep_promptly(small_repo, ctrl_c):
     fired = {}
     timer = _interrupt_after(0.3, fired)
     with pytest.raises(KeyboardInterrupt):
+        timer.start()
         engine.preload(listing, base=str(small_repo), threads=2)
     stopped = time.monotonic() - fired["at"]
     timer.join()
@@ -255,6 +257,7 @@ def test_ctrl_c_removes_what_the_kernel_created(tmp_path, ctrl_c):
     fired = {}
     timer = _interrupt_after(0.3, fired)
     with pytest.raises(KeyboardInterrupt):
+        timer.start()
         engine.smallfile(tmp_path, files=10 ** 7, file_size=0, per_dir=100)
     timer.join()
     assert list(tmp_path.iterdir()) == []
@@ -271,6 +274,7 @@ def test_ctrl_c_at_any_moment_of_a_call_leaves_no_engine_running(tmp_path, ctrl_
         fired = {}
         timer = _interrupt_after(rng.uniform(0.0, 0.02), fired)
         with pytest.raises(KeyboardInterrupt):
+            timer.start()
             while True:
                 engine.checkout(str(tmp_path), paths, sizes, workers=1, threshold=0)
         timer.join()
