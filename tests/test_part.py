@@ -26,6 +26,10 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         assert part.entries == files and len(part.paths) == 120
         # Runs of consecutive entries from all over the index, not its first 120.
         assert part.paths[0] != part.paths[-1] and part.paths[-1] > part.paths[60]
+        # Its directories are made with it (each relative to its parent), its files not.
+        assert all(os.path.isdir(os.path.join(part.worktree, os.path.dirname(p)))
+                   for p in part.paths)
+        assert not any(os.path.lexists(os.path.join(part.worktree, p)) for p in part.paths)
         work = gitbench.PartWrite(part.worktree, part.paths, str(scratch))
         timed = work.run({})
         # What a run costs the budget (the removal before it and the status after it

@@ -716,9 +716,31 @@ def _part_directories(dest: str, records: Sequence[str]) -> None:
     """Every directory the part's files go in, made once: each run removes the files and
     leaves the directories (as a user's checkouts after the clone's find them), so the
     first run, a pilot that prices the others, finds them too and prices what they
-    pay, not the directories' making."""
-    for d in sorted({os.path.dirname(r.split("\t", 1)[1]) for r in records} - {""}):
-        os.makedirs(os.path.join(dest, d), exist_ok=True)
+    pay, not the directories' making. Each is made and opened relative to its parent's
+    descriptor, in sorted order with only the current path's descriptors open: where
+    the storage caches no entries, a path named from the root is looked up again a
+    component at a time for every directory below it."""
+    path: List[Tuple[str, int]] = []      # the directories open now, outermost first
+    top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for d in sorted({os.path.dirname(r.split("\t", 1)[1]) for r in records} - {""}):
+            parts = d.split("/")
+            keep = 0
+            while keep < min(len(path), len(parts)) and path[keep][0] == parts[keep]:
+                keep += 1
+            while len(path) > keep:
+                os.close(path.pop()[1])
+            for name in parts[keep:]:
+                at = path[-1][1] if path else top
+                try:
+                    os.mkdir(name, dir_fd=at)
+                except FileExistsError:
+                    pass
+                path.append((name, os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=at)))
+    finally:
+        for _, fd in path:
+            os.close(fd)
+        os.close(top)
 
 
 def _part_index(dest: str, records: Sequence[str]) -> None:
