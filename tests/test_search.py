@@ -62,7 +62,7 @@ def test_finds_1d_optimum_within_budget(name):
 
 @pytest.mark.parametrize("name", sorted(search.STRATEGIES))
 def test_finds_2d_optimum_within_budget(name):
-    r = run(name, DIMS_2D, surface_2d, seed=5, budget=60)
+    r = run(name, DIMS_2D, surface_2d, seed=5, budget=30)
     true = 1.0 / min(r.best["engine.preload.threads"], 8) + 0.02 * r.best["engine.preload.threads"] \
         + 0.05 * abs(r.best["engine.preload.io_streams"] - 2) + 0.1
     optimum = 1.0 / 8 + 0.02 * 8 + 0.1
