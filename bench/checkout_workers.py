@@ -29,7 +29,7 @@ def remove_tracked(repo: str) -> None:
 def main():
     args = parser(__doc__).parse_args()
     files = 300 if args.tiny else 2000
-    repeat = args.repeat or (2 if args.tiny else 5)
+    repeat = args.repeat or (1 if args.tiny else 5)
     cold = os.geteuid() == 0
     rows, data, notes = [], {}, []
     if not cold:
