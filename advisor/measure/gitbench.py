@@ -736,7 +736,8 @@ def _part_directories(dest: str, records: Sequence[str]) -> None:
                     os.mkdir(name, dir_fd=at)
                 except FileExistsError:
                     pass
-                path.append((name, os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=at)))
+                path.append((name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                           dir_fd=at)))
     finally:
         for _, fd in path:
             os.close(fd)
