@@ -689,59 +689,69 @@ def _files_below(top: str) -> Dict[str, bytes]:
     return out
 
 
+@contextlib.contextmanager
+def _directories_below(top: str) -> Iterator[Callable[[str], int]]:
+    """A function giving the descriptor of a directory below `top` (a path relative to
+    it, "" for top itself), each directory on the way made where missing and opened
+    relative to its parent's descriptor, without following a symlink. Only the
+    directories on the path last asked for stay open, so the descriptors held never
+    exceed its depth. Where the storage caches no entries, a path named from `top`
+    would be looked up again a component at a time for every directory below it."""
+    root = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    path: List[Tuple[str, int]] = []      # the directories open now, outermost first
+
+    def opened(rel: str) -> int:
+        parts = rel.split("/") if rel else []
+        keep = 0
+        while keep < min(len(path), len(parts)) and path[keep][0] == parts[keep]:
+            keep += 1
+        while len(path) > keep:
+            os.close(path.pop()[1])
+        for name in parts[keep:]:
+            at = path[-1][1] if path else root
+            try:
+                os.mkdir(name, dir_fd=at)
+            except FileExistsError:
+                pass
+            path.append((name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                       dir_fd=at)))
+        return path[-1][1] if path else root
+
+    try:
+        yield opened
+    finally:
+        for _, fd in path:
+            os.close(fd)
+        os.close(root)
+
+
 def _write_below(top: str, files: Dict[str, bytes]) -> None:
     """Make top and the files of _files_below() beneath it, each created relative to
-    its directory's descriptor (parents before children: os.walk's order)."""
+    its directory's descriptor (_directories_below)."""
     os.makedirs(top)
-    fds = {"": os.open(top, os.O_RDONLY | os.O_DIRECTORY)}
-    try:
+    with _directories_below(top) as opened:
         for rel, data in files.items():
-            parent, name = os.path.split(rel.rstrip("/"))
-            at = fds[parent]
             if rel.endswith("/"):
-                os.mkdir(name, dir_fd=at)
-                fds[rel.rstrip("/")] = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=at)
+                opened(rel.rstrip("/"))
                 continue
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=at)
+            parent, name = os.path.split(rel)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666,
+                         dir_fd=opened(parent))
             try:
                 os.write(fd, data)
             finally:
                 os.close(fd)
-    finally:
-        for fd in fds.values():
-            os.close(fd)
 
 
 def _part_directories(dest: str, records: Sequence[str]) -> None:
     """Every directory the part's files go in, made once: each run removes the files and
     leaves the directories (as a user's checkouts after the clone's find them), so the
     first run, a pilot that prices the others, finds them too and prices what they
-    pay, not the directories' making. Each is made and opened relative to its parent's
-    descriptor, in sorted order with only the current path's descriptors open: where
-    the storage caches no entries, a path named from the root is looked up again a
-    component at a time for every directory below it."""
-    path: List[Tuple[str, int]] = []      # the directories open now, outermost first
-    top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    try:
+    pay, not the directories' making. They are made in sorted order, each relative to
+    its parent (_directories_below)."""
+    with _directories_below(dest) as opened:
         for d in sorted({os.path.dirname(r.split("\t", 1)[1]) for r in records} - {""}):
-            parts = d.split("/")
-            keep = 0
-            while keep < min(len(path), len(parts)) and path[keep][0] == parts[keep]:
-                keep += 1
-            while len(path) > keep:
-                os.close(path.pop()[1])
-            for name in parts[keep:]:
-                at = path[-1][1] if path else top
-                try:
-                    os.mkdir(name, dir_fd=at)
-                except FileExistsError:
-                    pass
-                path.append((name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                           dir_fd=at)))
-    finally:
-        for _, fd in path:
-            os.close(fd)
-        os.close(top)
+            opened(d)
 
 
 def _part_index(dest: str, records: Sequence[str]) -> None:
