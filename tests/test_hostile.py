@@ -823,10 +823,14 @@ def test_a_key_catalogue_the_code_cannot_use_is_a_clear_error(tmp_path, entry, w
 
 
 # Run in a group of three tasks, two of them sleeps the test holds: git must wait for one.
+# It says when it is ready and starts its clock when the test says the sleeps hold the
+# group, not when it starts: a loaded host's interpreter start can outlast a short sleep.
 PID_LIMIT_SCRIPT = """
-import subprocess, time
+import subprocess, sys, time
 from git_tune import git
 from git_tune.errors import GitError
+print("ready", flush=True)
+sys.stdin.readline()
 started = time.monotonic()
 try:
     proc = git.start(["git", "--version"], stdout=subprocess.DEVNULL)
@@ -843,24 +847,30 @@ def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named
     if why:
         pytest.skip(why)
     with cgroups.group(pids_max=3) as g:
-        held = [subprocess.Popen(["sleep", str(hold)], preexec_fn=g.enter) for _ in range(2)]
-        # Reaped as they end: a zombie holds its task until its parent waits for it.
-        reapers = [threading.Thread(target=p.wait) for p in held]
-        for r in reapers:
-            r.start()
+        script = subprocess.Popen([sys.executable, "-c", PID_LIMIT_SCRIPT], preexec_fn=g.enter,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        held: list[subprocess.Popen] = []
+        reapers: list[threading.Thread] = []
         try:
-            done = subprocess.run([sys.executable, "-c", PID_LIMIT_SCRIPT], preexec_fn=g.enter,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  timeout=60)
+            assert script.stdout.readline() == "ready\n"
+            held = [subprocess.Popen(["sleep", str(hold)], preexec_fn=g.enter) for _ in range(2)]
+            # Reaped as they end: a zombie holds its task until its parent waits for it.
+            reapers = [threading.Thread(target=p.wait) for p in held]
+            for r in reapers:
+                r.start()
+            out, err = script.communicate("go\n", timeout=60)
         finally:
+            script.kill()
+            script.wait()
             for p in held:
                 p.kill()
             for r in reapers:
                 r.join()
-    assert done.returncode == 0, done.stderr
-    said = done.stdout.split()
+    assert script.returncode == 0, err
+    said = out.split()
     if hold < 1:
         # Refused while both sleeps held the group, started once one ended.
-        assert said[:2] == ["ran", "0"] and float(said[2]) >= 0.2, done.stdout
+        assert said[:2] == ["ran", "0"] and float(said[2]) >= 0.2, out
     else:
-        assert said[0] == "refused" and "pids.max" in done.stdout, done.stdout
+        assert said[0] == "refused" and "pids.max" in out, out
