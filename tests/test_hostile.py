@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import stat
@@ -853,6 +854,8 @@ def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named
         held: list[subprocess.Popen] = []
         reapers: list[threading.Thread] = []
         try:
+            # Bounded as the run was: an interpreter that never says so fails, not hangs.
+            assert select.select([script.stdout], [], [], 60)[0], "the script never started"
             assert script.stdout.readline() == "ready\n"
             held = [subprocess.Popen(["sleep", str(hold)], preexec_fn=g.enter) for _ in range(2)]
             # Reaped as they end: a zombie holds its task until its parent waits for it.
