@@ -251,12 +251,17 @@ def test_plot_is_written(calibrated, tmp_path):
     """The plot shows what decides: every comparison real git ran, by key and value,
     beside the engine's sweeps (an engine-only plot fails this)."""
     repo, _, record = calibrated
-    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), "--plot", str(tmp_path / "s.png")])
+    # The fixture's budget, so the plot is of the fixture's record: at a larger one a
+    # record that left a key undecided is calibrated anew (load_fresh).
+    budget = ["--budget", f"{record.options.budget:g}"]
+    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), *budget,
+                                   "--plot", str(tmp_path / "s.png")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
-    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), "--plot",
+    res = CliRunner().invoke(cli, ["recommend", "--repo", str(repo), *budget, "--plot",
                                    str(tmp_path / "s.svg"), "--json"])
     assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["calibration_created"] == record.created
     svg = (tmp_path / "s.svg").read_text()
     assert "real git: what decides" in svg
     compared = {key for key, t in record.trials.items() for c in t.comparisons if c.estimate}

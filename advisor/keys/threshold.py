@@ -16,7 +16,7 @@ from .checkout_sweep import THRESHOLD, WORKERS, _facts, _stakes
 from .checkout_trial import (WorkersFacts, _candidate, _on_part,
                              _workload)
 from ..measure import gitbench
-from ..measure.ab import OutOfBudget, least_seconds
+from ..measure.ab import STOPPED_BUDGET, OutOfBudget, least_seconds
 from ..measure.bench import Bench
 from ..measure.record import Calibration, Comparison, Trial, comparison
 from ..measure.sweep import MeasurementFailed
@@ -81,7 +81,9 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
                              lambda: work.run(cand), files=len(work.paths), extensions=0)
         except (OutOfBudget, MeasurementFailed):
             break   # the threshold rests on the batches timed so far
-        if point.fails:
+        if point.fails or point.stopped == STOPPED_BUDGET:
+            # A batch the budget cut short is not a point: the median of fewer pairs
+            # than a verdict needs would move the crossing.
             break
         points.append(point)
     points.sort(key=_files)
