@@ -127,6 +127,15 @@ def test_threshold_stays_within_the_measured_batches():
     assert g.speedup == pytest.approx(0.030 / 0.031) and g.verdict == stats.SLOWER
 
 
+def test_a_batch_the_budget_cut_short_places_no_crossing():
+    def batch(why, pairs):
+        return comparison("checkout", {}, {"checkout.workers": "4"}, [0.2] * pairs,
+                          [0.1] * pairs, files=272, stopped=why)
+    assert threshold._a_point(batch("", 5))
+    assert threshold._a_point(batch("clearly faster", 3))
+    assert not threshold._a_point(batch("budget", 1))
+
+
 def _recorded_with_threshold_trial(points, workers=None):
     """The disk record with these threshold batches, timed at `workers` (by default the
     recorded workers trial's count, as a calibration times them)."""

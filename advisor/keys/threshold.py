@@ -81,9 +81,7 @@ def _trial_threshold(bench: Bench) -> Optional[Trial]:
                              lambda: work.run(cand), files=len(work.paths), extensions=0)
         except (OutOfBudget, MeasurementFailed):
             break   # the threshold rests on the batches timed so far
-        if point.fails or point.stopped == STOPPED_BUDGET:
-            # A batch the budget cut short is not a point: the median of fewer pairs
-            # than a verdict needs would move the crossing.
+        if not _a_point(point):
             break
         points.append(point)
     points.sort(key=_files)
@@ -113,6 +111,13 @@ def _batch(bench: Bench, n: int, on_part: bool) -> gitbench.CheckoutWorkload:
     """n files written then their status: a part of n entries where the workers were
     timed on a part (no scratch clone is made), else n files restored in the clone."""
     return _on_part(bench.ws.part(n)) if on_part else _workload(bench, n)
+
+
+def _a_point(c: Comparison) -> bool:
+    """Whether a batch's comparison places the crossing: not where git failed, nor where
+    the budget cut it short (the median of fewer pairs than a verdict needs would move
+    the crossing; the threshold then rests on the batches timed in full)."""
+    return not c.fails and c.stopped != STOPPED_BUDGET
 
 
 def _files(c: Comparison) -> int:
