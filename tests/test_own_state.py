@@ -238,6 +238,26 @@ def test_a_planted_link_at_the_pid_file_is_replaced_not_followed(enabled, victim
     assert (victim / ".bashrc").read_bytes() == bashrc and not os.path.islink(pid)
 
 
+def test_a_collector_that_exited_unreaped_is_not_running(enabled):
+    """A collector whose parent has not reaped it (a container's init may reap late, or
+    never) has exited: it is not running, stop() does not wait for it, and start()
+    starts another."""
+    child = subprocess.Popen(["true"])       # this process's child: a zombie until waited
+    try:
+        import psutil
+        proc = psutil.Process(child.pid)
+        while proc.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        ownpaths.write_file(os.path.join(store.agent_dir(), collector.PID_FILE),
+                            f"{child.pid} {proc.create_time()}\n".encode())
+        assert not collector.running().running
+        assert collector.stop() is False
+        assert collector.start().running
+        assert collector.stop() is True and not collector.running().running
+    finally:
+        child.wait()
+
+
 # 4. Damaged inputs: no traceback, the collector alive after them. Each kind is written at
 # once (a store's and a log's lines stay in the file, so every later read meets them all).
 

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -52,11 +53,21 @@ def _process() -> Optional[psutil.Process]:
         data = ownpaths.read_file(_pid_path(), limit=256)
         pid, started = (data or b"").decode().split()
         proc = psutil.Process(int(pid))
-        if abs(proc.create_time() - float(started)) > 0.01:
+        if abs(proc.create_time() - float(started)) > 0.01 or _exited(proc):
             return None
         return proc
     except (OSError, ValueError, UnicodeDecodeError, UnsafeState, psutil.Error):
         return None
+
+
+def _exited(proc: psutil.Process) -> bool:
+    """Whether proc has ended: gone, or a zombie. A collector's parent is whatever
+    adopted it (a container's init may reap late, or never); a zombie holds no lock and
+    reads nothing, so it is not running."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def running() -> CollectorState:
@@ -103,11 +114,17 @@ def stop() -> bool:
         return False
     try:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(5)
-    except psutil.TimeoutExpired:
-        proc.kill()
     except psutil.Error:
         pass
+    deadline = time.monotonic() + 5      # its last read of the spool, then it exits
+    while not _exited(proc):
+        if time.monotonic() > deadline:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+            break
+        time.sleep(0.02)
     try:
         os.unlink(_pid_path())
     except FileNotFoundError:
@@ -140,8 +157,8 @@ def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
     me = psutil.Process()
     ownpaths.write_file(_pid_path(), f"{me.pid} {me.create_time()}\n".encode())
     include = scopes.resolve("agent").include_file     # a stat a second, no git run
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    stopping = threading.Event()        # set by SIGTERM, which also ends the wait below
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     tended = time.monotonic()
     failing = {"until": 0.0, "wait": BACKOFF}
 
@@ -158,7 +175,7 @@ def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
             failing["until"] = time.monotonic() + failing["wait"]
             failing["wait"] = min(BACKOFF_MAX, failing["wait"] * 2)
 
-    while not stopping:
+    while not stopping.is_set():
         try:
             state = load()
         except Exception:   # noqa: BLE001
@@ -170,6 +187,6 @@ def run(load: Callable[[], "AgentStateLike"], collect: Callable[..., object],
         if time.monotonic() - tended >= TEND_EVERY:
             guarded(tend)
             tended = time.monotonic()
-        time.sleep(poll)
+        stopping.wait(poll)
     guarded(collect)
     os.close(lock)
