@@ -77,6 +77,14 @@ def few_files_repo(tmp_path_factory):
     return root
 
 
+# Scheduling only. Under `--dist loadfile` a file is one unit of work and the units go to
+# the workers in collection order, so a long file collected last runs on alone at the
+# stage's end. These files, the longest by `tools/test --durations`, go first.
+LONGEST_FIRST = ("test_readme.py", "test_hostile.py", "test_never_touch.py", "test_auto.py",
+                 "test_agent_experiment.py", "test_terminal.py", "test_agent.py",
+                 "test_writers.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """A test that sends this process SIGINT (the ctrl_c fixture) runs alone: in a
@@ -86,6 +94,10 @@ def pytest_collection_modifyitems(items):
     The tests that share a module-scoped fixture form one group (xdist_group), so that
     under `--dist loadgroup` one worker makes the fixture once for all of them rather
     than each worker making its own."""
+    def first(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=first)           # stable: a file's tests keep their order
     for item in items:
         if "ctrl_c" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.alone)

@@ -352,7 +352,10 @@ def test_lookups_without_a_scratch_stay_within_the_allowance(latfs_bed):
         open(os.path.join(backing, n), "w").close()
     whole = storage.probe_storage(latfs_bed, None, names, unwritten="test")
     assert whole.latency["lstat_hit"]["count"] == len(names)
-    cut = storage.probe_storage(latfs_bed, None, names, allowance=0.05, unwritten="test")
+    # A third of what the whole sample's lookups took (half of it for the hits): room for
+    # some of them on a loaded machine, never for all.
+    took = whole.latency["lstat_hit"]["count"] * whole.latency["lstat_hit"]["mean"]
+    cut = storage.probe_storage(latfs_bed, None, names, allowance=took / 3, unwritten="test")
     counted = cut.latency["lstat_hit"]["count"]
     assert 0 < counted < len(names) and cut.measured == "read-only sample", counted
 
