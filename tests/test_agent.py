@@ -267,7 +267,8 @@ def test_unstable_stat_bed_storm_flagged_named_and_fixed(tmp_path, agent_off, be
         assert probe["repository"]["stat_data"]["fields"] == [field]
         rec = json.loads(cli("recommend", "--repo", repo, "--budget", "12", "--json").stdout)
         advice = {a["key"]: a for a in rec["keys"]}
-        assert advice[key]["status"] == "set" and advice[key]["value"] == value, advice[key]
+        assert advice[key]["status"] == "set" and advice[key]["value"] == value, (
+            advice[key].get("reason"), rec.get("notes"))
         other = ({"core.trustctime", "core.checkStat"} - {key}).pop()
         assert advice[other]["status"] != "set"
         cli("agent", "disable")
