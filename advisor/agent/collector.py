@@ -65,7 +65,7 @@ def _exited(proc: psutil.Process) -> bool:
     adopted it (a container's init may reap late, or never); a zombie holds no lock and
     reads nothing, so it is not running."""
     try:
-        return proc.status() == psutil.STATUS_ZOMBIE
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return True
 
