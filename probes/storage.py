@@ -58,23 +58,26 @@ def _measure_read_only(sample_files: Sequence[str], base: str,
                        allowance: Optional[float] = None) -> Dict[str, Dict[str, Any]]:
     """Only lookups can be measured where nothing may be written. With `allowance`, as
     many of the sample as a pilot of PILOT["samples"] lookups says fit half of it (the
-    misses take the other half), each call stopped at the allowance: during a
-    write-back, a whole sample's lookups can take many times the probe's share. The
-    files measured follow the pilot's, whose lookups the cache
-    now holds (their second lookup would time the cache, not the storage)."""
+    misses take the other half), each call stopped at the allowance and keeping the
+    lookups it made: during a write-back, a whole sample's lookups can take many times
+    the probe's share. The files measured follow the pilot's, whose lookups the cache
+    now holds (their second lookup would time the cache, not the storage). A kind of
+    lookup no call completed is left out."""
     if not sample_files:
         return {}
     files = list(sample_files)
     limits = engine.NO_LIMITS if allowance is None else engine.Limits(timeout=allowance)
     if allowance is not None:
         pilot, rest = files[:PILOT["samples"]], files[PILOT["samples"]:]
-        per = engine.preload(pilot, base=base, threads=1, limits=limits).wall / len(pilot)
+        ran = engine.preload(pilot, base=base, threads=1, limits=limits, partial=True)
+        per = ran.wall / max(1, ran.done)
         n = max(len(pilot), int(allowance / 2 / per)) if per > 0 else len(rest)
         files = rest[:n] or pilot
-    hit = engine.preload(files, base=base, threads=1, record_latency=True, limits=limits)
+    hit = engine.preload(files, base=base, threads=1, record_latency=True, limits=limits,
+                         partial=True)
     miss = engine.preload([f + ".git-tune-missing" for f in files], base=base,
-                          threads=1, record_latency=True, limits=limits)
-    return {"lstat_hit": asdict(hit.latency), "lstat_miss": asdict(miss.latency)}
+                          threads=1, record_latency=True, limits=limits, partial=True)
+    return _latency_dicts({"lstat_hit": hit.latency, "lstat_miss": miss.latency})
 
 
 def _sized(scratch: str, allowance: float) -> Samples:
