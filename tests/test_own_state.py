@@ -12,6 +12,7 @@ import subprocess
 import time
 import traceback
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -244,7 +245,6 @@ def test_a_collector_that_exited_unreaped_is_not_running(enabled):
     starts another."""
     child = subprocess.Popen(["true"])       # this process's child: a zombie until waited
     try:
-        import psutil
         proc = psutil.Process(child.pid)
         while proc.status() != psutil.STATUS_ZOMBIE:
             time.sleep(0.01)
