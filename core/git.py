@@ -19,6 +19,7 @@ the commit being made). The user's repository is located once from those variabl
 explicitly (`repo=`: GIT_DIR and GIT_WORK_TREE set from the located layout).
 """
 import os
+import select
 import signal
 import subprocess
 import time
@@ -134,6 +135,33 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]
 START_PATIENCE_S = 2.0
 
 
+class ExactWait(subprocess.Popen):  # type: ignore[type-arg]
+    """Popen whose wait(timeout) returns as the child exits: through a pidfd (Linux 5.3),
+    readable at the child's exit; where there is none (an older kernel, a seccomp
+    filter), subprocess's own wait.
+
+    That one polls, sleeping 1 ms, then 2, 4... in between, and communicate(timeout)
+    waits that way once the pipes close. A git run exits a moment after it closes them,
+    so a run of a few milliseconds took one sleep more or none, by a race a setting can
+    move (a thread more changes how git exits): a bias no number of runs averages away
+    (docs/planner.md, "How a run is timed")."""
+
+    def _wait(self, timeout: Optional[float]) -> Optional[int]:
+        if timeout is None or self.returncode is not None:
+            return super()._wait(timeout)    # type: ignore[misc, no-any-return]
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            return super()._wait(timeout)    # type: ignore[misc, no-any-return]
+        try:
+            if not select.select([pidfd], [], [], max(0.0, timeout))[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        finally:
+            os.close(pidfd)
+        # It has exited: the blocking wait reaps it at once.
+        return super()._wait(None)   # type: ignore[misc, no-any-return]
+
+
 def start(argv: List[str], **popen: Any) -> "subprocess.Popen[Any]":
     """subprocess.Popen(argv, **popen), where a missing git is GitError and a fork
     refused for want of a task is retried for START_PATIENCE_S.
@@ -145,7 +173,7 @@ def start(argv: List[str], **popen: Any) -> "subprocess.Popen[Any]":
     pause, waited = 0.005, 0.0
     while True:
         try:
-            return subprocess.Popen(argv, **popen)
+            return ExactWait(argv, **popen)
         except FileNotFoundError:
             if argv[0] != "git":
                 raise

@@ -353,7 +353,7 @@ def test_a_toy_key_goes_through_every_stage(small_repo, tmp_path):
     assert "index" in [w["name"] for w in out["verify"]["workloads"]]            # verified
     got = subprocess.run(["git", "config", "toy.knob"], cwd=repo, stdout=subprocess.PIPE,
                          text=True)
-    assert got.stdout.strip() == "true"                                          # written
+    assert got.stdout.strip() == "true", (out["message"], out.get("taken_back"))   # written
 
     # The toy trial runs first: a short calibration holds it.
     cal = json.loads(_git_tune("calibrate", "--repo", str(repo), "--budget", "5", "--json",
