@@ -12,8 +12,9 @@ files, interleaved rounds, each configuration's median:
     preload   one thread against Git's count (entries / 500, at most 20): the engine
               lstat()s every tracked file; real git runs git status -uno with
               core.preloadIndex false / true. Hot, and cold where root can drop caches.
-    index     index.threads 1, 2, 4: the engine reads the index; real git runs
-              git ls-files (the index written with 4 offset-table blocks)
+    index     1, 2, 4 loader threads: the engine reads the index; real git runs
+              git ls-files with the index.threads that loads on as many (unset, 3,
+              7: index.git_value; the index written with 4 offset-table blocks)
 
 Columns: Spearman's rank correlation of the engine's order against git's (families of
 3 or more), the gain the engine predicts for its own pick, what real git measured for
@@ -33,7 +34,7 @@ from common import (ALL_BEDS, BEDS, BedUnavailable, bed_latency, drop_caches, gi
                     remove, repo_on, report, storage, timed, tracked)
 
 from git_tune import engine
-from git_tune.advisor.keys import preload
+from git_tune.advisor.keys import index as index_keys, preload
 from git_tune.advisor.measure.gitbench import trace_phases
 
 WORKERS = (1, 2, 4, 8, 16, 32)
@@ -116,12 +117,14 @@ def index_family(repo: str, repeat: int):
         cwd=repo)
     index = os.path.join(repo, ".git", "index")
     eng = rounds(INDEX_THREADS, lambda t: _engine_index(index, t), repeat)
-    real = rounds(INDEX_THREADS, lambda t: timed(["git", "ls-files"], repo,
-                                                 {"index.threads": str(t)}), repeat)
+    # Git's value for t loaders: one thread more loads the extensions (index.git_value).
+    real = rounds(INDEX_THREADS, lambda t: timed(
+        ["git", "ls-files"], repo, {"index.threads": index_keys.git_value(t)} if t > 1 else {}),
+        repeat)
     pick = min(eng, key=eng.get)
     predicted, measured = eng[1] / eng[pick], real[1] / real[pick]
     return ({"engine": eng, "git": real, "pick": pick},
-            (f"index.threads {', '.join(map(str, INDEX_THREADS))}",
+            (f"index loaders {', '.join(map(str, INDEX_THREADS))}",
              rank_correlation(eng, real), f"{pick}: {predicted:.2f}x", f"{measured:.2f}x",
              _error(predicted, measured), "-"))
 

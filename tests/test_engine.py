@@ -144,6 +144,35 @@ def test_index_extensions_are_listed(small_repo, tmp_path):
     assert "TREE" in r.extensions and "UNTR" in r.extensions
 
 
+def _git_loaders(value: int) -> int:
+    """The threads git 2.55 loads the entries on with index.threads=value, transcribed from
+    read-cache.c: the writer records `value` offset-table blocks (do_write_index); the
+    reader gives one thread to the extensions (do_read_index, EOIE), uses the table only
+    with more than one thread left, and hands each of them DIV_ROUND_UP(blocks, threads)
+    blocks in turn, the last ones none (load_cache_entries_threaded)."""
+    threads, blocks = value - 1, value
+    if threads <= 1:
+        return 1
+    threads = min(threads, blocks)
+    each, start, working = -(-blocks // threads), 0, 0
+    for _ in range(threads):
+        got = each if start + each <= blocks else blocks - start
+        working += got > 0
+        start += got
+    return working
+
+
+def test_the_engines_thread_count_is_git_s_with_the_value_that_loads_on_as_many():
+    """The index sweep times the engine on n loader threads; the trial gives git the least
+    index.threads with which git loads on n: not n (2 loads on one, 4 on two)."""
+    from git_tune.advisor.keys import index
+    for n in range(1, 33):
+        value = int(index.git_value(n))
+        assert _git_loaders(value) == n, (n, value)
+        assert all(_git_loaders(v) < n for v in range(2, value)), (n, value)
+    assert all(index.loaders(v) == _git_loaders(v) for v in range(1, 65))
+
+
 @pytest.mark.parametrize("version,blocks", [(2, 0), (4, 0), (2, 3), (4, 5)])
 def test_synthetic_index_is_read_by_real_git(tmp_path, version, blocks):
     repo = tmp_path / "r"

@@ -118,11 +118,26 @@ def _quick(blocks: int, measure: Callable[[search.Point], float], share: Share
                      max_evals=len(counts) + 1 + len(counts) // 3), dims
 
 
+def git_value(loaders: int) -> str:
+    """The index.threads value with which git loads the entries on `loaders` threads, as
+    the engine does with that many (read-cache.c do_read_index and
+    load_cache_entries_threaded): of a value's threads one loads the extensions, and the
+    rest share the offset table's blocks, as many as the value, DIV_ROUND_UP(blocks,
+    rest) each, so a value v >= 3 loads on ceil(v / 2) of them and 2 on one. The least
+    value for n >= 2 loaders is 2n - 1; for one, 2 (only the extensions beside it)."""
+    return str(2 * loaders - 1) if loaders >= 2 else "2"
+
+
+def loaders(value: int) -> int:
+    """The threads git loads the entries on with index.threads=value (git_value's inverse)."""
+    return (value + 1) // 2 if value >= 3 else 1
+
+
 def _trial_threads(bench: Bench) -> Optional[Trial]:
     s = bench.sweeps.get("index")
     if s is None or s.facts_as(Facts).ieot_blocks <= 1:
         return None
-    threads = str(max(2, s.best[THREADS]))
+    threads = git_value(s.best[THREADS])
     load = gitbench.index_load(bench.repo, bench.ws.index_copy("threads", _threads_shape(threads)))
     cand = {THREADS: threads}
     return Trial(THREADS, (bench.ab("index", {}, cand, lambda: load({}), lambda: load(cand)),))
@@ -151,12 +166,13 @@ def _decide_threads(key: Key, cal: Calibration, weights: Weights) -> advice.KeyA
         return advice.not_set(key, f"not set: {cal.repository.entries or 0} entries; Git "
                                    "loads at most one thread per 10,000")
     threads = t.main.candidate[THREADS]
+    busy = loaders(int(threads)) + 1      # the loaders and the extensions' thread
     quota = cal.host.cpu_quota
     # Loading is CPU-bound: beyond a CPU quota only a measurement that beats it counts,
     # and that is what validated() asks; the reason says the count is above the quota.
-    above = (f"; {counted(threads, 'thread')} is above the {quota:g}-CPU quota it was "
-             "measured under"
-             if quota is not None and int(threads) > quota else "")
+    above = (f"; its {counted(busy, 'loading thread')} are above the {quota:g}-CPU quota "
+             "it was measured under"
+             if quota is not None and busy > quota else "")
     ev: Dict[str, Any] = {"best": s.best if s else None}
     if quota is not None:
         ev["cpu_quota"] = quota
