@@ -18,6 +18,7 @@ the commit being made). The user's repository is located once from those variabl
 (`caller_environ`, probes/repo.py `locate`), and every run against it names it
 explicitly (`repo=`: GIT_DIR and GIT_WORK_TREE set from the located layout).
 """
+import math
 import os
 import select
 import signal
@@ -149,17 +150,29 @@ class ExactWait(subprocess.Popen):  # type: ignore[type-arg]
     def _wait(self, timeout: Optional[float]) -> Optional[int]:
         if timeout is None or self.returncode is not None:
             return super()._wait(timeout)    # type: ignore[misc, no-any-return]
-        try:
-            pidfd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
+        exited = wait_exit(self.pid, timeout)
+        if exited is None:
             return super()._wait(timeout)    # type: ignore[misc, no-any-return]
-        try:
-            if not select.select([pidfd], [], [], max(0.0, timeout))[0]:
-                raise subprocess.TimeoutExpired(self.args, timeout)
-        finally:
-            os.close(pidfd)
+        if not exited:
+            raise subprocess.TimeoutExpired(self.args, timeout)
         # It has exited: the blocking wait reaps it at once.
         return super()._wait(None)   # type: ignore[misc, no-any-return]
+
+
+def wait_exit(pid: int, timeout: float) -> Optional[bool]:
+    """Whether the child `pid` exits within `timeout` seconds (it is not reaped), woken
+    at its exit through a pidfd; None where there is no pidfd (before Linux 5.3, under a
+    seccomp filter). poll, not select: a pidfd may be above select's 1,024."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+    try:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        return bool(waiting.poll(math.ceil(max(0.0, timeout) * 1000)))
+    finally:
+        os.close(fd)
 
 
 def start(argv: List[str], **popen: Any) -> "subprocess.Popen[Any]":

@@ -44,3 +44,21 @@ def test_the_timeout_still_ends_a_wait_for_a_child_that_lingers():
         git.kill_group(proc.pid)
         proc.wait()
     assert proc.returncode == -9
+
+
+def test_a_wait_works_in_a_process_with_more_than_1024_files_open():
+    """Where git-tune itself holds many files (a hook's, an IDE's inherited descriptors),
+    the pidfd is numbered above select()'s 1,024: the wait must not depend on it."""
+    _pidfd_or_skip()
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"at most {hard} open files here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
+    try:
+        assert git.run(["--version"], timeout=30).stdout.startswith("git version")
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -12,7 +12,6 @@ unconfined and judged by its peak afterwards.
 """
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -204,27 +203,19 @@ def _wait_or_kill(pid: int, timeout: float) -> bool:
     """Reap `pid`, killing its group first where it runs past `timeout` seconds: True
     where it was killed for that. No thread is started (under a cgroup's pids.max one
     may not be had): a pidfd is waited on, else the child is polled."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):      # before Linux 5.3
-        fd = -1
-    expired = False
-    try:
-        if fd >= 0:
-            ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
-            expired = not ready
+    exited = git.wait_exit(pid, timeout)
+    if exited is not None:
+        expired = not exited
+    else:
+        end = time.monotonic() + timeout
+        expired = False
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() >= end:
+                expired = True
+                break
+            time.sleep(0.005)
         else:
-            end = time.monotonic() + timeout
-            while os.waitpid(pid, os.WNOHANG) == (0, 0):
-                if time.monotonic() >= end:
-                    expired = True
-                    break
-                time.sleep(0.005)
-            else:
-                return False        # reaped by the poll
-    finally:
-        if fd >= 0:
-            os.close(fd)
+            return False        # reaped by the poll
     if expired:
         git.kill_group(pid)
     os.waitpid(pid, 0)
