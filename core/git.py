@@ -159,6 +159,9 @@ class ExactWait(subprocess.Popen):  # type: ignore[type-arg]
         return super()._wait(None)   # type: ignore[misc, no-any-return]
 
 
+POLL_MAX_MS = 2 ** 31 - 1     # poll() takes an int of milliseconds
+
+
 def wait_exit(pid: int, timeout: float) -> Optional[bool]:
     """Whether the child `pid` exits within `timeout` seconds (it is not reaped), woken
     at its exit through a pidfd; None where there is no pidfd (before Linux 5.3, under a
@@ -170,7 +173,7 @@ def wait_exit(pid: int, timeout: float) -> Optional[bool]:
     try:
         waiting = select.poll()
         waiting.register(fd, select.POLLIN)
-        return bool(waiting.poll(math.ceil(max(0.0, timeout) * 1000)))
+        return bool(waiting.poll(math.ceil(min(max(0.0, timeout) * 1000, POLL_MAX_MS))))
     finally:
         os.close(fd)
 
