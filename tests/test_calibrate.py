@@ -256,6 +256,25 @@ def test_recommend_reuses_the_stored_calibration(calibrated):
     assert data["calibration_created"] == record.created
 
 
+def test_a_record_timed_as_this_git_tune_no_longer_times_is_measured_again(calibrated,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    """A stored calibration of an older record.METHOD (its runs timed another way) is not
+    reused: what it says is not what this git-tune would measure."""
+    from git_tune.advisor.measure.record import METHOD
+    from git_tune.probes import memo
+    repo, _, record = calibrated
+    assert record.method == METHOD
+    monkeypatch.setenv("GIT_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    report = cal_mod.probe_repository(str(repo))
+    key = cal_mod.cache_key(report)
+    memo.save("calibration", key, record.to_json())
+    assert cal_mod.load_fresh(report).created == record.created
+    older = {k: v for k, v in record.to_json().items() if k != "method"}
+    memo.save("calibration", key, older)
+    assert cal_mod.load_fresh(report) is None
+
+
 def test_plot_is_written(calibrated, tmp_path):
     """The plot shows what decides: every comparison real git ran, by key and value,
     beside the engine's sweeps (an engine-only plot fails this)."""

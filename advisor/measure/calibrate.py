@@ -22,7 +22,7 @@ from . import budget as budget_plan, gitbench, hostload, planner, search, settle
 from .ab import OutOfBudget
 from .bench import Bench
 from .budget import Budget, Progress
-from .record import (FAILS_DEFAULT, Calibration, Host, Options,
+from .record import (FAILS_DEFAULT, METHOD, Calibration, Host, Options,
                      RecordUnreadable, Repository, SCHEMA_VERSION,
                      Storage, Sweep)
 from .sweep import MeasurementFailed
@@ -421,7 +421,7 @@ def calibrate(report: ProbeReport, opts: Options = Options(),
         Repository(s.worktree, s.layout.git_dir, s.facts.tracked_files, s.index_version),
         report.cache.state if report.cache else None, bench.sweeps, bench.trials,
         tuple(bench.notes), round(budget.used(), 3), unfinished=dict(bench.unfinished),
-        spent=_spent(report, budget, budget.used()))
+        spent=_spent(report, budget, budget.used()), method=METHOD)
     if store:
         stored = memo.save("calibration", cache_key(report, opts.workload), record.to_json())
         record = dataclasses.replace(record, stored_at=stored)
@@ -452,9 +452,10 @@ def forget(report: ProbeReport, workload: str = "mixed") -> None:
 
 def load_fresh(report: ProbeReport, workload: str = "mixed",
                budget: Optional[float] = None) -> Optional[Calibration]:
-    """A stored calibration for this host, repository, git and workload profile, if fresh
-    and readable. With `budget`: not one that left keys undecided on a smaller budget
-    than this (the user asked for more evidence: a calibration on `budget` buys it)."""
+    """A stored calibration for this host, repository, git and workload profile, if fresh,
+    readable and timed as this git-tune times (record.METHOD). With `budget`: not one that
+    left keys undecided on a smaller budget than this (the user asked for more evidence:
+    a calibration on `budget` buys it)."""
     if report.repository is None:
         return None
     data = memo.load("calibration", cache_key(report, workload), RESULT_MAX_AGE)
@@ -466,4 +467,6 @@ def load_fresh(report: ProbeReport, workload: str = "mixed",
         return None
     if budget is not None and record.unfinished and record.options.budget < budget:
         return None
+    if record.method < METHOD:
+        return None             # timed as this git-tune no longer times
     return record

@@ -21,6 +21,10 @@ from ...models.stats import MIN_RUNS, RatioEstimate, compare, compare_paired
 T = TypeVar("T")
 
 SCHEMA_VERSION = 2
+# How a record's runs were timed. A stored record of an older method is not reused
+# (calibrate.load_fresh): its figures are not what this git-tune would measure.
+# 2: a run ends when git is reaped (core/git.py ExactWait), not at subprocess's next poll.
+METHOD = 2
 
 
 class RecordUnreadable(ValueError):
@@ -205,6 +209,7 @@ class Calibration:
     # the wait for write-back ("settle"), each key family's sweep and trials ("checkout",
     # "preload", ...), storing the trials' records ("validate").
     spent: Dict[str, float] = field(default_factory=dict)
+    method: int = 1       # METHOD of the git-tune that measured it (1: before the field)
 
     def to_json(self) -> Dict[str, Any]:
         return cast(Dict[str, Any], _converter.unstructure(self))
