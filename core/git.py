@@ -150,7 +150,7 @@ class ExactWait(subprocess.Popen):  # type: ignore[type-arg]
     def _wait(self, timeout: Optional[float]) -> Optional[int]:
         if timeout is None or self.returncode is not None:
             return super()._wait(timeout)    # type: ignore[misc, no-any-return]
-        exited = wait_exit(self.pid, timeout)
+        exited = _exited_within(self.pid, timeout)
         if exited is None:
             return super()._wait(timeout)    # type: ignore[misc, no-any-return]
         if not exited:
@@ -162,7 +162,7 @@ class ExactWait(subprocess.Popen):  # type: ignore[type-arg]
 POLL_MAX_MS = 2 ** 31 - 1     # poll() takes an int of milliseconds
 
 
-def wait_exit(pid: int, timeout: float) -> Optional[bool]:
+def _exited_within(pid: int, timeout: float) -> Optional[bool]:
     """Whether the child `pid` exits within `timeout` seconds (it is not reaped), woken
     at its exit through a pidfd; None where there is no pidfd (before Linux 5.3, under a
     seccomp filter). poll, not select: a pidfd may be above select's 1,024."""

@@ -175,13 +175,11 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         finally:
             os.close(write_end)
         try:
-            expired = _wait_or_kill(proc.pid, timeout)
+            expired = _wait_or_kill(proc, timeout)
         except BaseException:       # Ctrl-C, SIGTERM: git stops with git-tune
             git.kill_group(proc.pid)
-            with contextlib.suppress(ChildProcessError):    # reaped before it came
-                os.waitpid(proc.pid, 0)
+            proc.wait()
             raise
-        proc.returncode = 0     # reaped above (the spawner's status says nothing of git's)
         said = os.read(result, 256).decode().split()
         err.seek(0)
         stderr = err.read(4096).decode("utf-8", "replace")
@@ -199,27 +197,17 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
                        _confined(confine), stderr)
 
 
-def _wait_or_kill(pid: int, timeout: float) -> bool:
-    """Reap `pid`, killing its group first where it runs past `timeout` seconds: True
-    where it was killed for that. No thread is started (under a cgroup's pids.max one
-    may not be had): a pidfd is waited on, else the child is polled."""
-    exited = git.wait_exit(pid, timeout)
-    if exited is not None:
-        expired = not exited
-    else:
-        end = time.monotonic() + timeout
-        expired = False
-        while os.waitpid(pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() >= end:
-                expired = True
-                break
-            time.sleep(0.005)
-        else:
-            return False        # reaped by the poll
-    if expired:
-        git.kill_group(pid)
-    os.waitpid(pid, 0)
-    return expired
+def _wait_or_kill(proc: "subprocess.Popen[bytes]", timeout: float) -> bool:
+    """Reap the spawner, killing its group first where it runs past `timeout` seconds:
+    True where it was killed for that. No thread is started (under a cgroup's pids.max
+    one may not be had): git.start's wait wakes at the exit."""
+    try:
+        proc.wait(timeout=max(0.0, timeout))
+        return False
+    except subprocess.TimeoutExpired:
+        git.kill_group(proc.pid)
+        proc.wait()
+        return True
 
 
 def _confined(confine: Optional[Confinement]) -> str:
