@@ -6,13 +6,19 @@ import json
 import os
 import statistics
 
+import pytest
+
 from git_tune.advisor.keys import checkout_sweep, checkout_trial
 from git_tune import repogen
 from tests.test_never_touch import git
 
 
 
-def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_path):
+@pytest.mark.parametrize("local", [False, True], ids=["git-dir-beside", "git-dir-local"])
+def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_path, local):
+    """With a local scratch (the repository on network storage), the part's git
+    directory is there and the storage holds the part's files and a `.git` file naming
+    it: git's own files are common mode. Git does the same work either way."""
     from git_tune.advisor.measure import gitbench
     from git_tune.probes.repo import locate
     seen = {}
@@ -21,8 +27,19 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         repogen.generate(str(src), repogen.RepoShape.for_files(files), limit=files)
         scratch = tmp_path / f"s{files}"
         scratch.mkdir()
-        ws = gitbench.Workspace(locate(str(src)), str(scratch))
+        here = tmp_path / f"local{files}"
+        here.mkdir()
+        ws = gitbench.Workspace(locate(str(src)), str(scratch), str(here) if local else None)
         part = ws.part(120)
+        dot_git = os.path.join(part.worktree, ".git")
+        if local:
+            assert os.path.isfile(dot_git) and part.git_dir.startswith(str(here))
+            assert os.path.isfile(part.index_file) and gitbench.git_dir_of(part.worktree) == part.git_dir
+            # On the storage: the part's work tree and the `.git` file, nothing of git's.
+            assert not [f for d, _, fs in os.walk(scratch) for f in fs
+                        if os.path.join(d, f) != dot_git]
+        else:
+            assert os.path.isdir(dot_git) and part.git_dir == dot_git
         assert part.entries == files and len(part.paths) == 120
         # Runs of consecutive entries from all over the index, not its first 120.
         assert part.paths[0] != part.paths[-1] and part.paths[-1] > part.paths[60]
@@ -42,7 +59,8 @@ def test_a_part_repository_makes_git_work_on_the_part_only(isolated_git, tmp_pat
         timed = work.run({})
         assert work.last_status is None and work.last_wall >= timed
         assert work.last_write_back > 0
-        written = sum(len(fs) for d, _, fs in os.walk(part.worktree) if "/.git" not in d + "/")
+        written = sum(len([f for f in fs if f != ".git"]) for d, _, fs in os.walk(part.worktree)
+                      if "/.git" not in d + "/")
         # What the next status does there, as git counts it (trace2): entries read, lstat.
         trace = tmp_path / f"trace{files}.json"
         git(part.worktree, "status", "--porcelain", "-uno",

@@ -209,7 +209,7 @@ def _on_part(part: gitbench.Part) -> gitbench.PartWrite:
     """Every file of the part written, then the part's whole status, then its write-back:
     the sequence a clone or a branch switch lives with, with the part's work only (its
     pathspec list, unused, is kept in the part's own git directory)."""
-    return gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"),
+    return gitbench.PartWrite(part.worktree, part.paths, part.git_dir,
                               part)
 
 

@@ -249,7 +249,7 @@ class Workspace:
             return self._copies[key]
         if part:
             source, where, repo = part.index_file, part.worktree, None
-            path = os.path.join(part.worktree, ".git", f"index.{name}")
+            path = os.path.join(part.git_dir, f"index.{name}")
         else:
             source, where, repo = self.layout.index_file, self.layout.top, self.layout
             path = os.path.join(self.root, f"index.{name}")
@@ -285,24 +285,37 @@ class Workspace:
             if made.worktree == dest:   # n beyond the regular files: the part of them all
                 self._parts[n] = made
                 return made
+        # Where there is a local scratch (the repository on network storage), the part's
+        # git directory is there and its work tree names it in a `.git` file: git's start
+        # and the index it reads and writes are common mode, the same in both arms of a
+        # comparison, and on storage where a lookup is a round trip they cost each run
+        # more than its files do. Only the files written and their directories, what the
+        # keys change, stay on the user's storage.
+        git_dir = (os.path.join(self.local, f"part-{len(records)}.git") if self.local
+                   else os.path.join(dest, ".git"))
         try:
             if self._part_git is None:
-                template = os.path.join(self.root, "part-template")
+                template = os.path.join(self.local or self.root, "part-template")
                 _part_repo(self.layout, template)
                 self._part_git = _files_below(os.path.join(template, ".git"))
             # The first part's git directory, written again: `git init` probes the file
             # system (links, case, the executable bit) at every part. Each file is made relative to its
             # directory, so no path is looked up from the root again.
-            _write_below(os.path.join(dest, ".git"), self._part_git)
+            _write_below(git_dir, self._part_git)
+            if git_dir != os.path.join(dest, ".git"):
+                os.makedirs(dest)
+                with open(os.path.join(dest, ".git"), "wb") as f:
+                    f.write(b"gitdir: " + os.fsencode(git_dir) + b"\n")
             _part_index(dest, records)
             _part_directories(dest, records)
         except DeadlineReached:
-            shutil.rmtree(dest, ignore_errors=True)
+            _remove_part(dest, git_dir)
             raise                   # the budget's end, not a part that cannot be made
         except (MeasurementFailed, OSError) as e:
-            shutil.rmtree(dest, ignore_errors=True)
+            _remove_part(dest, git_dir)
             raise MeasurementFailed(f"cannot make a part repository: {e}") from None
-        part = Part(dest, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()))
+        part = Part(dest, tuple(r.split("\t", 1)[1] for r in records), len(self.listed()),
+                    git_dir)
         self._parts[n] = part
         return part
 
@@ -418,6 +431,12 @@ class Workspace:
         return dest
 
 
+def _remove_part(worktree: str, git_dir: str) -> None:
+    """A part stopped half way removed, its git directory wherever it is."""
+    shutil.rmtree(worktree, ignore_errors=True)
+    shutil.rmtree(git_dir, ignore_errors=True)
+
+
 def _copy_index(source: str, path: str) -> None:
     try:
         shutil.copyfile(source, path)
@@ -434,11 +453,23 @@ def _copy_index(source: str, path: str) -> None:
 NO_FILTERS = "* -filter\n"
 
 
-def _unlock_scratch(worktree: str) -> None:
+def git_dir_of(worktree: str) -> str:
+    """The git directory of a scratch work tree: its `.git`, or the one a `.git` file
+    there names (a part whose git directory is local, Workspace.part)."""
+    dot_git = os.path.join(worktree, ".git")
+    try:
+        with open(dot_git, "rb") as f:
+            named = f.read().strip()
+    except (IsADirectoryError, FileNotFoundError):
+        return dot_git
+    return os.fsdecode(named[len(b"gitdir: "):]) if named.startswith(b"gitdir: ") else dot_git
+
+
+def _unlock_scratch(git_dir: str) -> None:
     """The index lock a run stopped at its deadline was killed holding, removed: in a
-    scratch clone or part, git-tune's own, which only its runs write."""
+    scratch clone's or part's git directory, git-tune's own, which only its runs write."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(worktree, ".git", "index.lock"))
+        os.unlink(os.path.join(git_dir, "index.lock"))
 
 
 @dataclass(frozen=True)
@@ -486,13 +517,14 @@ class Part:
     worktree: str
     paths: Tuple[str, ...]
     entries: int            # the user's index's entries, of which these are a part
+    git_dir: str            # worktree/.git, or a local one its `.git` file names
     # The last write that left every file there (write_files, or a workload's run that
     # wrote them all: PartWrite); None while some may be missing.
     files: Optional[FilesWritten] = field(default=None, repr=False)
 
     @property
     def index_file(self) -> str:
-        return os.path.join(self.worktree, ".git", "index")
+        return os.path.join(self.git_dir, "index")
 
     @property
     def top(self) -> str:
@@ -502,7 +534,7 @@ class Part:
     def write_files(self) -> FilesWritten:
         """Every file of the part written (again, whatever a checkout trial left), the
         index's stat data with them."""
-        _unlock_scratch(self.worktree)
+        _unlock_scratch(self.git_dir)
         started = budget_plan.now()
         run_git(["checkout-index", "--all", "--force", "--quiet", "-u"], self.worktree,
                 config_env({}), hooks=False)
@@ -802,6 +834,7 @@ class CheckoutWorkload:
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str) -> None:
         self.clone = clone
+        self.git_dir = git_dir_of(clone)
         self.paths = list(paths)
         self.list_file = os.path.join(scratch, f"pathspec.{len(self.paths)}")
         with open(self.list_file, "wb") as f:
@@ -809,7 +842,7 @@ class CheckoutWorkload:
             f.write(b"\0".join(os.fsencode(p) for p in self.paths))
 
     def _remove(self) -> None:
-        _unlock_scratch(self.clone)
+        _unlock_scratch(self.git_dir)
         remove_files([os.path.join(self.clone, p) for p in self.paths])
 
     def _next_status(self) -> List[str]:

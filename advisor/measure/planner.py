@@ -172,7 +172,7 @@ class PartRun:
 
 def _run_on(part: gitbench.Part) -> PartRun:
     """One sequential run on the part, as a trial's runs there are made."""
-    run = gitbench.PartWrite(part.worktree, part.paths, os.path.join(part.worktree, ".git"),
+    run = gitbench.PartWrite(part.worktree, part.paths, part.git_dir,
                              part)
     timed = run.run({})
     assert run.last_wall is not None and run.last_write_back is not None    # set by run()
