@@ -217,12 +217,11 @@ def tracked(repo: str) -> List[str]:
 
 
 def remove(repo: str, paths: Sequence[str]) -> None:
-    """Delete these tracked files from the working tree (a checkout then restores them)."""
-    for p in paths:
-        try:
-            os.unlink(os.path.join(repo, p))
-        except FileNotFoundError:
-            pass
+    """Delete these tracked files from the working tree (a checkout then restores them):
+    untimed, many at a time where one removal is dear, as git-tune's own runs remove
+    them (probes/scratch.remove_files)."""
+    from git_tune.probes.scratch import remove_files
+    remove_files([os.path.join(repo, p) for p in paths])
 
 
 # A sync of the bed that returns within this many seconds found it written back.
