@@ -302,7 +302,7 @@ class Workspace:
             # system (links, case, the executable bit) at every part. Each file is made relative to its
             # directory, so no path is looked up from the root again.
             _write_below(git_dir, self._part_git)
-            if git_dir != os.path.join(dest, ".git"):
+            if self.local:
                 os.makedirs(dest)
                 with open(os.path.join(dest, ".git"), "wb") as f:
                     f.write(b"gitdir: " + os.fsencode(git_dir) + b"\n")
@@ -832,9 +832,10 @@ class CheckoutWorkload:
     the next status the same on both sides of an A/B, so its pathspec is the batch
     (status refreshes only what its pathspec names)."""
 
-    def __init__(self, clone: str, paths: Sequence[str], scratch: str) -> None:
+    def __init__(self, clone: str, paths: Sequence[str], scratch: str,
+                 git_dir: Optional[str] = None) -> None:
         self.clone = clone
-        self.git_dir = git_dir_of(clone)
+        self.git_dir = git_dir or git_dir_of(clone)
         self.paths = list(paths)
         self.list_file = os.path.join(scratch, f"pathspec.{len(self.paths)}")
         with open(self.list_file, "wb") as f:
@@ -932,7 +933,8 @@ class PartWrite(WholeTreeWrite):
 
     def __init__(self, clone: str, paths: Sequence[str], scratch: str,
                  part: Optional[Part] = None) -> None:
-        super().__init__(clone, paths, scratch)
+        # A part knows its git directory: its `.git` file is not read again on the storage.
+        super().__init__(clone, paths, scratch, part.git_dir if part else None)
         self.part = part    # told of each run's write (Part.files), where given
 
     def run(self, settings: Settings, trace_file: Optional[str] = None,
