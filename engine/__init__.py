@@ -17,6 +17,7 @@ _SPLITS = {SPLIT_SLICES: 0, SPLIT_STREAMS: 1}
 ALLOC_MALLOC = "malloc"
 ALLOC_POOL = "pool"
 _ALLOCS = {ALLOC_MALLOC: 0, ALLOC_POOL: 1}
+_REMOVE, _KEEP, _KEEP_DIRS = 0, 1, 2        # enum gt_checkout_keep
 LATENCY_OPS = ("lstat_hit", "lstat_miss", "read_4k", "create", "fsync", "cold_read")
 MAX_THREADS = _lib.MAX_THREADS
 
@@ -178,12 +179,14 @@ def preload(paths: Sequence[str], base: Optional[str] = None, threads: int = 1,
 
 def checkout(directory: str, paths: Sequence[str], sizes: Sequence[int], workers: int = 1,
              threshold: int = 100, fsync: bool = False, keep: bool = False,
-             limits: Limits = NO_LIMITS) -> CheckoutResult:
-    """Write files like Git's (parallel) checkout, then remove them unless keep."""
+             keep_dirs: bool = False, limits: Limits = NO_LIMITS) -> CheckoutResult:
+    """Write files like Git's (parallel) checkout, then remove them unless keep, and the
+    directories made unless keep or keep_dirs (then a later run on the same paths makes
+    none, and leaves them). On error everything made is removed."""
     if len(sizes) != len(paths):
         raise ValueError("paths and sizes differ in length")
     opts = _lib.CheckoutOpts(workers=workers, threshold=threshold, fsync=int(fsync),
-                             keep=int(keep))
+                             keep=_KEEP if keep else _KEEP_DIRS if keep_dirs else _REMOVE)
     r = _lib.call("gt_checkout_run",
                   (_enc(directory), _path_list(paths), _lib.u64_array(sizes), len(paths),
                    _lib.by_ref(opts)),

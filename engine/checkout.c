@@ -89,18 +89,34 @@ static int dirlist_add(struct dirlist *d, const char *path, size_t len)
 	return 0;
 }
 
-/* Create every missing leading directory of `path`, remembering ours in `made`. */
+/*
+ * Create every missing leading directory of `path` (its first `len` bytes),
+ * remembering ours in `made`. One mkdir of the whole directory first: where
+ * it exists (EEXIST) or only it is missing, that is one path walk, where a
+ * component at a time would walk the path from the root once per component
+ * (a round trip each on storage that caches no lookups).
+ */
 static int create_leading_dirs(struct checkout_shared *sh, struct dirlist *made,
-			       const char *path)
+			       const char *path, size_t dirlen)
 {
 	char buf[4096];
 	const char *slash;
 	size_t len;
 
+	if (dirlen >= sizeof(buf))
+		return fail(sh, GT_ESYS, ENAMETOOLONG, "create directories for", path);
+	memcpy(buf, path, dirlen);
+	buf[dirlen] = '\0';
+	if (!mkdirat(sh->dirfd, buf, 0777))
+		return dirlist_add(made, buf, dirlen) ?
+			fail(sh, GT_ESYS, ENOMEM, "remember directory", buf) : 0;
+	if (errno == EEXIST)
+		return 0;	/* a file there fails the file's open, with its path */
+	if (errno != ENOENT)
+		return fail(sh, GT_ESYS, errno, "create directory", buf);
+
 	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
 		len = (size_t)(slash - path);
-		if (len >= sizeof(buf))
-			return fail(sh, GT_ESYS, ENAMETOOLONG, "create directories for", path);
 		memcpy(buf, path, len);
 		buf[len] = '\0';
 		if (!mkdirat(sh->dirfd, buf, 0777)) {
@@ -140,7 +156,7 @@ static int make_directories(struct checkout_shared *sh, size_t count)
 			continue;
 		if (!(made++ % 16) && (st = gt_run_check(sh->run)))
 			return fail(sh, st, 0, NULL, NULL);
-		if (create_leading_dirs(sh, &sh->dirs, path))
+		if (create_leading_dirs(sh, &sh->dirs, path, len))
 			return -1;
 		prev = path;
 		prev_len = len;
@@ -310,16 +326,18 @@ static void remove_paths(int dirfd, const char *const *paths, const unsigned cha
 }
 
 /*
- * Remove our files, then our directories, children before parents: one
- * depth at a time, deepest first, so no directory is removed before what
- * is in it.
+ * Remove our files, then (unless files_only) our directories, children
+ * before parents: one depth at a time, deepest first, so no directory is
+ * removed before what is in it.
  */
-static void remove_all(struct checkout_shared *sh, size_t count)
+static void remove_all(struct checkout_shared *sh, size_t count, int files_only)
 {
 	struct dirlist *all = &sh->dirs;
 	size_t i, j;
 
 	remove_paths(sh->dirfd, sh->paths, sh->written, count, 0);
+	if (files_only)
+		return;
 	if (all->nr)
 		qsort(all->v, all->nr, sizeof(*all->v), deeper_first);
 	for (i = 0; i < all->nr; i = j) {
@@ -350,6 +368,8 @@ static int prepare(const char *paths_buf, const uint64_t *sizes, size_t count,
 	if (opts->workers < 1 || opts->workers > GT_MAX_THREADS)
 		return gt_error(GT_EINVAL, err, errlen, "workers must be 1..%d, not %d",
 				GT_MAX_THREADS, opts->workers);
+	if (opts->keep < GT_CHECKOUT_REMOVE || opts->keep > GT_CHECKOUT_KEEP_DIRS)
+		return gt_error(GT_EINVAL, err, errlen, "keep must be 0..2, not %d", opts->keep);
 	if (count && !sizes)
 		return gt_error(GT_EINVAL, err, errlen, "sizes is NULL");
 	for (i = 0; i < count; i++)
@@ -453,9 +473,9 @@ int gt_checkout_run(const char *dir, const char *paths, const uint64_t *sizes,
 		out->bytes += w[k].stat.bytes;
 	}
 	status = sh.status;
-	if (!opts->keep || status) {
+	if (opts->keep != GT_CHECKOUT_KEEP || status) {
 		t0 = gt_now_ns();
-		remove_all(&sh, count);
+		remove_all(&sh, count, opts->keep == GT_CHECKOUT_KEEP_DIRS && !status);
 		out->remove_ns = gt_now_ns() - t0;
 	}
 done:

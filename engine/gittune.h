@@ -131,7 +131,13 @@ struct gt_checkout_opts {
 	int workers;		/* 1..GT_MAX_THREADS (threads; Git uses processes) */
 	int threshold;		/* fewer files than this: write sequentially */
 	int fsync;		/* fsync() each file before close() */
-	int keep;		/* leave the files in place (default: remove them) */
+	int keep;		/* enum gt_checkout_keep: what is left in place */
+};
+
+enum gt_checkout_keep {
+	GT_CHECKOUT_REMOVE = 0,		/* remove the files and the directories made */
+	GT_CHECKOUT_KEEP = 1,		/* leave both */
+	GT_CHECKOUT_KEEP_DIRS = 2,	/* remove the files, leave the directories */
 };
 
 struct gt_checkout_result {
@@ -152,7 +158,10 @@ struct gt_checkout_result {
  * directory on the calling thread (as Git's main process makes them), then
  * open(O_WRONLY|O_CREAT|O_EXCL), write, optional fsync, close. Files are
  * split among workers in contiguous batches like run_parallel_checkout().
- * Everything created is removed again unless opts->keep, also on error.
+ * What was created is removed again as opts->keep says, and all of it on
+ * error. GT_CHECKOUT_KEEP_DIRS lets repeated runs on the same paths skip
+ * making the directories: each leading directory that exists costs one
+ * mkdir (EEXIST) and is never removed by a later run.
  */
 int gt_checkout_run(const char *dir, const char *paths, const uint64_t *sizes,
 		    size_t count, const struct gt_checkout_opts *opts,

@@ -129,6 +129,29 @@ def tracked_sample(layout: RepoLayout, n: int = 500) -> List[str]:
     return names[::step][:n]
 
 
+REGULAR = ("100644 ", "100755 ")     # entries git writes as regular files
+DEBUG_LINES = 5                     # `ls-files --debug`'s lines after each entry
+
+
+def listing_with_sizes(debug: str) -> Tuple[str, Dict[str, int]]:
+    """A `git ls-files -s -t -z --debug` listing as the listing without --debug, and the
+    size its index records for each regular file (0 where git has not recorded one: an
+    entry never refreshed, or one smudged as racily clean). Each entry's record ends in
+    NUL and its stat data follows in DEBUG_LINES lines, the size in the last."""
+    chunks = debug.split("\0")
+    records = [chunks[0]]
+    sizes: Dict[str, int] = {}
+    for chunk in chunks[1:]:
+        lines = chunk.split("\n", DEBUG_LINES)
+        if len(lines) <= DEBUG_LINES - 1 or not lines[DEBUG_LINES - 1].startswith("  size: "):
+            break
+        meta, _, path = records[-1].partition("\t")
+        if meta[2:].startswith(REGULAR):
+            sizes[path] = int(lines[DEBUG_LINES - 1][8:].partition("\t")[0])
+        records.append(lines[DEBUG_LINES] if len(lines) > DEBUG_LINES else "")
+    return "\0".join(records), sizes
+
+
 def in_worktree(tagged: str) -> List[str]:
     """The entries of a `git ls-files -t -z` listing (with -s too) that git keeps in the
     work tree, without their tags: every one but the skip-worktree ones (S)."""

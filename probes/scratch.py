@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 PREFIX = ".git-tune-scratch-"
 # Removal is untimed housekeeping, but where each unlink is a round trip to a server it
@@ -150,6 +150,20 @@ def _unlink(path: str) -> None:
 def remove_files(paths: Sequence[str]) -> None:
     """Unlink every path (one already missing is fine; any other error is raised)."""
     _each(_unlink, list(paths))
+
+
+def remove_leading_directories(root: str, paths: Sequence[str]) -> None:
+    """Remove the leading directories of `paths` (relative to `root`), which must hold
+    nothing else by now: known, they need no listing, and they go a depth at a time,
+    deepest first, many at a time where each is a round trip (_each). One that holds
+    something else stays, as do its parents."""
+    levels: Dict[int, Set[str]] = {}
+    for p in paths:
+        parts = p.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            levels.setdefault(depth, set()).add("/".join(parts[:depth]))
+    for depth in sorted(levels, reverse=True):
+        _each(_quietly(os.rmdir), [os.path.join(root, d) for d in sorted(levels[depth])])
 
 
 def _listing(directory: str) -> Tuple[List[str], List[str]]:

@@ -361,6 +361,44 @@ def test_a_timed_sample_keeps_index_order_and_a_spread_minimum(tmp_path):
     assert len(everything) == 500 and everything == sorted(everything)
 
 
+def test_a_samples_sizes_are_the_indexs_where_it_records_them(tmp_path):
+    """The calibration's one listing of the index carries each regular file's recorded
+    size (`ls-files --debug`), and the listing without it is what it was. A sample takes
+    those sizes and lstats only where the index records none (an entry added by
+    update-index --cacheinfo, never refreshed) or where it is no regular file (a link)."""
+    from git_tune.probes import repo as repo_probe
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git_out(str(repo), "init", "-q")
+    (repo / "d").mkdir()
+    (repo / "d" / "a.c").write_bytes(b"x" * 1234)
+    (repo / "empty").write_bytes(b"")
+    (repo / "new\nline").write_bytes(b"yy")
+    (repo / "run.sh").write_bytes(b"#!/bin/sh\n")
+    os.chmod(repo / "run.sh", 0o755)
+    os.symlink("d/a.c", repo / "link")
+    # Written well before the index: no entry is racily clean, which git would smudge.
+    for p in ("d/a.c", "empty", "new\nline", "run.sh", "link"):
+        os.utime(repo / p, (time.time() - 60,) * 2, follow_symlinks=False)
+    git_out(str(repo), "add", "-A")
+    blob = git_out(str(repo), "rev-parse", ":d/a.c").strip()
+    git_out(str(repo), "update-index", "--add", "--cacheinfo", f"100644,{blob},d/b.c")
+    (repo / "d" / "b.c").write_bytes(b"z" * 99)
+    plain = git_out(str(repo), "ls-files", "-s", "-t", "-z")
+    debug = git_out(str(repo), "ls-files", "-s", "-t", "-z", "--debug")
+    listing, sizes = repo_probe.listing_with_sizes(debug)
+    assert listing == plain
+    assert sizes == {"d/a.c": 1234, "d/b.c": 0, "empty": 0, "new\nline": 2, "run.sh": 10}
+    names = [r.partition("\t")[2] for r in repo_probe.in_worktree(plain)]
+    paths, got = sample_files(str(repo), names, 10, recorded=sizes)
+    assert dict(zip(paths, got)) == {"d/a.c": 1234, "d/b.c": 99, "empty": 0,
+                                     "new\nline": 2, "run.sh": 10}
+    # Recorded sizes are taken as they are: no lstat of those files at all.
+    os.unlink(repo / "d" / "a.c")
+    paths, got = sample_files(str(repo), names, 10, recorded=sizes)
+    assert dict(zip(paths, got))["d/a.c"] == 1234
+
+
 def test_the_probe_sizes_its_samples_to_its_allowance(latfs_bed):
     # On the NFS-like bed (1 ms a metadata operation) the quick probe's 200 samples of
     # each operation take seconds; a small allowance makes it take fewer, never none.

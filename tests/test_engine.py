@@ -66,6 +66,18 @@ def test_checkout_writes_and_removes(tmp_path):
     assert (tmp_path / "d3/sub/f3").stat().st_size == 39
 
 
+def test_checkout_keep_dirs_leaves_directories_for_the_next_run(tmp_path):
+    """keep_dirs: the files go, the directories stay, and a run after it on the same
+    paths makes none (the sweep makes a sample's directories once, not per count)."""
+    paths = [f"d{i % 7}/sub{i % 3}/deep/f{i}" for i in range(60)]
+    r = engine.checkout(tmp_path, paths, [5] * 60, workers=2, threshold=0, keep_dirs=True)
+    assert r.files == 60 and r.dirs_created == 7 + 21 + 21
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+    r = engine.checkout(tmp_path, paths, [5] * 60, workers=4, threshold=0, keep_dirs=True)
+    assert r.files == 60 and r.dirs_created == 0
+    assert len(list(tmp_path.rglob("*"))) == 49
+
+
 def test_checkout_removes_what_it_made_many_at_a_time_and_nothing_else(tmp_path):
     """Thousands of files at depths 1 to 5: removal prices itself by its first unlink
     and goes to threads (it does on any storage at this count); every file and directory

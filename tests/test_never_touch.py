@@ -467,6 +467,20 @@ def test_removal_where_no_thread_can_start_goes_one_at_a_time(tmp_path, monkeypa
     assert all(not os.listdir(tmp_path / f"d{i}") for i in range(1, 5))
 
 
+def test_leading_directories_go_without_a_listing_and_nothing_else(tmp_path):
+    """The checkout sweep's kept directories: every leading directory of its paths goes,
+    deepest first; one holding something else stays (and its parents), as does what it
+    holds, and the root."""
+    from git_tune.probes import scratch
+    paths = [f"a/b{i % 3}/c/f{i}" for i in range(9)] + ["top", "x/y"]
+    for p in paths:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "a" / "b1" / "c" / "stray").write_text("left")
+    scratch.remove_leading_directories(str(tmp_path), paths)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == \
+        ["a", "a/b1", "a/b1/c", "a/b1/c/stray"]
+
+
 def _sweep(directory, stop):
     from git_tune.probes import scratch
     while not stop.is_set():

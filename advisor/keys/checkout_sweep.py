@@ -4,20 +4,23 @@ The engine writes a sample of the repository's files with 1..N threads: the curv
 cost model (serial, per file, per worker, parallelism), the count real git starts
 from (_engine_pick) and what a tree written could save (_stakes). The sample's
 directories are made before the threads start and are not in the curve: git's main
-process makes them one at a time whatever the worker count.
+process makes them one at a time whatever the worker count. They are made once a sweep
+and kept between its measurements (only the files are removed): work alike at every
+count is common mode, and where each lookup is a round trip it cost more than the files.
 """
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ... import engine
 from ...errors import EngineError
+from ...probes import scratch
 from ..measure import planner, search
 from ..measure.bench import Bench
 from ..measure.record import Sweep
 from ..measure.search import Dim, Point
-from ..measure.sweep import (engine_measure, by_point as sweep_points,
+from ..measure.sweep import (Share, engine_measure, by_point as sweep_points,
                              run as run_sweep)
 from ...models import costmodel
 from ...models.storage import NETWORK
@@ -44,12 +47,35 @@ def _facts(s: Optional[Sweep]) -> Facts:
     return s.facts_as(Facts) if s else Facts()
 
 
+class _Writes:
+    """The sweep's engine writes into `target`: every one keeps its directories for the
+    next (common mode: git's main process makes them whatever the worker count), and
+    remove() removes them, all known, once."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.written: Set[str] = set()
+
+    def checkout(self, paths: List[str], sizes: List[int], workers: int,
+                 limits: engine.Limits) -> engine.CheckoutResult:
+        self.written.update(paths)
+        return engine.checkout(self.target, paths, sizes, workers=workers, threshold=0,
+                               keep_dirs=True, limits=limits)
+
+    def remove(self) -> None:
+        scratch.remove_leading_directories(self.target, sorted(self.written))
+
+
 def checkout_batch(target: str, paths: List[str], sizes: List[int], budget: float,
                    limits: engine.Limits = engine.NO_LIMITS) -> Tuple[List[str], List[int]]:
     """Size the batch so about ten single-worker measurements fit the budget, from a
     pilot write of the least batch; where a warm-up (allocator, journal, dentry caches)
     of WARM_FILES costs under a tenth of the budget, it follows."""
-    paths, sizes, _ = _sized_batch(target, paths, sizes, budget, limits)
+    writes = _Writes(target)
+    try:
+        paths, sizes, _ = _sized_batch(writes, paths, sizes, budget, limits)
+    finally:
+        writes.remove()
     return paths, sizes
 
 
@@ -67,22 +93,21 @@ def spread(paths: List[str], sizes: List[int], k: int) -> Tuple[List[str], List[
     return [paths[i] for i in at], [sizes[i] for i in at]
 
 
-def _sized_batch(target: str, paths: List[str], sizes: List[int], budget: float,
+def _sized_batch(writes: _Writes, paths: List[str], sizes: List[int], budget: float,
                  limits: engine.Limits) -> Tuple[List[str], List[int], Optional[float]]:
     """checkout_batch's batch (spread()), and the pilot's one-thread seconds where the
     batch is the pilot's own files (the least batch: where files are that dear, the
     pilot is the sweep's measurement of one thread, not a write to repeat)."""
     pilot_paths, pilot_sizes = spread(paths, sizes, MIN_ENGINE_BATCH)
     pilot = len(pilot_paths)
-    r = engine.checkout(target, pilot_paths, pilot_sizes, workers=1, threshold=0,
-                        limits=limits)
-    # A measurement's price holds its directories too, though its time does not.
+    r = writes.checkout(pilot_paths, pilot_sizes, 1, limits)
+    # A measurement's price holds its directories too, though its time does not (later
+    # measurements find most of them made: the price errs high).
     per_file = max((r.wall + r.dirs) / max(1, pilot), 1e-6)
     first: Optional[float] = r.wall
     warm = min(len(paths), WARM_FILES)
     if per_file * warm <= budget / 10:
-        r = engine.checkout(target, *spread(paths, sizes, warm), workers=1, threshold=0,
-                            limits=limits)
+        r = writes.checkout(*spread(paths, sizes, warm), 1, limits)
         t = r.wall + r.dirs
         # The warm-up prices a file too, from ten times the files: a file's cost can
         # grow with the files written (the journal busier the more are written), and
@@ -123,22 +148,31 @@ def sweep(bench: Bench) -> Optional[Sweep]:
     """Engine checkout of a sample with W workers: the curve behind checkout.workers."""
     if not bench.names:
         return None
-    opts = bench.options
-    target = os.path.join(bench.ws.root, "checkout")
-    os.mkdir(target)
-    top = max_workers(bench)
-    dims = [Dim(WORKERS, 1, top, default=1)]
     share = planner.sweep_share(bench, "checkout")
     paths, sizes = bench.sample(SAMPLE_FILES, seconds=planner.sample_seconds(share))
-    paths, sizes, piloted = _sized_batch(target, paths, sizes, share.seconds, share.bounded())
+    target = os.path.join(bench.ws.root, "checkout")
+    os.mkdir(target)
+    writes = _Writes(target)
+    try:
+        return _sweep_into(bench, share, writes, paths, sizes)
+    finally:
+        writes.remove()
+        scratch.remove_tree(target)
+
+
+def _sweep_into(bench: Bench, share: Share, writes: _Writes, paths: List[str],
+                sizes: List[int]) -> Sweep:
+    opts = bench.options
+    top = max_workers(bench)
+    dims = [Dim(WORKERS, 1, top, default=1)]
+    paths, sizes, piloted = _sized_batch(writes, paths, sizes, share.seconds, share.bounded())
 
     def write(point: Point, k: int = len(paths)) -> float:
         nonlocal piloted
         if piloted is not None and k == len(paths) and point[WORKERS] == 1:
             seconds, piloted = piloted, None        # the pilot wrote these files already
             return seconds
-        return engine.checkout(target, *spread(paths, sizes, k), workers=point[WORKERS],
-                               threshold=0, limits=share.limits()).wall
+        return writes.checkout(*spread(paths, sizes, k), point[WORKERS], share.limits()).wall
 
     r = run_sweep(sweep_strategy(opts.strategy, dims, opts.seed), engine_measure(write),
                   share.left())

@@ -24,12 +24,14 @@ if TYPE_CHECKING:   # the registry reads Bench
 MIN_SAMPLE = 100
 
 
-def sample_files(worktree: str, names: List[str], n: int,
-                 seconds: Optional[float] = None) -> Tuple[List[str], List[int]]:
+def sample_files(worktree: str, names: List[str], n: int, seconds: Optional[float] = None,
+                 recorded: Optional[Dict[str, int]] = None) -> Tuple[List[str], List[int]]:
     """n of the tracked names spread evenly over the tree, regular files only, with their
-    real sizes. With `seconds`, the lstat-ing stops when they are up (at 1 ms a lookup,
-    2,000 files take 2 s), after MIN_SAMPLE at least; the names are taken in an order
-    whose every prefix is spread over the tree too."""
+    sizes: the index's (`recorded`, regular files only) where it records one, else the
+    file's own by lstat. With `seconds`, the lstat-ing stops when they are up (at 1 ms a
+    lookup, 2,000 files take 2 s), after MIN_SAMPLE at least; the names are taken in an
+    order whose every prefix is spread over the tree too."""
+    recorded = recorded or {}
     step = max(1, len(names) // n)
     spread = names[::step][:n]
     position = {p: i for i, p in enumerate(spread)}
@@ -38,6 +40,10 @@ def sample_files(worktree: str, names: List[str], n: int,
     paths: List[str] = []
     sizes: List[int] = []
     for p in spread:
+        if recorded.get(p):
+            paths.append(p)
+            sizes.append(recorded[p])
+            continue
         if end is not None and len(paths) >= MIN_SAMPLE and now() > end:
             break
         try:
@@ -136,7 +142,8 @@ class Bench:
         return workload in workloads.counted(self.options.workload)
 
     def sample(self, n: int, seconds: Optional[float] = None) -> Tuple[List[str], List[int]]:
-        return sample_files(self.worktree, self.names, n, seconds)
+        recorded = self.ws.recorded_sizes() if self.workspace else None
+        return sample_files(self.worktree, self.names, n, seconds, recorded)
 
     def ab(self, workload: str, default: Dict[str, str], candidate: Dict[str, str],
            run_default: Callable[[], float], run_candidate: Callable[[], float],

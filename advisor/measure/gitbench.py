@@ -232,6 +232,7 @@ class Workspace:
     _parts: Dict[int, "Part"] = field(default_factory=dict)
     _samples: Dict[int, "Sample"] = field(default_factory=dict)
     _listed: Optional[List[str]] = None      # the user's index's records, listed once
+    _sizes: Dict[str, int] = field(default_factory=dict)  # and its regular files' sizes
     _per_directory: Optional[float] = None   # files_a_directory of them, once
     _all_marked: Optional["Sample"] = None   # fresh samples' index, every entry marked
     _frame: Optional[List[str]] = None       # fresh_frame, once chosen
@@ -261,15 +262,23 @@ class Workspace:
         return path
 
     def listed(self) -> List[str]:
-        """The user's index's `git ls-files -s` records, listed once per calibration:
-        git-tune never writes the user's index, so the listing holds for every part and
-        sample (at 100,000 entries, 0.1-0.14 s a listing). Skip-worktree entries are left
-        out: in a partial clone their blobs are not there to write (repo_probe.in_worktree)."""
+        """The user's index's `git ls-files -s` records, listed once per calibration with
+        the sizes it records (recorded_sizes): git-tune never writes the user's index, so
+        the listing holds for every part and sample, and a sample's sizes need no lstat
+        on the storage. Skip-worktree entries are left out: in a partial clone their
+        blobs are not there to write (repo_probe.in_worktree)."""
         if self._listed is None:
-            out = run_git(["ls-files", "-s", "-t", "-z"], self.layout.top,
+            out = run_git(["ls-files", "-s", "-t", "-z", "--debug"], self.layout.top,
                           config_env({}), hooks=False, output=True, repo=self.layout).stdout
+            out, self._sizes = repo_probe.listing_with_sizes(out)
             self._listed = repo_probe.in_worktree(out)
         return self._listed
+
+    def recorded_sizes(self) -> Dict[str, int]:
+        """The sizes the user's index records for its regular files (listed()), by path;
+        0 where it records none."""
+        self.listed()
+        return self._sizes
 
     def part(self, n: int) -> "Part":
         """A part repository of n entries (made once per n; its files are absent until

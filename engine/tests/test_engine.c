@@ -249,6 +249,38 @@ static int test_checkout(void)
 	CHECK(r.dirs_created == 3, "dirs %llu", (unsigned long long)r.dirs_created);
 	CHECK(count_entries(dir) == 0, "left %d entries", count_entries(dir));
 
+	/* Keep the directories: the files go; a second run makes no directory
+	 * and, keeping nothing, leaves the first run's directories. */
+	o.keep = GT_CHECKOUT_KEEP_DIRS;
+	rc = gt_checkout_run(dir, paths, sizes, 4, &o, NULL, &r, err, sizeof(err));
+	CHECK(rc == GT_OK && r.dirs_created == 3, "rc %d %s", rc, err);
+	CHECK(count_entries(dir) == 3, "kept dirs %d", count_entries(dir));
+	o.keep = GT_CHECKOUT_REMOVE;
+	rc = gt_checkout_run(dir, paths, sizes, 4, &o, NULL, &r, err, sizeof(err));
+	CHECK(rc == GT_OK && r.dirs_created == 0 && r.files == 4, "rc %d %s dirs %llu", rc, err,
+	      (unsigned long long)r.dirs_created);
+	CHECK(count_entries(dir) == 3, "earlier dirs left: %d", count_entries(dir));
+	{
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'/*", dir);
+		system(cmd);
+	}
+	/* Deep and partly there: the missing components are made, and only ours removed. */
+	{
+		char a[600];
+		snprintf(a, sizeof(a), "%s/a", dir);
+		mkdir(a, 0777);
+		rc = gt_checkout_run(dir, "a/x/y/z/deep\0a/x/y/w/deep\0", sizes, 2, &o, NULL, &r,
+				     err, sizeof(err));
+		CHECK(rc == GT_OK && r.dirs_created == 4, "rc %d %s dirs %llu", rc, err,
+		      (unsigned long long)r.dirs_created);
+		CHECK(count_entries(dir) == 1, "only a left: %d", count_entries(dir));
+		rmdir(a);
+	}
+	o.keep = 3;
+	CHECK(gt_checkout_run(dir, paths, sizes, 4, &o, NULL, &r, err, sizeof(err)) == GT_EINVAL,
+	      "keep out of range refused");
+
 	o.threshold = 100;
 	o.keep = 1;
 	rc = gt_checkout_run(dir, paths, sizes, 4, &o, NULL, &r, err, sizeof(err));
