@@ -14,8 +14,9 @@ worker count of the grid: each once to rank them, then the defaults, the recomme
 and the grid's two fastest interleaved for `--rounds` rounds (an arm is a worker count:
 arms of the same count are timed once a round and shared, and the ranking's run counts
 as one of its samples). The grid's best is the fastest of those by its median. Per size
-the table gives the share of beds where: checkout.workers was decided by real git; the
-result is within 1.15 of the grid's best; it is slower than Git's defaults beyond noise
+the table gives the share of beds where: checkout.workers was decided by real git (a
+verdict on a count, not runs the budget stopped within noise); the result is within
+1.15 of the grid's best; it is slower than Git's defaults beyond noise
 (models/stats.compare).
 
 latfs delays LOOKUP and GETATTR alike (the high-level FUSE API hands both to getattr),
@@ -41,6 +42,7 @@ from git_tune import repogen
 from git_tune.advisor.decide.recommend import recommend
 from git_tune.advisor.keys.checkout_sweep import _engine_medians
 from git_tune.advisor.measure import calibrate
+from git_tune.advisor.measure.ab import STOPPED_BUDGET
 from git_tune.advisor.measure.record import Options
 from git_tune.models import stats
 
@@ -123,8 +125,12 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
         advised = recommend(record)
         rec = advised.settings()
         tune = time.monotonic() - t0
+        # Decided: real git reached a verdict on a worker count (a count whose runs the
+        # budget stopped within noise decides nothing).
         decided = (WORKERS in record.trials and WORKERS not in record.unfinished
-                   and bool(record.trials[WORKERS].comparisons))
+                   and any(c.fails or c.stopped != STOPPED_BUDGET or
+                           (c.estimate is not None and c.estimate.verdict != stats.NO_CHANGE)
+                           for c in record.trials[WORKERS].comparisons))
         mine = workers(rec)
         # Every arm is a worker count: each count is timed once to rank the grid (and
         # git-tune's, where the grid lacks it), then each arm's count once a round,
@@ -146,7 +152,7 @@ def run_bed(d: Draw, budget: float, rounds: int) -> dict:
             "times": times, "versus_defaults": verdict,
             "unfinished": record.unfinished, "notes": list(record.notes),
             # Why the count: real git's comparisons, the engine's curve, the reason.
-            "workers_reason": advised.reasons().get(WORKERS),
+            "workers_reason": next((k.reason for k in advised.keys if k.key == WORKERS), None),
             "engine": {str(w): round(t, 4) for w, t in sorted(_engine_medians(
                 record.sweeps["checkout"]).items())} if "checkout" in record.sweeps else None}
 

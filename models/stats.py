@@ -4,6 +4,7 @@ With 5% run-to-run noise, the best of 20 equal configurations looks 4-6%
 faster than the rest; only a confidence interval on the ratio, from
 interleaved runs, tells a real gain from a lucky draw.
 """
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -23,6 +24,13 @@ MIN_RUNS = 5
 CLEARLY = 1.5
 APART = CLEARLY ** 0.5
 CLEAR_RUNS = 3
+# A gain short of CLEARLY is as certain where each side's runs agree far more closely
+# than the two sides do: the gap between the closest runs SPREAD_MARGIN times the range
+# of either side's own runs (on a log scale). Under no change, 3 runs a side falling
+# apart in order (1 in 20) with a gap that wide beside their ranges is beyond any noise
+# that shows in the ranges; a busy host's runs spread and need the medians CLEARLY apart
+# or MIN_RUNS (docs/planner.md, "Figures behind the A/B's rules").
+SPREAD_MARGIN = 4.0
 
 
 @dataclass(frozen=True)
@@ -57,10 +65,15 @@ def drop_outliers(values: Sequence[float], k: float = 5.0) -> np.ndarray:
 
 def clearly_apart(slow: Sequence[float], fast: Sequence[float], runs: int = CLEAR_RUNS) -> bool:
     """At least `runs` runs a side, every run of `slow` APART times as long as every run
-    of `fast`, and its median CLEARLY times theirs."""
-    return (len(slow) >= runs and len(fast) >= runs
-            and min(slow) > max(fast) * APART
-            and float(np.median(slow)) >= float(np.median(fast)) * CLEARLY)
+    of `fast`, and either its median CLEARLY times theirs or the gap between the closest
+    runs SPREAD_MARGIN times either side's own range (log scale)."""
+    if len(slow) < runs or len(fast) < runs or min(slow) <= max(fast) * APART:
+        return False
+    if float(np.median(slow)) >= float(np.median(fast)) * CLEARLY:
+        return True
+    gap = math.log(min(slow) / max(fast))
+    spread = max(math.log(max(v) / min(v)) for v in (slow, fast))
+    return gap >= SPREAD_MARGIN * spread
 
 
 def conclusive(old: Sequence[float], new: Sequence[float]) -> bool:

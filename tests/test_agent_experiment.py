@@ -11,6 +11,7 @@ from git_tune.advisor.agent import collector, experiment, store, switch
 from git_tune.advisor.agent.events import Command
 from git_tune.advisor.write import journal
 from git_tune.errors import UsageError
+from git_tune.models import stats
 
 
 def cli(*args, check=True):
@@ -133,11 +134,16 @@ def test_the_pairs_decide_with_calibrations_statistics():
     keep, why = experiment._verdict(_exp([(1.0, 2.0), (1.1, 2.1)]))
     assert keep == "approved" and "clearly slower" in why
     assert experiment._verdict(_exp([(1.0, 2.0)])) is None
-    # A steady 1.3x gain is kept once the minimum runs are in, not before.
-    gain = [(1.0 + 0.01 * i, 0.77 + 0.01 * i) for i in range(5)]
+    # A 1.3x gain whose commands spread 10% is kept once the minimum runs are in, not
+    # before; one whose commands agree within 0.2% after stats.CLEAR_RUNS pairs.
+    gain = [(1.0 + 0.1 * (i % 2), 0.77 + 0.08 * ((i + 1) % 2)) for i in range(5)]
     assert experiment._verdict(_exp(gain[:4])) is None
     keep, why = experiment._verdict(_exp(gain))
     assert keep == "candidate" and "faster beyond noise" in why
+    steady = [(1.0 + 0.001 * i, 0.77 + 0.001 * i) for i in range(stats.CLEAR_RUNS)]
+    assert experiment._verdict(_exp(steady[:-1])) is None
+    keep, why = experiment._verdict(_exp(steady))
+    assert keep == "candidate" and "clearly faster" in why
     # The same within EQUIVALENT once the minimum pairs are in: the value in force stays
     # then, paired slot by slot, though the day drifted 20% across them.
     same = [(1.0 + 0.05 * i, (1.0 + 0.05 * i) * (1.01 if i % 2 else 0.99)) for i in range(5)]

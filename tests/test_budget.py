@@ -4,6 +4,7 @@ Scripted workloads stand in for git here, on a clock the test moves itself
 (budget.FakeClock): a run of 0.2 s takes exactly 0.2 s of the budget and no
 wall time. What is tested is the scheduler's decisions, not any timing of git.
 """
+import math
 import os
 import time
 from dataclasses import asdict
@@ -145,16 +146,26 @@ def test_a_faster_candidate_cut_short_by_the_budget_is_never_set(clock):
 
 def test_pairs_no_verdict_can_come_from_in_the_budget_left_are_not_run(clock):
     """#30: a warm-up 1.4x apart prices the 3 pairs of a clear verdict; the pairs then
-    show 1.4x, short of stats.CLEARLY, and a verdict needs MIN_RUNS pairs, which the
-    budget left cannot hold: the comparison stops there, leaving that budget to the keys
-    after it, instead of running on to the budget's end undecided."""
-    b = bench(6.0)
-    c = b.ab("clone", {}, {KEY.name: "true"}, sleeper(0.7), sleeper(0.5))
+    show 1.43x, short of stats.CLEARLY, with runs that spread too much for their gap to
+    decide (stats.SPREAD_MARGIN), and a verdict needs MIN_RUNS pairs, which the budget
+    left cannot hold: the comparison stops there, leaving that budget to the keys after
+    it, instead of running on to the budget's end undecided."""
+    def default():
+        return sleeper(0.7, 0.8, cycle=True)
+
+    def candidate():
+        return sleeper(0.5, 0.56, cycle=True)
+    b = bench(6.5)
+    c = b.ab("clone", {}, {KEY.name: "true"}, default(), candidate())
     assert c.stopped == STOPPED_BUDGET and len(c.times_candidate) == stats.CLEAR_RUNS
     assert b.budget.left() > 1.0        # 2 more pairs (2.4 s) could not have fitted
-    # With the budget for them, the same runs go on to a verdict.
-    c = bench(10.0).ab("clone", {}, {KEY.name: "true"}, sleeper(0.7), sleeper(0.5))
+    # The advice names the budget that holds them, and that budget decides.
+    needed = math.ceil(c.budget_needed)
+    a = advice.validated(KEY, c, "true", "a clone")
+    assert a.status == advice.NOT_SET and f"--budget {needed} or more would decide it" in a.reason
+    c = bench(needed).ab("clone", {}, {KEY.name: "true"}, default(), candidate())
     assert not c.stopped and c.estimate.verdict == stats.FASTER
+    assert c.budget_needed is None
 
 
 def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
@@ -179,11 +190,13 @@ def test_more_runs_within_noise_take_one_waiting_trials_share_no_more(clock):
 
 
 def test_with_time_enough_a_faster_candidate_is_set(clock):
-    # 1.43x: every run apart, but not by stats.CLEARLY, so the minimum runs are needed.
-    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05), sleeper(0.035))
+    # 1.43x: every run apart, but not by stats.CLEARLY, and runs spread 12% beside a
+    # gap of 1.28x: the minimum runs are needed.
+    c = bench(60).ab("status", {}, {KEY.name: "true"}, sleeper(0.05, 0.056, cycle=True),
+                     sleeper(0.035, 0.039, cycle=True))
     assert not c.stopped and len(c.times_candidate) >= stats.MIN_RUNS
     assert advice.validated(KEY, c, "true", "git status").status == advice.SET
-    assert stats.compare([1.0, 1.0, 1.0], [0.8, 0.8, 0.8]).verdict == stats.NO_CHANGE
+    assert stats.compare([1.0, 1.06, 1.0], [0.8, 0.84, 0.8]).verdict == stats.NO_CHANGE
     assert stats.compare([1.0, 0.3, 1.0], [0.5, 0.5, 0.5]).verdict == stats.NO_CHANGE
 
 

@@ -99,6 +99,8 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
     elif c.stopped == STOPPED_BUDGET and verdict != stats.FASTER:
         status, chosen, why = NOT_SET, None, \
             f"not set: the budget ended after {runs} of {what} ({gain.text()} so far)"
+        if c.budget_needed is not None:
+            why += f"; --budget {math.ceil(c.budget_needed):d} or more would decide it"
     elif verdict == stats.FASTER:
         # Stopped clearly faster: every run 1.5x apart, so fewer runs decided.
         apart = ", every run clearly apart" if c.stopped == STOPPED_FASTER else ""

@@ -6,7 +6,6 @@ repository of its own, sized at this host's prices (planner.prices). The worker 
 are a ladder: one more is timed only where it fits, the rest waits for the budget's end.
 """
 import dataclasses
-import os
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple, Type, TypeVar, Union

@@ -242,7 +242,7 @@ def resume(c: Comparison, run_default: Run, run_candidate: Run, how: Runs) -> Co
         return c
     # A budget's end among the added pairs does not make c's own full runs cut short.
     return more if more.stopped != STOPPED_BUDGET else dataclasses.replace(
-        more, stopped=c.stopped)
+        more, stopped=c.stopped, budget_needed=c.budget_needed)
 
 
 def _timed(workload: str, default: Settings, candidate: Settings, run_default: Run,
@@ -253,11 +253,11 @@ def _timed(workload: str, default: Settings, candidate: Settings, run_default: R
     runs `ta` and `tb` hold already, where resumed)."""
     ta = [] if ta is None else ta
     tb = [] if tb is None else tb
-    why = _pairs(run_default, run_candidate, ta, tb, how)
+    why, needed = _pairs(run_default, run_candidate, ta, tb, how, pair)
     if not ta:    # the budget's end came during the first pair
         raise OutOfBudget(pair * how.runs)
     c = comparison(workload, default, candidate, ta, tb, how.seed, files, why,
-                   paired=True)
+                   paired=True, budget_needed=needed)
     for _ in range(how.extensions):
         est = c.estimate
         assert est is not None          # both sides ran: a comparison has its estimate
@@ -266,9 +266,9 @@ def _timed(workload: str, default: Settings, candidate: Settings, run_default: R
         if why or est.verdict != stats.NO_CHANGE or abs(est.ratio - 1) <= stats.MIN_EFFECT \
                 or pair * how.runs > how.left() * EXTEND * how.extend_share:
             break
-        why = _pairs(run_default, run_candidate, ta, tb, how, slower=False)
+        why, needed = _pairs(run_default, run_candidate, ta, tb, how, pair, slower=False)
         c = comparison(workload, default, candidate, ta, tb, how.seed, files, why,
-                       paired=True)
+                       paired=True, budget_needed=needed)
     return c
 
 
@@ -297,15 +297,19 @@ def _one_side_fails(workload: str, default: Settings, candidate: Settings, run_d
     return failed_comparison(workload, default, candidate, fails, error, times, files)
 
 
-def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs,
-           slower: bool = True) -> str:
-    """`how.runs` more ABBA pairs into ta and tb; why they stopped early, or "". A pair
-    the budget's end interrupts (its git killed) is dropped whole, and no pair starts
-    once the pairs any verdict still needs cannot fit (_verdict_out_of_reach)."""
+def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs, pair: float,
+           slower: bool = True) -> Tuple[str, Optional[float]]:
+    """`how.runs` more ABBA pairs into ta and tb; why they stopped early, or "", and
+    where the budget stopped them, the --budget that would have held the pairs a verdict
+    still needed (_budget_needed). A pair the budget's end interrupts (its git killed)
+    is dropped whole, and no pair starts once the pairs any verdict still needs cannot
+    fit (_verdict_out_of_reach). `pair`: the warm-up's price of a pair, until one is
+    timed here."""
     started = now()
     for i in range(how.runs):
-        if i and _verdict_out_of_reach(ta, tb, how, (now() - started) / i):
-            return STOPPED_BUDGET
+        price = (now() - started) / i if i else pair
+        if i and _verdict_out_of_reach(ta, tb, how, price):
+            return STOPPED_BUDGET, _budget_needed(ta, tb, how, price)
         try:
             with how.within(how.left()):
                 if i % 2 == 0:
@@ -313,31 +317,49 @@ def _pairs(a: Run, b: Run, ta: List[float], tb: List[float], how: Runs,
                 else:
                     t_b, t_a = b(), a()
         except gitbench.DeadlineReached:
-            return STOPPED_BUDGET
+            return STOPPED_BUDGET, _budget_needed(ta, tb, how, price)
         ta.append(t_a)
         tb.append(t_b)
         why = stopped(ta, tb, slower) if how.stop_early else ""
         if why:
-            return why
+            return why, None
         if i + 1 < how.runs and how.left() <= 0:
-            return STOPPED_BUDGET
-    return ""
+            return STOPPED_BUDGET, _budget_needed(ta, tb, how, (now() - started) / (i + 1))
+    return "", None
 
 
-def _verdict_out_of_reach(ta: List[float], tb: List[float], how: Runs, pair: float) -> bool:
-    """Whether the pairs a verdict still needs, at `pair` seconds each, pass what is left:
-    stats.CLEAR_RUNS in all where every run so far is stats.APART from the other side's
-    (EARLY_RUNS where the candidate's are the slower), else stats.MIN_RUNS. Under a
-    budget, the pairs it cannot reach would only take what the keys after it could
-    decide with."""
-    if not how.stop_early or math.isinf(how.left()):
-        return False
+def _still_needed(ta: List[float], tb: List[float]) -> int:
+    """The pairs a verdict still needs after ta and tb: stats.CLEAR_RUNS in all where
+    every run so far is stats.APART from the other side's (EARLY_RUNS where the
+    candidate's are the slower), else stats.MIN_RUNS."""
+    if not ta or not tb:
+        return stats.CLEAR_RUNS
     slower = min(tb) > max(ta) * stats.APART      # the candidate, every run so far
     apart = slower or min(ta) > max(tb) * stats.APART
     done = len(ta)
     fewest = EARLY_RUNS if slower else stats.CLEAR_RUNS
-    need = (fewest if apart and done < fewest else stats.MIN_RUNS) - done
+    return max(0, (fewest if apart and done < fewest else stats.MIN_RUNS) - done)
+
+
+def _verdict_out_of_reach(ta: List[float], tb: List[float], how: Runs, pair: float) -> bool:
+    """Whether the pairs a verdict still needs (_still_needed), at `pair` seconds each,
+    pass what is left. Under a budget, the pairs it cannot reach would only take what
+    the keys after it could decide with."""
+    if not how.stop_early or math.isinf(how.left()):
+        return False
+    need = _still_needed(ta, tb)
     return need > 0 and need * pair > how.left()
+
+
+def _budget_needed(ta: List[float], tb: List[float], how: Runs, pair: float
+                   ) -> Optional[float]:
+    """The --budget whose end would have come after the pairs a verdict still needs, at
+    `pair` seconds each: the seconds used so far (the probe's included) and those pairs.
+    A grace the key had is left out, as for a trial that could not start
+    (calibrate._trial): the figure is a budget that holds the runs without it."""
+    if how.budget is None:
+        return None
+    return round(how.budget.used() + max(1, _still_needed(ta, tb)) * pair, 1)
 
 
 def interleaved(a: Run, b: Run, runs: int, warmup: int = 1) -> Tuple[List[float], List[float]]:

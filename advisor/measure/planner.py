@@ -23,7 +23,6 @@ within noise) at the budget's end.
 """
 import contextlib
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set,

@@ -136,6 +136,9 @@ class Comparison:
     #                          "clearly faster" (bench.py), "budget"
     fails: str = ""          # "" | "default" | "candidate"
     error: str = ""
+    # Where the budget stopped the runs ("budget"): the --budget that would have held
+    # the runs a verdict still needed (ab._budget_needed); None otherwise.
+    budget_needed: Optional[float] = None
 
 
 NOT_RUN = "refused"       # the facts entry of a trial real git was not run for
@@ -234,14 +237,15 @@ def comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str]
                times_default: Sequence[float], times_candidate: Sequence[float],
                seed: int = 0,
                files: Optional[int] = None, stopped: str = "",
-               paired: bool = False) -> Comparison:
+               paired: bool = False, budget_needed: Optional[float] = None) -> Comparison:
     """The record of an A/B; `paired`: times_default[i] and times_candidate[i] were taken
     side by side (an ABBA pair, the agent's adjacent slots), and the estimate is over
     their ratios."""
     estimate = (compare_paired if paired else compare)(times_default, times_candidate,
                                                         seed=seed)
     return Comparison(workload, dict(default), dict(candidate), tuple(times_default),
-                      tuple(times_candidate), estimate, files, stopped)
+                      tuple(times_candidate), estimate, files, stopped,
+                      budget_needed=budget_needed)
 
 
 def failed_comparison(workload: str, default: Dict[str, str], candidate: Dict[str, str],
