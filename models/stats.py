@@ -71,6 +71,8 @@ def clearly_apart(slow: Sequence[float], fast: Sequence[float], runs: int = CLEA
         return False
     if float(np.median(slow)) >= float(np.median(fast)) * CLEARLY:
         return True
+    if min(fast) <= 0:
+        return False        # a run of no time: its side's range has no bound
     gap = math.log(min(slow) / max(fast))
     spread = max(math.log(max(v) / min(v)) for v in (slow, fast))
     return gap >= SPREAD_MARGIN * spread

@@ -39,6 +39,7 @@ def test_three_runs_reach_significance_only_clearly_apart():
     assert stats.compare([1.0, 1.005, 1.0], [0.8, 0.802, 0.8]).verdict == stats.FASTER
     assert stats.compare([1.0, 1.06, 1.0], [0.8, 0.84, 0.8]).verdict == stats.NO_CHANGE
     assert stats.compare([1.75, 2.06, 2.066], bed14_workers).verdict == stats.NO_CHANGE
+    assert not stats.clearly_apart([1.3, 1.3, 1.3], [0.0, 1.0, 1.0])   # a run of no time
 
 
 def test_best_of_twenty_equal_configurations_is_not_a_gain():

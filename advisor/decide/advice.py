@@ -100,7 +100,7 @@ def validated(key: Key, c: Comparison, value: str, what: str, evidence: Optional
         status, chosen, why = NOT_SET, None, \
             f"not set: the budget ended after {runs} of {what} ({gain.text()} so far)"
         if c.budget_needed is not None:
-            why += f"; --budget {math.ceil(c.budget_needed):d} or more would decide it"
+            why += f"; {would_decide(c.budget_needed)}"
     elif verdict == stats.FASTER:
         # Stopped clearly faster: every run 1.5x apart, so fewer runs decided.
         apart = ", every run clearly apart" if c.stopped == STOPPED_FASTER else ""
@@ -177,6 +177,11 @@ def _works(key: Key, c: Comparison, value: str, what: str, evidence: Optional[Di
                         "Git's default kept", ev)
 
 
+def would_decide(budget: float) -> str:
+    """The advice's words for a budget that would have held a key's real-git runs."""
+    return f"--budget {math.ceil(budget):d} or more would decide it"
+
+
 def unfinished(key: Key, cal: Calibration, seconds_short: Optional[float],
                ask: Optional[str] = None) -> KeyAdvice:
     """Real git could not decide this key in the budget (its trial not started, or cut):
@@ -193,7 +198,7 @@ def unfinished(key: Key, cal: Calibration, seconds_short: Optional[float],
     budget = cal.options.budget + seconds_short
     short = max(1, math.ceil(seconds_short))
     return not_set(key, f"not set: its real-git runs needed {short} s more than the budget "
-                        f"left; --budget {math.ceil(budget):d} or more would decide it{then}",
+                        f"left; {would_decide(budget)}{then}",
                    {"seconds_short": seconds_short})
 
 
