@@ -1,5 +1,5 @@
 """The suite's own scheduling (tools/test, tests/conftest.py), with the pytest and
-pytest-xdist setup.cfg installs: what makes the timed tests' stage as short as it is."""
+pytest-xdist setup.cfg installs: a module's fixture is made once where its tests share it."""
 import os
 import subprocess
 import sys
