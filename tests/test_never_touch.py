@@ -745,18 +745,28 @@ def test_a_sha256_repository_is_probed_and_calibrated(home, tmp_path, any_git):
     subprocess.run([any_git, "-C", str(repo), "-c", "index.threads=2", "update-index",
                     "--index-version", "4", "--force-write-index"], check=True)
     before = snapshot(repo)
-    for args in (["probe", "--json"], ["calibrate", "--budget", "5", "--json"]):
+
+    def run(*args: str) -> str:
         proc = subprocess.run([*GIT_TUNE, "--git", any_git, *args, "--repo", str(repo)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.returncode == 0, f"{args}: {proc.stderr}"
         assert "checksum mismatch" not in proc.stdout + proc.stderr
+        return proc.stdout
+
+    def timed(record: dict) -> set:
+        return {k for k, t in record["trials"].items()
+                if any(c["times_default"] and c["times_candidate"] for c in t["comparisons"])}
+
+    run("probe", "--json")
+    record = json.loads(run("calibrate", "--budget", "5", "--json"))
+    if "index.version" not in timed(record) and record["unfinished"]:
+        # The keys go in the order of their stakes; on a busy host 5 s can end before
+        # this one, and the record says the budget ended. More budget reaches it.
+        record = json.loads(run("calibrate", "--budget", "20", "--json"))
     # Measured, not only accepted: the engine read the SHA-256 index (the index family's
     # sweep) and real git timed keys there, index.version on the v4 copy among them.
-    record = json.loads(proc.stdout)
     assert record["sweeps"].get("index") and record["sweeps"]["index"]["evaluations"]
-    timed = {k for k, t in record["trials"].items()
-             if any(c["times_default"] and c["times_candidate"] for c in t["comparisons"])}
-    assert "index.version" in timed, sorted(timed)
+    assert "index.version" in timed(record), (sorted(timed(record)), record["notes"])
     report = json.loads(subprocess.run([*GIT_TUNE, "probe", "--json", "--repo", str(repo)],
                                        stdout=subprocess.PIPE, text=True).stdout)
     assert report["repository"]["tracked_files"] == 120
