@@ -2,7 +2,7 @@
 property by property: every trace2 event line, store line, agent state, experiment state
 and log line reads as a record or is skipped, set aside or shown, and never ends a reader
 in a traceback. A file of its own so a test worker takes it beside test_own_state.py's
-(tools/test runs the files on four workers, a file to a worker)."""
+(tools/test runs the files on three workers, a file to a worker)."""
 import json
 import os
 
