@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .. import engine
 from . import host, mounts
-from .storage import FS_MAGIC
+from .storage import fstype_of
 
 if TYPE_CHECKING:
     from .report import ProbeReport
@@ -38,8 +38,8 @@ def here(path: str, root: str = "/") -> str:
     h = host.host_facts(root)
     info = engine.fs_info(path)
     mount = mounts.find_mount(path, mounts.read_mounts(root), info.dev)
-    fstype = mount.fstype if mount else FS_MAGIC.get(info.magic, hex(info.magic))
-    return of(h.effective_cores, h.memory_total, fstype, mount.source if mount else None)
+    return of(h.effective_cores, h.memory_total, fstype_of(mount, info.magic),
+              mount.source if mount else None)
 
 
 def comparable(stored: str) -> bool:

@@ -16,6 +16,29 @@ FS_MAGIC = {
     0x794C7630: "overlay", 0x0BD00BD0: "lustre", 0x6A656A63: "virtiofs",
     0x5346544E: "ntfs", 0x4D44: "vfat", 0xF2F52010: "f2fs",
 }
+# Mount-table types whose statfs family above has another name; the rest are named alike.
+MOUNT_FAMILY = {"ext2": "ext2/3/4", "ext3": "ext2/3/4", "ext4": "ext2/3/4", "nfs4": "nfs",
+                "fuseblk": "fuse", "smb3": "smb2"}
+
+
+def fstype_of(mount: Optional[mounts.Mount], magic: int) -> str:
+    """The file system's type as the mount table names it ("ext4", "fuse.sshfs"), else,
+    where no entry for it is visible (a chroot below its mount), its statfs family."""
+    return mount.fstype if mount else FS_MAGIC.get(magic, hex(magic))
+
+
+def fs_family(fstype: str) -> str:
+    """The statfs family of a type as either source names it: "ext4" -> "ext2/3/4"."""
+    base = fstype.split(".", 1)[0]
+    return MOUNT_FAMILY.get(base, base)
+
+
+def same_file_system(a: str, b: str) -> bool:
+    """Whether two types name the same file system, either of them perhaps known only
+    by its statfs family: equal, or a family and one of its members ("ext2/3/4" and
+    "ext4", "fuse" and "fuse.sshfs"; not "fuse.sshfs" and "fuse.s3fs")."""
+    families = set(FS_MAGIC.values())
+    return a == b or ((a in families or b in families) and fs_family(a) == fs_family(b))
 
 class Samples(TypedDict):
     """How many of each operation engine.latency() times."""
@@ -112,7 +135,7 @@ def probe_storage(path: str, scratch: Optional[str], sample_files: Sequence[str]
     mount = mounts.find_mount(path, mount_table if mount_table is not None else mounts.read_mounts(root),
                               info.dev)
     statfs_type = FS_MAGIC.get(info.magic, hex(info.magic))
-    fstype = mount.fstype if mount else statfs_type
+    fstype = fstype_of(mount, info.magic)
     if mount is None:
         notes.append("no /proc/self/mountinfo entry for this path; type from statfs only")
     dev = mount.dev if mount else info.dev

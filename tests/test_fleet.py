@@ -85,6 +85,27 @@ def test_apply_refuses_another_class_unless_forced(home, small_repo, tmp_path):
     assert res.exit_code == 0 and git_get("checkout.workers") == "16"
 
 
+def test_a_file_system_known_only_by_statfs_is_of_the_class_its_mount_names(home, small_repo):
+    """Under a chroot below its mount, a probe sees no mount entry and names the file
+    system by its statfs family ("ext2/3/4"); a profile made where the mount was seen
+    ("ext4") is still of this host's class, and another file system is not."""
+    from git_tune.probes.storage import probe_storage, same_file_system
+    profile = make_profile(small_repo, {"checkout.workers": "4"})
+    here = dict(profiles.host_class(probe(str(small_repo))), git_version=git_version_text())
+    chroot = probe_storage(str(small_repo), None, mount_table=[])
+    assert "no /proc/self/mountinfo entry" in " ".join(chroot.notes)
+    assert same_file_system(chroot.fstype, profile["class"]["fstype"])
+    assert profiles.mismatches(profile, dict(here, fstype=chroot.fstype)) == []
+    other = "xfs" if chroot.fstype != "xfs" else "btrfs"
+    assert profiles.mismatches(profile, dict(here, fstype=other)) == [
+        f"fstype is {other!r} here, {profile['class']['fstype']!r} in the profile"]
+
+
+def git_version_text():
+    from git_tune.probes.gitinfo import git_version
+    return ".".join(map(str, git_version()))
+
+
 def test_apply_drops_keys_this_git_does_not_read(home, small_repo, tmp_path):
     from git_tune.probes.gitinfo import git_version
     if git_version() >= (2, 40, 0):

@@ -23,6 +23,7 @@ from ... import __version__, strictjson
 from ..decide import advice
 from ...errors import UsageError
 from ...models import catalogue
+from ...probes import storage
 from ...probes.report import ProbeReport
 from ..decide.recommend import Recommendation
 from ..measure.record import Calibration
@@ -294,6 +295,8 @@ def mismatches(profile: Dict[str, Any], here: Dict[str, str]) -> List[str]:
             version = here.get("git_version")
             if version is None or not in_range(version, want["git"]):
                 out.append(f"git {version} is outside the profile's {want['git']}")
+        elif f == "fstype" and storage.same_file_system(want["fstype"], here.get(f, "")):
+            continue
         elif want.get(f) != here.get(f):
             out.append(f"{f} is {here.get(f)!r} here, {want.get(f)!r} in the profile")
     return out
