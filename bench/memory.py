@@ -17,11 +17,13 @@ resident memory are shown side by side:
 The repository (--shape): `large`, many versions of two large text files and a binary
 (repogen.LargeFiles), the issue's 275 MB shape at full size; or `history`, a long history
 of small text files (repogen.LongHistory: 61,200 objects in 600 commits at full size),
-where the memory grows with the objects packed, not with the largest. It is packed once
-before anything runs, as a user's is. Needs root and a memory cgroup controller;
-without them only the unconfined rows are run.
+where the memory grows with the objects packed, not with the largest; or, with
+--source, a clone of a real repository (`git clone --no-local`; git's own history:
+`--source` a clone of github.com/git/git, `--limits 512`), its largest file blamed. It
+is packed once before anything runs, as a user's is. Needs root and a memory cgroup
+controller; without them only the unconfined rows are run.
 
-    python3 bench/memory.py [--tiny] [--shape large|history]
+    python3 bench/memory.py [--tiny] [--shape large|history | --source REPO] [--limits MIB...]
 """
 import json
 import os
@@ -124,6 +126,16 @@ def pack_it(repo: str) -> str:
     return os.path.join(pack_dir, next(f for f in os.listdir(pack_dir) if f.endswith(".pack")))
 
 
+def largest_file(repo: str) -> str:
+    """The largest file at HEAD (its path)."""
+    out = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "-l", "HEAD"],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    sized = [(int(size), path) for line in out.splitlines()
+             for meta, _, path in [line.partition("\t")]
+             for size in [meta.split()[3]] if size.isdigit()]
+    return max(sized)[1]
+
+
 def shown(r: peak.PeakRun) -> str:
     if r.killed_at_limit or r.returncode:
         return f"killed after {r.seconds:.1f} s" if r.killed_at_limit or r.returncode == -9 \
@@ -134,17 +146,28 @@ def shown(r: peak.PeakRun) -> str:
 def main():
     p = parser(__doc__)
     p.add_argument("--shape", choices=("large", "history"), default="large")
+    p.add_argument("--source", help="a repository to clone and run on instead of a shape")
+    p.add_argument("--blame", help="the file blamed (default: the shape's, a source's largest)")
+    p.add_argument("--limits", type=int, nargs="+", metavar="MIB",
+                   help="the limits in MiB (0: none); default 256 512 1024 0")
     args = p.parse_args()
-    history = args.shape == "history"
+    history = args.shape == "history" and not args.source
     shape = (HISTORY_TINY if args.tiny else HISTORY_FULL) if history else \
         TINY if args.tiny else FULL
-    limits = ([(96 if history else 192) * MIB] if args.tiny
+    limits = ([m * MIB or UNLIMITED for m in args.limits] if args.limits
+              else [(96 if history else 192) * MIB] if args.tiny
               else [256 * MIB, 512 * MIB, 1024 * MIB, UNLIMITED])
     rows, data, notes = [], {}, []
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
         where = os.path.join(d, "repo")
-        repo = repogen.generate_history(where, shape) if history else \
-            repogen.generate_large(where, shape)
+        if args.source:
+            subprocess.run(["git", "clone", "-q", "--no-local", args.source, where], check=True)
+            repo = where
+        else:
+            repo = repogen.generate_history(where, shape) if history else \
+                repogen.generate_large(where, shape)
+        blamed = args.blame or (largest_file(repo) if args.source else
+                                "f0" if history else "large-0.txt")
         mib = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in
                   os.walk(os.path.join(repo, ".git")) for f in fs) / MIB
         pack = pack_it(repo)
@@ -156,7 +179,7 @@ def main():
             Command("clone (index-pack)", ("pack.threads", "core.deltaBaseCacheLimit"),
                     lambda s, lim: index_pack(pack, d, s, lim)),
             Command("blame", ("core.deltaBaseCacheLimit",),
-                    lambda s, lim: blame(repo, "f0" if history else "large-0.txt", s, lim)))
+                    lambda s, lim: blame(repo, blamed, s, lim)))
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
             got = chosen(repo, limit, 10 if args.tiny else 120)
@@ -183,7 +206,13 @@ def main():
                 data[name][command.name] = {
                     "defaults": before.__dict__, "git_tune": after.__dict__ if after else None,
                     "git_tune_no_limit": free.__dict__ if free else None}
-    if history:
+    if args.source:
+        commits = subprocess.run(["git", "-C", repo, "rev-list", "--count", "--all"],
+                                 stdout=subprocess.PIPE, text=True).stdout.strip()
+        notes.append(f"repository: a clone of {os.path.basename(os.path.abspath(args.source))} "
+                     f"({commits} commits, {mib:.0f} MiB in one pack), packed once more "
+                     f"(repack -ad, unconfined) before anything ran; blamed: {blamed}")
+    elif history:
         notes.append(f"repository: {shape.commits} commits each changing {shape.changed} words "
                      f"in every one of {shape.files} text files of {shape.size >> 10} KiB, "
                      f"{mib:.0f} MiB in one pack, packed once more (repack -ad, unconfined) "
@@ -196,9 +225,12 @@ def main():
     notes.append("the peak is git's largest resident set (wait4), the limit the cgroup's "
                  "(no swap)")
     notes.append("the delta base cache's curve and choice per limit: bench/basecache.py")
-    report("memory_history" if history else "memory",
+    name = os.path.basename(os.path.abspath(args.source)).removesuffix(".git") \
+        if args.source else ""
+    report(f"memory_{name}" if name else "memory_history" if history else "memory",
            "Repack, gc, clone and blame inside a memory limit: Git's defaults against "
-           "git-tune's values" + (", a long history of small objects" if history else ""),
+           "git-tune's values" + (f", a clone of {name}" if name else
+                                  ", a long history of small objects" if history else ""),
            ("limit", "command", "git-tune chose", "Git's defaults", "git-tune's values",
             "its values, no limit", "speed-up"),
            rows, data, args.tiny, notes)

@@ -371,6 +371,54 @@ def test_a_history_whose_packing_does_not_fit_is_found_and_the_value_fits_every_
     assert killed_on in runs, (killed_on, runs)
 
 
+@pytest.mark.parametrize("allowed_mib", [60, 150, 200, 260, 330, 400, 1000])
+def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
+    """Where the standing value does not fit, the search finds what trying every later
+    value in turn would (the first that fits: the first level with one, its largest),
+    running a level's largest, its smallest, and a bisection between: at most
+    2 + log2(sizes) runs a level, one where its smallest does not fit. The peaks are a
+    model in which the delta base cache fills the memory and the windows barely do (a
+    long history of small objects: git.git measured so), not git's."""
+    allowed = allowed_mib * MIB
+    values = packmem.candidates(512 * MIB, 4, 0, 96 * MIB)
+
+    def peak_of(v):
+        threads = int(v.get(packmem.THREADS, "4"))
+        bases = catalogue.parse_size(v.get(packmem.BASES, "96m"))
+        window = catalogue.parse_size(v.get(packmem.WINDOW, "256m"))
+        return 50 * MIB + threads * (2 * bases + window // 16)
+
+    ran = []
+
+    def make(runs):
+        def run(v):
+            ran.append(v)
+            r = peak.PeakRun(1.0, peak_of(v), 0, False, False, "", "")
+            runs[v.get(packmem.WINDOW, "default")] = r
+            if r.over(allowed):
+                raise planner.OverMemory("over")
+            return r.seconds
+        return run
+
+    search = packmem._Search(values)
+    fits = search.fit(make, "a part")
+    first = next((v for v in [{}] + values if peak_of(v) <= allowed), None)
+    assert fits == (first is not None) and search.value == first, (search.value, first)
+    if first is not None:
+        assert search.fitted is not None and search.fitted.peak == peak_of(first)
+    levels = search._levels_after(-1)
+    assert [v for level in levels for v in (values[i] for i in level)] == values
+    if first == {}:             # Git's defaults
+        most = 1
+    elif first is None:         # each level: its largest and its smallest
+        most = 1 + 2 * len(levels)
+    else:                       # where none fits, two runs; the last, bisected too
+        at = values.index(first)
+        most = 1 + sum(2 if at not in level else 2 + len(level).bit_length()
+                       for level in levels if level.start <= at)
+    assert len(ran) <= most <= 1 + len(values), (len(ran), most, len(values))
+
+
 # gc.bigPackThreshold: decided on the pack-objects run of gc's all-in-one repack.
 
 @pytest.fixture(scope="module")

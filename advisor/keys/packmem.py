@@ -18,14 +18,15 @@ A run that peaks above planner.memory_allowed (or is killed there) fails. Values
 in levels (candidates): sizes from the largest whose windows and cache the allowed
 memory holds, halved; the same with the delta base cache bounded by the size; then
 both with fewer threads. A value stands while every run of it fits; where one does
-not, the first later value that fits that sample is found (_Search.fit). Where Git's
-default fails and a value does not, that value is written whatever its speed. Where
-Git's defaults fit, nothing is timed further: a smaller window is faster only by
-finding fewer deltas (a larger pack), which these runs do not weigh.
+not, the largest later value that fits that sample is found in a few runs
+(_Search.fit). Where Git's default fails and a value does not, that value is written
+whatever its speed. Where Git's defaults fit, nothing is timed further: a smaller
+window is faster only by finding fewer deltas (a larger pack), which these runs do
+not weigh.
 """
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..decide import advice
 from . import basecache
@@ -250,7 +251,7 @@ def _settings(size: int) -> Dict[str, str]:
 
 class _Search:
     """Git's defaults, then the candidates in turn, on one sample after another: the
-    value standing runs on each sample, and where it does not fit, the first candidate
+    value standing runs on each sample, and where it does not fit, the largest candidate
     after it that does is found (fit). Git's default's first failure, and every run,
     are kept."""
 
@@ -274,24 +275,63 @@ class _Search:
             part: str = "") -> bool:
         """Whether a value fits the sample `make` runs (a runner factory taking the dict
         a value's first run is kept in); `part` names the history's part it packs, ""
-        for the largest objects. Where the value standing does not fit, the candidates
-        after it in turn, until one does. On the largest objects those bounding the
-        delta base cache are passed over: there the windows hold the memory, and the
-        few bases of a few objects do not (a run killed on large objects can take as
-        long as one that fits)."""
+        for the largest objects. Where the value standing does not fit, the largest
+        value after it that does, level by level (_largest_fitting). On the largest
+        objects the levels bounding the delta base cache are passed over: there the
+        windows hold the memory, and the few bases of a few objects do not (a run
+        killed on large objects can take as long as one that fits)."""
         if self.value is None:
             return False
         if self._fits(self.at, make, part):
             return True
         self.fitted = None
-        for at in range(self.at + 1, len(self.values)):
-            if not part and BASES in self.values[at]:
+        for level in self._levels_after(self.at):
+            if not part and BASES in self.values[level.start]:
                 continue
-            if self._fits(at, make, part):
-                self.at = at
+            if self._largest_fitting(level, make, part):
                 return True
         self.at = len(self.values)
         return False
+
+    def _levels_after(self, at: int) -> List[range]:
+        """The values after `at`, in runs of one level each (the same threads and the
+        same bound on the delta base cache, sizes largest first)."""
+        def level(v: Dict[str, str]) -> Tuple[Optional[str], bool]:
+            return (v.get(THREADS), BASES in v)
+        out: List[range] = []
+        start = at + 1
+        for i in range(start + 1, len(self.values) + 1):
+            if i == len(self.values) or level(self.values[i]) != level(self.values[start]):
+                out.append(range(start, i))
+                start = i
+        return out
+
+    def _largest_fitting(self, level: range,
+                         make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
+                         part: str) -> bool:
+        """Whether a value of `level` fits; the largest that does becomes the value
+        standing. Within a level a smaller size never needs more memory, so its
+        largest is run, then (where that did not fit) its smallest, which decides
+        whether any does, then a bisection between: a few runs where a run of a large
+        history part can take a minute. A value stands as soon as one of its runs
+        fits (every smaller part fits it too), so a budget that ends here leaves the
+        best found so far."""
+        lo, hi = level.start, level.stop - 1
+        for at in dict.fromkeys((lo, hi)):
+            if self._fits(at, make, part):
+                self.at = at
+                if at == lo:
+                    return True
+            elif at == hi:
+                return False
+        lo += 1                     # values[lo - 1] did not fit, values[hi] did
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._fits(mid, make, part):
+                self.at = hi = mid
+            else:
+                lo = mid + 1
+        return True
 
     def _fits(self, at: int, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
               part: str) -> bool:
