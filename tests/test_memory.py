@@ -375,10 +375,10 @@ def test_a_history_whose_packing_does_not_fit_is_found_and_the_value_fits_every_
 def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
     """Where the standing value does not fit, the search finds what trying every later
     value in turn would (the first that fits: the first level with one, its largest),
-    running a level's largest, its smallest, and a bisection between: at most
-    2 + log2(sizes) runs a level, one where its smallest does not fit. The peaks are a
-    model in which the delta base cache fills the memory and the windows barely do (a
-    long history of small objects: git.git measured so), not git's."""
+    running a level's two largest, its least, and a bisection between: three runs at
+    most where its least does not fit. The peaks are a model in which the delta base
+    cache fills the memory and the windows barely do (a long history of small objects:
+    git.git measured so), not git's."""
     allowed = allowed_mib * MIB
     values = packmem.candidates(512 * MIB, 4, 0, 96 * MIB)
 
@@ -410,11 +410,12 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
     assert [v for level in levels for v in (values[i] for i in level)] == values
     if first == {}:             # Git's defaults
         most = 1
-    elif first is None:         # each level: its largest and its smallest
-        most = 1 + 2 * len(levels)
-    else:                       # where none fits, two runs; the last, bisected too
+    elif first is None:         # each level: its two largest and its least
+        most = 1 + sum(min(3, len(level)) for level in levels)
+    else:                       # and the first level with one, bisected too
         at = values.index(first)
-        most = 1 + sum(2 if at not in level else 2 + len(level).bit_length()
+        most = 1 + sum(min(3, len(level)) if at not in level
+                       else min(len(level), 3 + len(level).bit_length())
                        for level in levels if level.start <= at)
     assert len(ran) <= most <= 1 + len(values), (len(ran), most, len(values))
 

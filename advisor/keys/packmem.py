@@ -310,21 +310,24 @@ class _Search:
                          make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
                          part: str) -> bool:
         """Whether a value of `level` fits; the largest that does becomes the value
-        standing. Within a level a smaller size never needs more memory, so its
-        largest is run, then (where that did not fit) its smallest, which decides
-        whether any does, then a bisection between: a few runs where a run of a large
-        history part can take a minute. A value stands as soon as one of its runs
-        fits (every smaller part fits it too), so a budget that ends here leaves the
-        best found so far."""
+        standing. Its two largest in turn, then its least, then a bisection between.
+        Within a level a smaller size never needs more memory, so where the least does
+        not fit none does, and a level whose sizes do not hold the memory (the windows,
+        where the delta base cache fills it) is left after three runs. Two first,
+        because a run that does not fit is killed early, one that fits runs whole, and
+        the largest that fits is most often one halving down. A value stands as soon as
+        one of its runs fits (every smaller part fits it too), so a budget that ends
+        here leaves the best found so far."""
         lo, hi = level.start, level.stop - 1
-        for at in dict.fromkeys((lo, hi)):
+        for at in dict.fromkeys((lo, min(lo + 1, hi), hi)):
             if self._fits(at, make, part):
                 self.at = at
-                if at == lo:
+                if at < hi:
                     return True
-            elif at == hi:
+                break
+            if at == hi:
                 return False
-        lo += 1                     # values[lo - 1] did not fit, values[hi] did
+        lo = min(lo + 2, hi)        # those above lo did not fit, values[hi] did
         while lo < hi:
             mid = (lo + hi) // 2
             if self._fits(mid, make, part):
