@@ -410,9 +410,13 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
         return Trial.not_run(WINDOW, f"Git's defaults do not fit ({search.default_error}), "
                              f"and no value was found that does{unpacked}{larger}", **facts)
     # Git's defaults do not fit, the value's runs did: that decides, whatever the speeds
-    # (no more runs are owed: a peak is the objects', not the moment's).
-    c = failed_comparison(WORKLOAD, {}, search.value, FAILS_DEFAULT, search.default_error,
-                          (search.fitted.seconds,), objects.objects)
+    # (no more runs are owed: a peak is the objects', not the moment's). Where the budget
+    # ended before the whole history, the reason says how far the value was tried.
+    tried = "" if reached and reached.whole else \
+        (f"; the value fitted {reached.named()}" if reached else "") + unpacked + larger
+    c = failed_comparison(WORKLOAD, {}, search.value, FAILS_DEFAULT,
+                          search.default_error + tried, (search.fitted.seconds,),
+                          objects.objects)
     return Trial(WINDOW, (c,), facts)
 
 
