@@ -19,11 +19,12 @@ The repository (--shape): `large`, many versions of two large text files and a b
 of small text files (repogen.LongHistory: 61,200 objects in 600 commits at full size),
 where the memory grows with the objects packed, not with the largest; or, with
 --source, a clone of a real repository (`git clone --no-local`; git's own history:
-`--source` a clone of github.com/git/git, `--limits 512`), its largest file blamed. It
-is packed once before anything runs, as a user's is. Needs root and a memory cgroup
-controller; without them only the unconfined rows are run.
+`--source` a clone of github.com/git/git, `--limits 512 --budget 600`), its largest file
+blamed. It is packed once before anything runs, as a user's is. Needs root and a memory
+cgroup controller; without them only the unconfined rows are run.
 
     python3 bench/memory.py [--tiny] [--shape large|history | --source REPO] [--limits MIB...]
+                            [--budget S] [--blame FILE]
 """
 import json
 import os
@@ -148,6 +149,7 @@ def main():
     p.add_argument("--shape", choices=("large", "history"), default="large")
     p.add_argument("--source", help="a repository to clone and run on instead of a shape")
     p.add_argument("--blame", help="the file blamed (default: the shape's, a source's largest)")
+    p.add_argument("--budget", type=float, help="recommend's budget (default 120, 10 --tiny)")
     p.add_argument("--limits", type=int, nargs="+", metavar="MIB",
                    help="the limits in MiB (0: none); default 256 512 1024 0")
     args = p.parse_args()
@@ -182,7 +184,7 @@ def main():
                     lambda s, lim: blame(repo, blamed, s, lim)))
         for limit in limits:
             name = "none" if limit == UNLIMITED else f"{limit // MIB} MiB"
-            got = chosen(repo, limit, 10 if args.tiny else 120)
+            got = chosen(repo, limit, args.budget or (10 if args.tiny else 120))
             if got is None:
                 notes.append(f"{name}: no memory cgroup could be made here (root and the "
                              "memory controller are needed); rows skipped")
