@@ -165,6 +165,9 @@ def main():
         if args.source:
             subprocess.run(["git", "clone", "-q", "--no-local", args.source, where], check=True)
             repo = where
+            commits = subprocess.run(["git", "-C", repo, "rev-list", "--count", "--all"],
+                                     stdout=subprocess.PIPE, text=True,
+                                     check=True).stdout.strip()
         else:
             repo = repogen.generate_history(where, shape) if history else \
                 repogen.generate_large(where, shape)
@@ -209,10 +212,8 @@ def main():
                     "defaults": before.__dict__, "git_tune": after.__dict__ if after else None,
                     "git_tune_no_limit": free.__dict__ if free else None}
     if args.source:
-        commits = subprocess.run(["git", "-C", repo, "rev-list", "--count", "--all"],
-                                 stdout=subprocess.PIPE, text=True).stdout.strip()
         notes.append(f"repository: a clone of {os.path.basename(os.path.abspath(args.source))} "
-                     f"({commits} commits, {mib:.0f} MiB in one pack), packed once more "
+                     f"({int(commits):,} commits, {mib:.0f} MiB in one pack), packed once more "
                      f"(repack -ad, unconfined) before anything ran; blamed: {blamed}")
     elif history:
         notes.append(f"repository: {shape.commits} commits each changing {shape.changed} words "
