@@ -357,6 +357,33 @@ class _Search:
         return fitted
 
 
+def _history(bench: Bench, search: _Search, allowed: int, within: str
+             ) -> Tuple[Optional[HistoryPart], int, str, str]:
+    """The history's parts run in what the budget leaves (a part cut there decides
+    nothing), smallest first, while a value fits: the largest part fitted (None where
+    none), the history's commits, and what the reasons add where it was not reached
+    (why not, and what would)."""
+    reached, commits = None, 0
+    unpacked = "; the budget ended before every object of the history was packed"
+    larger = "; a larger --budget would decide it"
+    try:
+        with planner.capped(bench, planner.share_of_left(bench, "history")):
+            parts = history_parts(bench.repo, bench.ws.root)
+            commits = parts[-1].of
+            partial = repo_probe.partial_clone(bench.repo)
+            for part in parts:
+                if not search.fit(lambda seen: history_runner(bench.repo, part, allowed,
+                                                              within, partial, seen),
+                                  part.named()):
+                    break
+                reached = part
+    except (gitbench.DeadlineReached, OutOfBudget):
+        pass
+    except MeasurementFailed as e:
+        unpacked, larger = f"; git could not pack the history here ({e})", ""
+    return reached, commits, unpacked, larger
+
+
 def trial(key: Key, bench: Bench) -> Optional[Trial]:
     if not bench.memory_limit:
         return Trial.not_run(WINDOW, "the memory this process may use could not be read")
@@ -372,26 +399,8 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     within = bench.memory_source
     with planner.within_budget(bench):
         search.fit(lambda seen: runner(bench.repo, objects, allowed, within, seen))
-    reached, parts = None, []
-    unpacked = "; the budget ended before every object of the history was packed"
-    larger = "; a larger --budget would decide it"
-    # The history's parts in what the budget leaves: a part cut there decides nothing.
-    try:
-        with planner.capped(bench, planner.share_of_left(bench, "history")):
-            parts = history_parts(bench.repo, bench.ws.root)
-            partial = repo_probe.partial_clone(bench.repo)
-            for part in parts:
-                if not search.fit(lambda seen: history_runner(bench.repo, part, allowed,
-                                                              within, partial, seen),
-                                  part.named()):
-                    break
-                reached = part
-    except (gitbench.DeadlineReached, OutOfBudget):
-        pass
-    except MeasurementFailed as e:
-        unpacked, larger = f"; git could not pack the history here ({e})", ""
-    facts = asdict(_facts(bench, objects, allowed, n_threads, search,
-                          parts[-1].of if parts else 0))
+    reached, commits, unpacked, larger = _history(bench, search, allowed, within)
+    facts = asdict(_facts(bench, objects, allowed, n_threads, search, commits))
     if search.value is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
