@@ -40,6 +40,7 @@ def same_file_system(a: str, b: str) -> bool:
     families = set(FS_MAGIC.values())
     return a == b or ((a in families or b in families) and fs_family(a) == fs_family(b))
 
+
 class Samples(TypedDict):
     """How many of each operation engine.latency() times."""
     samples: int

@@ -137,11 +137,10 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
                            repo.top, gitbench.config_env({}), hooks=False,
                            output=True, repo=repo).stdout
     # The largest `want` kept as the lines go by, not a sorted list of every object:
-    # git-tune's own memory counts against the container's limit too (on git.git's
-    # 419,403 objects this took 42 MiB off its peak, measured).
-    lines = (line.partition(" ") for line in io.StringIO(out))
-    chosen = heapq.nlargest(want, ((int(size), name.strip()) for size, _, name in lines
-                                   if size.isdigit() and name.strip()))
+    # git-tune's own memory counts against the container's limit too.
+    lines = (line.rstrip("\n").partition(" ") for line in io.StringIO(out))
+    chosen = heapq.nlargest(want, ((int(size), name) for size, _, name in lines
+                                   if size.isdigit() and name))
     del out
     if not chosen:
         raise MeasurementFailed("the repository has no objects to pack")
