@@ -24,7 +24,7 @@ import select
 import signal
 import subprocess
 import time
-from typing import Any, Dict, List, Mapping, Optional, Protocol
+from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Union
 
 from .errors import GitError
 
@@ -99,10 +99,11 @@ def repo_environ(repo: Located, env: Optional[Dict[str, str]] = None) -> Dict[st
 def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
         timeout: Optional[float] = 60, input: Optional[str] = None,
         check: bool = False, hooks: bool = False,
-        stdout: bool = True,
+        stdout: Union[bool, IO[str]] = True,
         repo: Optional[Located] = None) -> "subprocess.CompletedProcess[str]":
     """git ARGS; GitError if git is missing, or (check=True) exits non-zero.
-    stdout=False discards the output (a timed run must not wait on a pipe).
+    stdout=False discards the output (a timed run must not wait on a pipe); a file
+    receives it (the result's stdout is then None).
     env defaults to clean_environ(); repo (a located layout) names the user's
     repository explicitly, for every run that works on it."""
     if env is None:
@@ -116,7 +117,8 @@ def run(args: List[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]
     proc = start(["git", *args], cwd=cwd, env=env, text=True,
                  errors="surrogateescape", start_new_session=True,
                  stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                 stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+                 stdout=(stdout if not isinstance(stdout, bool) else
+                         subprocess.PIPE if stdout else subprocess.DEVNULL),
                  stderr=subprocess.PIPE)
     try:
         out, err = proc.communicate(input, timeout=timeout)

@@ -84,6 +84,45 @@ def test_a_runs_peak_is_gits_not_git_tunes(tmp_path):
     del held
 
 
+# Run inside a memory cgroup: hold HELD MiB, then a git whose child takes HOG MiB,
+# allowed ALLOWED MiB; print how it ended.
+_INSIDE = """
+import json, sys
+from git_tune.advisor.measure import gitbench, peak, planner
+held, hog, allowed = (int(a) << 20 for a in sys.argv[1:4])
+mine = b"x" * held
+r = peak.run(["-c", f"alias.hog=!python3 -c 'b = b\\"x\\" * {hog}'", "hog"], ".",
+             gitbench.config_env({}), allowed, 60)
+said = planner.how_it_did_not_fit(r, allowed) if r.over(allowed) else planner.how_it_fit(r, allowed)
+print(json.dumps({"limit": r.limit, "killed": r.killed_at_limit, "rc": r.returncode,
+                  "said": said}))
+"""
+
+
+@pytest.mark.parametrize("hog_mib, killed", [(120, True), (24, False)])
+def test_a_run_is_confined_to_what_the_container_has_left_beside_git_tune(tmp_path, hog_mib,
+                                                                         killed):
+    """git-tune's own memory counts against its container's limit: a run allowed half of
+    a 256 MiB limit, while the process that starts it holds 160 MiB, gets what is left
+    (about 96 MiB). A git that needs more is killed in its own group, not git-tune in
+    the container's; one that needs less ends whole."""
+    why = cgroups.unavailable(memory=True)
+    if why:
+        pytest.skip(why)
+    with cgroups.group(memory_max=256 * MIB) as g:
+        out = subprocess.run([sys.executable, "-c", _INSIDE, "160", str(hog_mib), "128"],
+                             cwd=tmp_path, preexec_fn=g.enter, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr       # the container's process lived
+    r = json.loads(out.stdout)
+    assert 0 < r["limit"] <= 96 * MIB, r
+    assert r["killed"] is killed, r
+    if killed:
+        assert "what the container had left beside git-tune's own memory" in r["said"], r
+    else:
+        assert r["rc"] == 0 and r["said"].startswith("peaked at"), r
+
+
 def _bench(tmp_path, repo: str, memory_limit: int) -> Bench:
     report = calibrate.probe_repository(repo, 10)
     layout = report.repository.layout

@@ -79,19 +79,15 @@ class TrialFacts:
     confined: str = ""              # "cgroup v1", "cgroup v2", "" (unconfined)
 
 
-def _git(repo: RepoLayout, args: List[str]) -> str:
-    return gitbench.run_git(args, repo.top, gitbench.config_env({}), hooks=False,
-                            output=True, repo=repo).stdout
-
-
-def delta_bases(repo: RepoLayout, beyond: int) -> Bases:
+def delta_bases(repo: RepoLayout, beyond: int, scratch: Optional[str] = None) -> Bases:
     """The blobs' delta bases (their bytes inflated), and the path with the most of them.
-    Paths are read (rev-list --objects) only where the bases exceed `beyond` bytes."""
+    Paths are read (rev-list --objects) only where the bases exceed `beyond` bytes; git's
+    listings go through `scratch` (gitbench.git_lines)."""
     size: Dict[str, int] = {}
     bases = set()
-    for line in _git(repo, ["cat-file", "--batch-all-objects",
-                            "--batch-check=%(objectname) %(objecttype) %(objectsize) "
-                            "%(deltabase)"]).splitlines():
+    for line in gitbench.git_lines(["cat-file", "--batch-all-objects",
+                                    "--batch-check=%(objectname) %(objecttype) "
+                                    "%(objectsize) %(deltabase)"], repo, scratch):
         parts = line.split()
         if len(parts) != 4 or parts[1] != "blob" or not parts[2].isdigit():
             continue
@@ -102,7 +98,7 @@ def delta_bases(repo: RepoLayout, beyond: int) -> Bases:
     if total <= beyond:
         return Bases(total)
     by_path: Dict[str, Tuple[int, int]] = {}
-    for line in _git(repo, ["rev-list", "--objects", "--all"]).splitlines():
+    for line in gitbench.git_lines(["rev-list", "--objects", "--all"], repo, scratch):
         oid, _, path = line.partition(" ")
         if path and oid in size:
             held, versions = by_path.get(path, (0, 0))
@@ -183,7 +179,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     # Speed is at stake where the bases exceed the default; memory where what the
     # default's cache may hold is half of what a run may use or more.
     with planner.within_budget(bench):
-        bases = delta_bases(bench.repo, min(default, allowed // 2))
+        bases = delta_bases(bench.repo, min(default, allowed // 2), bench.ws.root)
     if not bases.path:
         return Trial.not_run(KEY, f"Git's default ({default / MIB:.0f} MiB) holds every "
                              f"delta base the repository's blobs have "

@@ -25,7 +25,6 @@ window is faster only by finding fewer deltas (a larger pack), which these runs 
 not weigh.
 """
 import heapq
-import io
 import os
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Tuple
@@ -132,16 +131,12 @@ def sample(repo: RepoLayout, root: str, n_threads: int) -> Sample:
     repository has no objects."""
     window = config_int(repo, "pack.window") or DEFAULT_WINDOW
     want = WINDOWS_FILLED * (window + 1) * n_threads
-    out = gitbench.run_git(["cat-file", "--batch-all-objects",
-                            "--batch-check=%(objectsize) %(objectname)"],
-                           repo.top, gitbench.config_env({}), hooks=False,
-                           output=True, repo=repo).stdout
-    # The largest `want` kept as the lines go by, not a sorted list of every object:
-    # git-tune's own memory counts against the container's limit too.
-    lines = (line.rstrip("\n").partition(" ") for line in io.StringIO(out))
-    chosen = heapq.nlargest(want, ((int(size), name) for size, _, name in lines
+    lines = gitbench.git_lines(["cat-file", "--batch-all-objects",
+                                "--batch-check=%(objectsize) %(objectname)"], repo, root)
+    # The largest `want` kept as the lines go by, not a list of every object.
+    fields = (line.partition(" ") for line in lines)
+    chosen = heapq.nlargest(want, ((int(size), name) for size, _, name in fields
                                    if size.isdigit() and name))
-    del out
     if not chosen:
         raise MeasurementFailed("the repository has no objects to pack")
     path = os.path.join(root, "packmem-objects")
@@ -162,9 +157,8 @@ def history_parts(repo: RepoLayout, root: str) -> List[HistoryPart]:
     """The history's parts, smallest first: the oldest 1/2**HISTORY_HALVINGS of its
     commits, doubled up to the whole (parts of the same size once), each tip named in a
     file under `root`."""
-    commits = gitbench.run_git(["rev-list", "--all", "--reverse", "--topo-order"],
-                               repo.top, gitbench.config_env({}), hooks=False,
-                               output=True, repo=repo).stdout.split()
+    commits = [c for c in gitbench.git_lines(["rev-list", "--all", "--reverse",
+                                              "--topo-order"], repo, root) if c]
     parts: List[HistoryPart] = []
     for halvings in range(HISTORY_HALVINGS, 0, -1):
         k = len(commits) >> halvings

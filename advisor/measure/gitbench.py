@@ -13,9 +13,10 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import (Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple,
+from typing import (IO, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple,
                     TypeAlias, Union)
 
 from ... import git
@@ -97,7 +98,7 @@ def time_left() -> float:
 
 def run_git(args: List[str], cwd: str, env: Dict[str, str], timeout: Optional[float] = None,
             hooks: bool = True, input: Optional[str] = None,
-            output: bool = False, repo: Optional[RepoLayout] = None,
+            output: Union[bool, IO[str]] = False, repo: Optional[RepoLayout] = None,
             ok: Tuple[int, ...] = (0,)) -> "subprocess.CompletedProcess[str]":
     """A git run that is part of a measurement (hooks=True: what git would run, runs) or
     git-tune's own bookkeeping (hooks=False: the repository's hooks are not run; only
@@ -121,6 +122,20 @@ def run_git(args: List[str], cwd: str, env: Dict[str, str], timeout: Optional[fl
     if proc.returncode not in ok:
         raise MeasurementFailed(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
     return proc
+
+
+def git_lines(args: List[str], repo: RepoLayout, scratch: Optional[str] = None
+              ) -> Iterator[str]:
+    """The lines of bookkeeping `git ARGS` in `repo` (run_git with hooks=False, Git's
+    defaults), read one by one from an anonymous file in `scratch` (the system's
+    temporary directory where None), never held whole: git-tune's own memory counts
+    against a container's limit with git's, and a listing of every object in a large
+    history runs to tens of MiB."""
+    with tempfile.TemporaryFile("w+", dir=scratch, errors="surrogateescape") as out:
+        run_git(args, repo.top, config_env({}), hooks=False, output=out, repo=repo)
+        out.seek(0)
+        for line in out:
+            yield line.rstrip("\n")
 
 
 _after_run: contextvars.ContextVar[Optional[Callable[[], None]]] = contextvars.ContextVar(

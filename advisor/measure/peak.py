@@ -37,6 +37,7 @@ class PeakRun:
     timed_out: bool
     confined: str             # "cgroup v1", "cgroup v2", or "" (unconfined)
     stderr: str
+    limit: int = 0            # bytes its cgroup was limited to (0: unconfined)
 
     def over(self, allowed: int) -> bool:
         """Whether the run did not fit `allowed` bytes. Confined to them, the kernel
@@ -49,10 +50,14 @@ class PeakRun:
 
 
 class Confinement:
-    """A memory cgroup of its own for one run (make() returns None where none can be made)."""
+    """A memory cgroup of its own for one run (make() returns None where none can be made).
 
-    def __init__(self, path: str, version: int) -> None:
-        self.path, self.version = path, version
+    Its limit is the one asked for, or less where a limit above it leaves less: what
+    git-tune itself and whatever runs beside it in the container hold counts there too,
+    and the kernel must kill the run in its own group, not git-tune in the container's."""
+
+    def __init__(self, path: str, version: int, limit: int = 0) -> None:
+        self.path, self.version, self.limit = path, version, limit
 
     @classmethod
     def make(cls, limit: int) -> Optional["Confinement"]:
@@ -62,7 +67,10 @@ class Confinement:
                 os.mkdir(path)
             except OSError:
                 continue
-            c = cls(path, version)
+            room = room_below(version, parent)
+            if room is not None:
+                limit = max(PAGE, min(limit, room - RESERVE))
+            c = cls(path, version, limit)
             try:
                 c._write("memory.limit_in_bytes" if version == 1 else "memory.max", str(limit))
                 if version == 1:
@@ -117,6 +125,60 @@ class Confinement:
                 return
             except OSError:
                 time.sleep(0.01)
+
+
+PAGE = 4096
+UNLIMITED_FROM = 1 << 60        # v1 writes "no limit" as LONG_MAX rounded to a page
+# Kept back from the room a limit above leaves: pages a run uses but the group above is
+# charged for (the binaries and libraries git maps are charged where they were first
+# read), its page tables, and the charges each CPU holds in advance. Without it a run
+# allowed the whole room fills the group above with its own, and the kernel may kill
+# there: a run that reads files this process read first (a python3 started by a git
+# alias) took the group above to its limit with 1 MiB kept back, never with 4.
+RESERVE = 8 << 20
+
+
+def room_below(version: int, own: str) -> Optional[int]:
+    """Bytes a new memory cgroup below `own` (of cgroup `version`) can be charged before
+    a limit on `own` or above it is reached: the least, over those groups, of the limit
+    less what is held there (_held). None where no limit applies or none can be read."""
+    top = os.path.join(CGROUP_ROOT, "memory") if version == 1 else CGROUP_ROOT
+    least: Optional[int] = None
+    group = os.path.normpath(own)
+    while group.startswith(top + os.sep):
+        if version == 1 and _read(group, "memory.use_hierarchy") != "1":
+            break           # the groups above do not count what is below this one
+        limit = _read(group, "memory.limit_in_bytes" if version == 1 else "memory.max")
+        if limit and limit.isdigit() and int(limit) < UNLIMITED_FROM:
+            room = int(limit) - _held(group, version)
+            least = room if least is None else min(least, room)
+        group = os.path.dirname(group)
+    return least
+
+
+def _held(group: str, version: int) -> int:
+    """Bytes charged to `group` that the kernel cannot take back before it kills: all
+    but the file pages no process maps (those it drops first)."""
+    prefix = "total_" if version == 1 else ""
+    stat: Dict[str, int] = {}
+    for line in (_read(group, "memory.stat") or "").splitlines():
+        name, _, value = line.partition(" ")
+        if value.isdigit():
+            stat[name] = int(value)
+    used = _read(group, "memory.usage_in_bytes" if version == 1 else "memory.current")
+    if not used or not used.isdigit():
+        return 0
+    mapped = stat.get(prefix + ("mapped_file" if version == 1 else "file_mapped"), 0)
+    files = stat.get(prefix + "active_file", 0) + stat.get(prefix + "inactive_file", 0)
+    return max(0, int(used) - max(0, files - mapped))
+
+
+def _read(group: str, name: str) -> Optional[str]:
+    try:
+        with open(os.path.join(group, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def _own_cgroups() -> Iterator[Tuple[int, str]]:
@@ -188,13 +250,13 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
             # The spawner and git were killed together: at the deadline, or by the kernel
             # at the limit (the spawner is inside it too).
             return PeakRun(time.perf_counter() - started, 0, -signal.SIGKILL, killed,
-                           expired, _confined(confine), stderr)
+                           expired, _confined(confine), stderr, _limit(confine))
         status, maxrss_kib, seconds = int(said[0]), int(said[1]), float(said[2])
         returncode = os.waitstatus_to_exitcode(status)
         if returncode == peakspawn.CANNOT_RUN and peakspawn.CANNOT_RUN_SAID in stderr:
             raise GitError("git is not installed (no 'git' on PATH)")
         return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired,
-                       _confined(confine), stderr)
+                       _confined(confine), stderr, _limit(confine))
 
 
 def _wait_or_kill(proc: "subprocess.Popen[bytes]", timeout: float) -> bool:
@@ -212,3 +274,7 @@ def _wait_or_kill(proc: "subprocess.Popen[bytes]", timeout: float) -> bool:
 
 def _confined(confine: Optional[Confinement]) -> str:
     return f"cgroup v{confine.version}" if confine else ""
+
+
+def _limit(confine: Optional[Confinement]) -> int:
+    return confine.limit if confine else 0

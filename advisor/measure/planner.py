@@ -535,7 +535,10 @@ def how_it_fit(r: peak.PeakRun, allowed: int) -> str:
     set counts the pack files git maps, pages dropped under the limit: PeakRun.over)."""
     if r.peak <= allowed or not r.confined:
         return f"peaked at {r.peak / MIB:.0f} MiB of the {allowed / MIB:.0f} MiB a run may use"
-    return (f"ended whole confined to the {allowed / MIB:.0f} MiB a run may use (its "
+    within = (f"the {allowed / MIB:.0f} MiB" if not 0 < r.limit < allowed else
+              f"{r.limit / MIB:.0f} MiB (what the container had left) of the "
+              f"{allowed / MIB:.0f} MiB")
+    return (f"ended whole confined to {within} a run may use (its "
             f"resident set peaked at {r.peak / MIB:.0f} MiB, the pack files git maps "
             "included, pages the kernel drops under the limit rather than kill git)")
 
@@ -546,6 +549,17 @@ def memory_here(host: "HostFacts") -> Tuple[int, str]:
     if host.memory_limit:
         return memory_allowed(host.memory_limit), "the cgroup's memory limit"
     return memory_allowed(host.memory_available), "the host's available memory"
+
+
+def how_it_did_not_fit(r: peak.PeakRun, allowed: int) -> str:
+    """How run r did not fit `allowed` bytes."""
+    if not r.killed_at_limit:
+        return f"peaked at {r.peak / MIB:.0f} MiB, above the {allowed / MIB:.0f} MiB a run may use"
+    if r.limit < allowed:
+        return (f"was killed by the kernel at {r.limit / MIB:.0f} MiB, what the container "
+                f"had left beside git-tune's own memory of the {allowed / MIB:.0f} MiB a "
+                "run may use")
+    return f"was killed by the kernel at the {allowed / MIB:.0f} MiB a run may use"
 
 
 class OverMemory(MeasurementFailed):
@@ -574,10 +588,7 @@ def memory_runner(what: str, args: List[str], repo: "RepoLayout", allowed: int, 
         if r.timed_out:
             raise gitbench.DeadlineReached(f"{what}: stopped at the deadline")
         if r.over(allowed):
-            how = "killed by the kernel at" if r.killed_at_limit else \
-                f"peaked at {r.peak / MIB:.0f} MiB, above"
-            raise OverMemory(f"{what} {how} the {allowed / MIB:.0f} MiB a run may use "
-                             f"({MEMORY_SHARE:.0%} of {within})")
+            raise OverMemory(f"{what} {how_it_did_not_fit(r, allowed)} ({MEMORY_SHARE:.0%} of {within})")
         if r.returncode != 0:
             raise MeasurementFailed(f"{what} failed: {r.stderr.strip()[:300]}")
         return r.seconds
