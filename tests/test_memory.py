@@ -123,13 +123,14 @@ def test_a_run_is_confined_to_what_the_container_has_left_beside_git_tune(tmp_pa
         assert r["rc"] == 0 and r["said"].startswith("peaked at"), r
 
 
-def _bench(tmp_path, repo: str, memory_limit: int) -> Bench:
+def _bench(tmp_path, repo: str, memory_limit: int, workload: str = "mixed") -> Bench:
     report = calibrate.probe_repository(repo, 10)
     layout = report.repository.layout
     budget = budget_plan.Budget(60)
     b = Bench(gitbench.Workspace(layout, str(tmp_path / "ws")),
               repo_probe.tracked_sample(layout, n=10 ** 9), 2, "local-ssd", report.git,
-              Options(budget=60), budget, online_cpus=2, memory_limit=memory_limit,
+              Options(budget=60, workload=workload), budget, online_cpus=2,
+              memory_limit=memory_limit,
               memory_source="a test's limit")
     os.makedirs(b.ws.root, exist_ok=True)
     return b
@@ -332,6 +333,39 @@ def test_a_delta_base_cache_is_compared_with_real_git_where_bases_exceed_the_def
     assert (len(t.main.times_default) >= stats.CLEAR_RUNS
             or t.main.stopped == ab.STOPPED_SLOWER
             and len(t.main.times_default) >= ab.EARLY_RUNS), t.main
+    # Faster there, the same size is timed on index-pack too (mixed weighs clones).
+    faster = not t.main.fails and t.main.estimate.verdict == stats.FASTER
+    assert [c.workload for c in t.comparisons] == (["history", "clone"] if faster
+                                                   else ["history"]), t.comparisons
+    assert all(c.candidate == t.main.candidate for c in t.comparisons)
+
+
+def test_a_delta_base_cache_is_timed_on_index_pack_where_the_profile_weighs_clones(
+        tmp_path, history_repo):
+    """A size faster for git log -p is timed against Git's default on index-pack too,
+    where the profile weighs clones (mixed, ci), on the sample pack pack.threads times
+    (made once a calibration); where it does not (interactive), nothing more is run."""
+    cand = {basecache.KEY: "2m"}
+    bench = _bench(tmp_path / "mixed", history_repo, 1 << 30)
+    (c,) = basecache.on_index_pack(bench, cand)
+    assert c.workload == "clone" and c.candidate == cand and not c.fails, c
+    assert c.times_default and c.times_candidate, c
+    made = dict(bench.made)
+    assert list(made) == ["index-pack's pack"] and os.path.exists(made["index-pack's pack"][0])
+    # The second key to ask gets the same pack, not another.
+    assert basecache.pack.pack_for(bench) == made["index-pack's pack"]
+    interactive = _bench(tmp_path / "interactive", history_repo, 1 << 30, "interactive")
+    assert basecache.on_index_pack(interactive, cand) == () and not interactive.made
+
+
+def test_under_a_profile_that_weighs_clones_only_the_cache_is_timed_on_index_pack(
+        tmp_path, history_repo, monkeypatch):
+    """ci weighs clones, not reading history: the sizes are timed on index-pack."""
+    monkeypatch.setattr(basecache, "default_bytes", lambda: MIB)
+    bench = _bench(tmp_path, history_repo, 1 << 30, "ci")
+    t = basecache.trial(catalogue.lookup(basecache.KEY), bench)
+    assert [c.workload for c in t.comparisons] == ["clone"], t
+    assert catalogue.parse_size(t.main.candidate[basecache.KEY]) >= 2 * MIB, t.main
 
 
 def test_the_larger_cache_holds_the_bases_and_fits_every_index_pack_thread():

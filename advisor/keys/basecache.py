@@ -19,8 +19,13 @@ own where the kernel lets one be made:
   base before its reuse);
 - else the cache that holds the path's bases (a power-of-two multiple of the default) is
   compared with Git's default, where it fits the allowed memory once for every thread
-  index-pack would start (builtin/index-pack.c holds the limit per thread); it is set
-  where real git was faster beyond noise and none of its runs peaked above the allowance.
+  index-pack would start (builtin/index-pack.c holds the limit per thread). Where real
+  git was faster beyond noise and the profile weighs clones, the same size is compared
+  with the default on index-pack of pack.pack_for's pack (each thread resolves deltas
+  through its own cache): a size that reads history faster can index a pack slower, and
+  advice.weighed keeps the default where either comparison is slower beyond noise.
+  A profile that weighs clones but not reading history (ci) has the sizes timed on
+  index-pack alone.
 """
 import statistics
 from dataclasses import asdict, dataclass
@@ -51,6 +56,7 @@ BISECT_STEPS = 2            # between the largest halving that fits and the one 
 # sizes near the curve's floor differ by less than one run's noise.
 QUICK_ROUNDS = 2
 TRIAL_RANK = 2
+CLONE = "clone"             # index-pack: the profiles' clone workload
 WHAT = {WORKLOAD: "git log -p of the path whose history has the most delta bases "
                   "(what log -p and blame of a large file read)"}
 
@@ -269,18 +275,43 @@ def _fastest_fitting(bench: Bench, run: gitbench.Runner, seen: Dict[str, peak.Pe
 def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbench.Runner,
             warm: Optional[float], facts: Callable[[], Dict[str, Any]], default_run: peak.PeakRun
             ) -> Trial:
-    """Git's default fits: where the bases exceed it and the profile weighs reading
-    history, the sizes of quick_pass() in QUICK_ROUNDS rounds, then the fastest by its
-    median against Git's default by the usual interleaved runs. A size that failed once
-    is not run again."""
+    """Git's default fits: where the bases exceed it, the sizes of quick_pass() in
+    QUICK_ROUNDS rounds on what the profile weighs (git log -p where it weighs reading
+    history, else index-pack where it weighs clones), then the fastest by its median
+    against Git's default by the usual interleaved runs. A size that failed once is not
+    run again."""
     fits = (f"Git's default fits: git log -p of {bases.path} "
             + planner.how_it_fit(default_run, allowed))
     if bases.total <= default_bytes():
         return Trial.not_run(KEY, f"{fits}, and its cache holds every delta base")
+    workload = WORKLOAD
+    files_read: Optional[int] = bases.versions      # the versions log -p reads
     if not bench.counts(WORKLOAD):
-        return Trial.not_run(KEY, f"the {bench.options.workload} profile does not weigh "
-                             "reading history (git log -p, blame)")
-    sizes = quick_pass(bases, allowed, threads)
+        if not bench.counts(CLONE):
+            return Trial.not_run(KEY, f"the {bench.options.workload} profile weighs neither "
+                                 "reading history (git log -p, blame) nor clones")
+        try:
+            run, warm = _index_pack(bench)
+        except (OutOfBudget, MeasurementFailed, gitbench.DeadlineReached) as e:
+            return Trial.not_run(KEY, f"no index-pack to time ({e or 'the budget ended'})")
+        workload, files_read = CLONE, None
+    worked, errors = _quick_pass_times(bench, quick_pass(bases, allowed, threads), run)
+    if not worked:
+        return Trial.not_run(KEY, f"no size beside Git's default ran within the "
+                             f"{allowed / MIB:.0f} MiB a run may use: "
+                             + "; ".join(errors.values()))
+    cand = _setting(min(worked, key=lambda size: worked[size]))
+    c = bench.ab(workload, {}, cand, lambda: run({}), lambda: run(cand),
+                 files=files_read, warm_default=warm)
+    faster = not c.fails and c.estimate is not None and c.estimate.verdict == stats.FASTER
+    more = on_index_pack(bench, cand) if faster and workload == WORKLOAD else ()
+    return Trial(KEY, (c,) + more, facts())
+
+
+def _quick_pass_times(bench: Bench, sizes: List[int], run: gitbench.Runner
+                      ) -> Tuple[Dict[int, float], Dict[int, str]]:
+    """Each size's median of QUICK_ROUNDS runs (every other round in reverse order), and
+    the error of each size that failed (not run again)."""
     runs: Dict[int, List[float]] = {size: [] for size in sizes}
     errors: Dict[int, str] = {}
     with planner.within_budget(bench):
@@ -294,14 +325,32 @@ def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbenc
                 else:
                     runs[size].append(t)
     worked = {size: statistics.median(t) for size, t in runs.items() if size not in errors}
-    if not worked:
-        return Trial.not_run(KEY, f"no size beside Git's default ran within the "
-                             f"{allowed / MIB:.0f} MiB a run may use: "
-                             + "; ".join(errors.values()))
-    cand = _setting(min(worked, key=lambda size: worked[size]))
-    c = bench.ab(WORKLOAD, {}, cand, lambda: run({}), lambda: run(cand),
-                 files=bases.versions, warm_default=warm)
-    return Trial(KEY, (c,), facts())
+    return worked, errors
+
+
+def _index_pack(bench: Bench) -> Tuple[gitbench.Runner, float]:
+    """index-pack of pack.pack_for's pack (each of its threads resolves deltas through
+    a cache of its own: what clone and fetch spend their CPU on), and its first run's
+    seconds (the pack read into the cache)."""
+    with planner.within_budget(bench):
+        packfile, _ = pack.pack_for(bench)
+        run = pack.index_pack(packfile, bench.ws.root)
+        return run, run({})
+
+
+def on_index_pack(bench: Bench, cand: Dict[str, str]) -> Tuple[Comparison, ...]:
+    """`cand`, faster for reading history, against Git's default on index-pack
+    (_index_pack) where the profile weighs clones: it may be slower there. () where it
+    does not, or the budget or git does not let it run."""
+    if not bench.counts(CLONE):
+        return ()
+    try:
+        run, warm = _index_pack(bench)
+        with planner.within_budget(bench):
+            return (bench.ab(CLONE, {}, cand, lambda: run({}), lambda: run(cand),
+                             warm_default=warm),)
+    except (OutOfBudget, MeasurementFailed, gitbench.DeadlineReached):
+        return ()
 
 
 def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
@@ -311,7 +360,9 @@ def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
     f = t.facts_as(TrialFacts)
     return advice.weighed(key, t, weights, t.main.candidate[KEY],
                           {WORKLOAD: f"git log -p of {f.path} ({f.path_bytes / MIB:.0f} "
-                                     "MiB of delta bases: what log -p and blame of it read)"},
+                                     "MiB of delta bases: what log -p and blame of it read)",
+                           CLONE: "git index-pack (what clone and fetch resolve deltas "
+                                  "with, a cache per thread)"},
                           {"peaks": f.peaks, "allowed": f.allowed,
                            "base_bytes": f.base_bytes})
 

@@ -56,11 +56,16 @@ IDX_V2 = b"\377tOc"
 HASH_BYTES = {"sha1": 20, "sha256": 32}
 
 
-def _pack_for(bench: Bench) -> Tuple[str, str]:
+def pack_for(bench: Bench) -> Tuple[str, str]:
     """The pack index-pack is timed on and what it is: the repository's largest pack
     where it holds no more objects than a sample, else a sample pack made in the
-    scratch directory. OutOfBudget where making one outlasts its share of the budget,
-    MeasurementFailed where git packs nothing."""
+    scratch directory, once per calibration (planner.made_once). OutOfBudget where
+    making one outlasts its share of the budget, MeasurementFailed where git packs
+    nothing."""
+    return planner.made_once(bench, "index-pack's pack", lambda: _pack_for(bench))
+
+
+def _pack_for(bench: Bench) -> Tuple[str, str]:
     packs = repo_probe.pack_files(bench.ws.layout)
     largest = max(packs, key=os.path.getsize) if packs else None
     total = _objects_in(largest) if largest else None
@@ -172,7 +177,7 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     if len(counts) < 2:
         return Trial.not_run(KEY, "one CPU to use, so there is no thread count to choose")
     try:
-        pack, what = _pack_for(bench)
+        pack, what = pack_for(bench)
     except MeasurementFailed as e:
         return Trial.not_run(KEY, f"no pack to time ({e})")
     run = index_pack(pack, bench.ws.root)

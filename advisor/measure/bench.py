@@ -104,6 +104,9 @@ class Bench:
     graced: bool = False
     # This host's prices (planner.prices), measured on the first trial that asks.
     prices: Optional[Prices] = None
+    # What more than one key times on, made once per calibration by the first that asks
+    # (planner.made_once): name -> what was made. Shared by a bench's copies.
+    made: Dict[str, Any] = field(default_factory=dict)
     # Bytes this process may use (the cgroup's memory limit, else the host's available
     # memory; 0: not known) and which of the two it is.
     memory_limit: int = 0

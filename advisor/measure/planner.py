@@ -26,7 +26,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Optional, Set,
-                    Tuple)
+                    Tuple, TypeVar)
 
 from . import budget as budget_plan, gitbench, peak
 from .ab import STOPPED_SLOWER, OutOfBudget, full_seconds, longest_run
@@ -125,6 +125,18 @@ def prices(bench: "Bench", least: int) -> Prices:
         bench.prices = _measured(bench, least)
     bench.budget.tick("prices")
     return bench.prices
+
+
+T = TypeVar("T")
+
+
+def made_once(bench: "Bench", name: str, make: Callable[[], T]) -> T:
+    """What `make` makes, made on the first call of a calibration and kept (a fixed cost
+    two keys share: a sample pack both index-pack trials time on)."""
+    if name not in bench.made:
+        bench.made[name] = make()
+    made: T = bench.made[name]
+    return made
 
 
 def _measured(bench: "Bench", least: int) -> Prices:
