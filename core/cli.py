@@ -157,7 +157,11 @@ def probe(repo: Optional[str], thorough: bool, as_json: bool) -> None:
     """Report the host, its storage, the cache state, git and the repository."""
     from .views import probe_view
     from .probes.report import probe as run_probe
-    emit(run_probe(repo, thorough=thorough).to_dict(), as_json, probe_view, "probe")
+    from .advisor.measure import peaks_seen
+    report = run_probe(repo, thorough=thorough)
+    seen = peaks_seen.largest(report)
+    emit({**report.to_dict(), "measured_peak": seen.to_dict() if seen else None}, as_json,
+         probe_view, "probe")
 
 
 class Finite(click.ParamType):  # type: ignore[type-arg]

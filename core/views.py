@@ -45,6 +45,12 @@ def probe_view(r: Json) -> str:
            f"{h['effective_cores']} usable; {size(h['memory_total'])} memory, "
            f"{size(h['memory_available'])} available; load {h['load_average'][0]}"]
     out += [f"            note: {n}" for n in h["notes"]]
+    peak = r.get("measured_peak")
+    if peak:
+        ran = "Git's defaults" if peak["value"] == "default" else f"{peak['key']}={peak['value']}"
+        of = f" of the {size(peak['limit'])} it could use" if peak["limit"] else ""
+        out.append(f"Memory      git's largest measured peak here: {size(peak['peak'])}{of} "
+                   f"({peak['command']}, {ran})")
     rep = r["repository"]
     if rep:
         ix = rep["index"]

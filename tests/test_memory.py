@@ -180,7 +180,16 @@ def test_in_a_memory_cgroup_defaults_are_killed_and_the_values_written_fit(large
                                           "--json", "--budget", "60", "--scope", "local"],
                               preexec_fn=g.enter, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=600)
+        again = subprocess.run(GIT_TUNE + ["probe", "--repo", repo, "--json"],
+                               preexec_fn=g.enter, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=600)
     assert auto.returncode == 0, auto.stderr
+    # probe shows the largest peak the calibration measured: none before it, one after.
+    assert json.loads(probe.stdout)["measured_peak"] is None
+    peak_seen = json.loads(again.stdout)["measured_peak"]
+    assert peak_seen["peak"] > 0 and peak_seen["limit"] == limit, peak_seen
+    assert peak_seen["workload"] == "ci" and peak_seen["key"] in (
+        basecache.KEY, packmem.WINDOW, bigpack.KEY), peak_seen
     keys = {k["key"]: k for k in json.loads(auto.stdout)["recommendation"]["keys"]}
     window, cache = keys["pack.windowMemory"], keys["pack.deltaCacheSize"]
     assert window["status"] == "set" and cache["status"] == "set", window
