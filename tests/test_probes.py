@@ -246,7 +246,7 @@ def test_cli_probe_json_schema_and_exit_codes(small_repo):
     data = json.loads(res.stdout)
     assert data["schema"] == "git-tune-probe/1"
     assert set(data) == {"schema", "git_tune_version", "path", "host", "repository", "storage",
-                         "same_file_system", "cache", "git", "timings", "notes"}
+                         "same_file_system", "cache", "git", "timings", "notes", "measured_peak"}
     res = runner.invoke(cli, ["probe", "--repo", str(small_repo / "nope")])
     assert res.exit_code == 2 and "does not exist" in res.stderr
 
