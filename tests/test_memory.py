@@ -453,14 +453,13 @@ def test_a_history_whose_packing_does_not_fit_is_found_and_the_value_fits_every_
     assert killed_on in runs, (killed_on, runs)
 
 
-@pytest.mark.parametrize("allowed_mib", [60, 150, 200, 260, 330, 400, 1000])
+@pytest.mark.parametrize("allowed_mib", [60, 150, 200, 260, 330, 400, 820, 824, 1000])
 def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
     """Where the standing value does not fit, the search finds what trying every later
-    value in turn would (the first that fits: the first level with one, its largest),
-    running a level's two largest, its least, and a bisection between: three runs at
-    most where its least does not fit. The peaks are a model in which the delta base
-    cache fills the memory and the windows barely do (a long history of small objects:
-    git.git measured so), not git's."""
+    value in turn would (_first_fitting), running a level's two largest, its least, and
+    a bisection between: three runs at most where its least does not fit. The peaks
+    are a model in which the delta base cache fills the memory and the windows barely
+    do (a long history of small objects: git.git measured so), not git's."""
     allowed = allowed_mib * MIB
     values = packmem.candidates(512 * MIB, 4, 0, 96 * MIB)
 
@@ -484,22 +483,46 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
 
     search = packmem._Search(values)
     fits = search.fit(make, "a part")
-    first = next((v for v in [{}] + values if peak_of(v) <= allowed), None)
+    levels = search._levels_after(-1)
+    assert [v for level in levels for v in (values[i] for i in level)] == values
+    first = _first_fitting(values, levels, lambda v: peak_of(v) <= allowed)
     assert fits == (first is not None) and search.value == first, (search.value, first)
     if first is not None:
         assert search.fitted is not None and search.fitted.peak == peak_of(first)
-    levels = search._levels_after(-1)
-    assert [v for level in levels for v in (values[i] for i in level)] == values
+    # Runs: each level before the one decided, its two largest and its least; the
+    # level decided, bisected too; the level after it where that is its bounded twin
+    # and was searched first with nothing fitting, its three.
     if first == {}:             # Git's defaults
         most = 1
-    elif first is None:         # each level: its two largest and its least
+    elif first is None:
         most = 1 + sum(min(3, len(level)) for level in levels)
-    else:                       # and the first level with one, bisected too
-        at = values.index(first)
-        most = 1 + sum(min(3, len(level)) if at not in level
-                       else min(len(level), 3 + len(level).bit_length())
-                       for level in levels if level.start <= at)
+    else:
+        k = next(i for i, level in enumerate(levels) if values.index(first) in level)
+        most = (1 + sum(min(3, len(level)) for level in levels[:k])
+                + min(len(levels[k]), 3 + len(levels[k]).bit_length())
+                + (min(3, len(levels[k + 1])) if k + 1 < len(levels) else 0))
     assert len(ran) <= most <= 1 + len(values), (len(ran), most, len(values))
+
+
+def _first_fitting(values, levels, fits):
+    """What the search must find, by trying every value: Git's defaults, else the
+    first level with a value that fits, its largest; but where that level's two largest
+    do not fit and the next level is it with the delta base cache bounded, that level's
+    largest that fits, where one does."""
+    if fits({}):
+        return {}
+    for i, level in enumerate(levels):
+        mine = [values[j] for j in level]
+        fitting = [v for v in mine if fits(v)]
+        if not fitting:
+            continue
+        nxt = [values[j] for j in levels[i + 1]] if i + 1 < len(levels) else []
+        twin = (nxt and packmem.BASES not in mine[0] and packmem.BASES in nxt[0]
+                and mine[0].get(packmem.THREADS) == nxt[0].get(packmem.THREADS))
+        if twin and len(mine) >= 3 and not fits(mine[0]) and not fits(mine[1]):
+            return next((v for v in nxt if fits(v)), fitting[0])
+        return fitting[0]
+    return None
 
 
 # gc.bigPackThreshold: decided on the pack-objects run of gc's all-in-one repack.

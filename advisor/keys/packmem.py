@@ -280,13 +280,21 @@ class _Search:
         if self._fits(self.at, make, part):
             return True
         self.fitted = None
-        for level in self._levels_after(self.at):
+        levels = self._levels_after(self.at)
+        for i, level in enumerate(levels):
             if not part and BASES in self.values[level.start]:
                 continue
-            if self._largest_fitting(level, make, part):
+            twin = levels[i + 1] if part and i + 1 < len(levels) and \
+                self._bounded_twin(level, levels[i + 1]) else None
+            if self._largest_fitting(level, make, part, twin):
                 return True
         self.at = len(self.values)
         return False
+
+    def _bounded_twin(self, level: range, after: range) -> bool:
+        """Whether `after` is `level` with the delta base cache bounded (same threads)."""
+        a, b = self.values[level.start], self.values[after.start]
+        return BASES not in a and BASES in b and a.get(THREADS) == b.get(THREADS)
 
     def _levels_after(self, at: int) -> List[range]:
         """The values after `at`, in runs of one level each (the same threads and the
@@ -303,7 +311,7 @@ class _Search:
 
     def _largest_fitting(self, level: range,
                          make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
-                         part: str) -> bool:
+                         part: str, twin: Optional[range] = None) -> bool:
         """Whether a value of `level` fits; the largest that does becomes the value
         standing. Its two largest in turn, then its least, then a bisection between.
         Within a level a smaller size never needs more memory, so where the least does
@@ -312,7 +320,13 @@ class _Search:
         because a run that does not fit is killed early, one that fits runs whole, and
         the largest that fits is most often one halving down. A value stands as soon as
         one of its runs fits (every smaller part fits it too), so a budget that ends
-        here leaves the best found so far."""
+        here leaves the best found so far.
+
+        Where its two largest do not fit and its least does, the windows are not what
+        fills the memory (on a history part the delta base cache can be): `twin`, the
+        same sizes with the cache bounded, is searched first, and a value of it that
+        fits stands (windows larger than this level's least); where none does, the
+        bisection here."""
         lo, hi = level.start, level.stop - 1
         for at in dict.fromkeys((lo, min(lo + 1, hi), hi)):
             if self._fits(at, make, part):
@@ -322,6 +336,11 @@ class _Search:
                 break
             if at == hi:
                 return False
+        if twin is not None and hi - lo >= 2:
+            least = self.at
+            if self._largest_fitting(twin, make, part):
+                return True
+            self.at = least
         lo = min(lo + 2, hi)        # those above lo did not fit, values[hi] did
         while lo < hi:
             mid = (lo + hi) // 2
