@@ -268,8 +268,7 @@ def _fastest_fitting(bench: Bench, run: gitbench.Runner, seen: Dict[str, peak.Pe
                      files=files)
     except (OutOfBudget, MeasurementFailed, gitbench.DeadlineReached):
         return largest, ()
-    faster = not c.fails and c.estimate is not None and c.estimate.verdict == stats.FASTER
-    return (alt if faster else largest), (c,)
+    return (alt if _faster_beyond_noise(c) else largest), (c,)
 
 
 def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbench.Runner,
@@ -303,8 +302,8 @@ def _faster(bench: Bench, bases: Bases, allowed: int, threads: int, run: gitbenc
     cand = _setting(min(worked, key=lambda size: worked[size]))
     c = bench.ab(workload, {}, cand, lambda: run({}), lambda: run(cand),
                  files=files_read, warm_default=warm)
-    faster = not c.fails and c.estimate is not None and c.estimate.verdict == stats.FASTER
-    more = on_index_pack(bench, cand) if faster and workload == WORKLOAD else ()
+    more = on_index_pack(bench, cand) if _faster_beyond_noise(c) and workload == WORKLOAD \
+        else ()
     return Trial(KEY, (c,) + more, facts())
 
 
@@ -326,6 +325,11 @@ def _quick_pass_times(bench: Bench, sizes: List[int], run: gitbench.Runner
                     runs[size].append(t)
     worked = {size: statistics.median(t) for size, t in runs.items() if size not in errors}
     return worked, errors
+
+
+def _faster_beyond_noise(c: Comparison) -> bool:
+    """Whether the candidate was faster beyond noise, neither side failing."""
+    return not c.fails and c.estimate is not None and c.estimate.verdict == stats.FASTER
 
 
 def _index_pack(bench: Bench) -> Tuple[gitbench.Runner, float]:
