@@ -133,8 +133,7 @@ UNLIMITED_FROM = 1 << 60        # v1 writes "no limit" as LONG_MAX rounded to a 
 # charged for (the binaries and libraries git maps are charged where they were first
 # read), its page tables, and the charges each CPU holds in advance. Without it a run
 # allowed the whole room fills the group above with its own, and the kernel may kill
-# there: a run that reads files this process read first (a python3 started by a git
-# alias) took the group above to its limit with 1 MiB kept back, never with 4.
+# there (docs/deciding.md, pack memory, rule 2).
 RESERVE = 8 << 20
 
 
