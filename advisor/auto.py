@@ -19,7 +19,7 @@ from .decide.recommend import Recommendation, recommend
 from .keys import registry
 from .measure import calibrate, hostload, search, verify as verify_mod
 from .measure.budget import Progress
-from .measure.record import Calibration, Options
+from .measure.record import Calibration, Options, Trial
 from .write import configwrite, journal, revert, scopes
 from ..errors import GitError, UsageError
 from ..models import catalogue
@@ -179,8 +179,8 @@ def _split_per_repository(settings: Dict[str, str], scope: scopes.Scope, git_dir
 
 
 def _verify(plan: configwrite.Plan, after: Dict[str, str], git_dir: str, repo: Optional[str],
-            opts: AutoOptions, say: Say, layout: Optional[RepoLayout] = None
-            ) -> Tuple[Dict[str, Any], List[str]]:
+            opts: AutoOptions, say: Say, layout: Optional[RepoLayout],
+            trials: Dict[str, Trial]) -> Tuple[Dict[str, Any], List[str]]:
     """Real git before and after, on the workloads that show the keys written (`after`:
     the scope's values and this repository's block); and the workloads slower beyond
     noise with them. A workload read slower is timed once more on its own, and counts
@@ -192,13 +192,13 @@ def _verify(plan: configwrite.Plan, after: Dict[str, str], git_dir: str, repo: O
     say("verifying with real git")
     rep = verify_mod.verify(repo, after, before, runs=opts.runs,
                             workloads=tuple(w for w in verify_mod.all_workloads() if w in touched),
-                            layout=layout).to_dict()
+                            layout=layout, trials=trials).to_dict()
     first = verify_mod.slower_names(rep)
     if not first:
         return rep, []
     say("timing again what read slower")
     again = verify_mod.verify(repo, after, before, runs=opts.runs, workloads=tuple(first),
-                              layout=layout).to_dict()
+                              layout=layout, trials=trials).to_dict()
     agreed = set(verify_mod.slower_names(again))
     return rep, [s for name, s in zip(first, verify_mod.slower(rep)) if name in agreed]
 
@@ -249,7 +249,8 @@ def auto(repo: Optional[str], opts: AutoOptions, confirm: Confirm,
     out["message"] = result.message
     if opts.verify and written:
         try:
-            out["verify"], slower = _verify(plan, written, git_dir, located, opts, say, layout)
+            out["verify"], slower = _verify(plan, written, git_dir, located, opts, say, layout,
+                                            record.trials)
         except GitError as e:       # git cannot even run the workloads under them
             slower = [f"git fails: {e}"]
         if slower:

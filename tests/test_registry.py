@@ -533,7 +533,7 @@ def verify_workloads(key):
     return ("log",)
 
 
-def verify_runner(key, repo, index_file):
+def verify_runner(key, repo, index_file, trial):
     return _log(repo)
 '''
 

@@ -371,7 +371,8 @@ def decide(key: Key, cal: Calibration, weights: Weights) -> advice.KeyAdvice:
                            "base_bytes": f.base_bytes})
 
 
-def verify_runner(key: Key, repo: RepoLayout, index_file: str) -> gitbench.Runner:
+def verify_runner(key: Key, repo: RepoLayout, index_file: str, trial: Optional[Trial]
+                  ) -> gitbench.Runner:
     """verify's runner for the history workload: the same runs as the trial's, on the
     user's repository, within the memory this host allows now."""
     allowed, within = planner.memory_here(host_facts())
@@ -387,9 +388,9 @@ class DeltaBaseCacheLimit(Tuner):
     def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
-                      ) -> Optional[gitbench.Runner]:
-        return verify_runner(key, repo, index_file)
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str,
+                      trial: Optional[Trial]) -> Optional[gitbench.Runner]:
+        return verify_runner(key, repo, index_file, trial)
 
     def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return decide(key, cal, weights)

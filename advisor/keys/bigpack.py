@@ -172,8 +172,8 @@ class BigPackThreshold(Tuner):
                               len(found))
         return Trial(KEY, (c,), asdict(_facts(bench, found, allowed, seen)))
 
-    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
-                      ) -> Optional[gitbench.Runner]:
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str,
+                      trial: Optional[Trial]) -> Optional[gitbench.Runner]:
         """verify's runner for the gc workload: the trial's runs on the user's repository,
         within the memory this host allows now."""
         allowed, within = planner.memory_here(host_facts())

@@ -54,10 +54,12 @@ SMALLEST = 1 << 20          # no candidate below 1m: the window would hold one o
 MIB = planner.MIB
 TRIAL_RANK = 2
 HISTORY_HALVINGS = 5        # the history's first part: its oldest 1/2**5 of commits
+# verify times the value on a history part where one run took at most this many seconds
+# in the calibration: the value's runs there (a warm-up, the runs a side) then take a
+# minute at most. A policy on how long verify may take, not a figure of any host's.
+VERIFY_RUN_SECONDS = 6.0
 # pack-objects finding every delta again, as repack -f does, its pack discarded.
 PACK_OBJECTS = ["pack-objects", "--no-reuse-delta", "--delta-base-offset", "--stdout", "-q"]
-WHAT = {WORKLOAD: "git pack-objects of the largest objects and of the history, deltas "
-                  "found again (what git repack -adf and gc spend memory on)"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class TrialFacts:
     # the part: how each ended, as above.
     history: Optional[Dict[str, str]] = None
     history_commits: int = 0
+    # The commits of the history's part Git's defaults failed on (0: they did not fail
+    # on one); verify packs that part again.
+    default_failed_part: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,18 +162,36 @@ def history_parts(repo: RepoLayout, root: str) -> List[HistoryPart]:
     """The history's parts, smallest first: the oldest 1/2**HISTORY_HALVINGS of its
     commits, doubled up to the whole (parts of the same size once), each tip named in a
     file under `root`."""
-    commits = [c for c in gitbench.git_lines(["rev-list", "--all", "--reverse",
-                                              "--topo-order"], repo, root) if c]
+    commits = _oldest_first(repo, root)
     parts: List[HistoryPart] = []
     for halvings in range(HISTORY_HALVINGS, 0, -1):
         k = len(commits) >> halvings
-        if k < 1 or (parts and parts[-1].commits == k):
-            continue
-        path = os.path.join(root, f"packmem-tip-{k}")
-        with open(path, "w") as f:
-            f.write(commits[k - 1] + "\n")
-        parts.append(HistoryPart(k, len(commits), path))
+        if k >= 1 and not (parts and parts[-1].commits == k):
+            parts.append(_part(commits, k, root))
     return parts + [HistoryPart(len(commits), len(commits))]
+
+
+def history_part(repo: RepoLayout, root: str, commits: int) -> HistoryPart:
+    """The objects of the history's oldest `commits` commits, as history_parts names them;
+    every object where the history has no more commits than that."""
+    oldest = _oldest_first(repo, root)
+    if commits >= len(oldest):
+        return HistoryPart(len(oldest), len(oldest))
+    return _part(oldest, commits, root)
+
+
+def _oldest_first(repo: RepoLayout, root: str) -> List[str]:
+    """Every commit, oldest first (reverse topological order)."""
+    return [c for c in gitbench.git_lines(["rev-list", "--all", "--reverse", "--topo-order"],
+                                          repo, root) if c]
+
+
+def _part(oldest: List[str], k: int, root: str) -> HistoryPart:
+    """The part of the oldest `k` commits of `oldest`, its tip named in a file under root."""
+    path = os.path.join(root, f"packmem-tip-{k}")
+    with open(path, "w") as f:
+        f.write(oldest[k - 1] + "\n")
+    return HistoryPart(k, len(oldest), path)
 
 
 def history_runner(repo: RepoLayout, part: HistoryPart, allowed: int, within: str,
@@ -371,13 +394,22 @@ class _Search:
         return fitted
 
 
-def _history(bench: Bench, search: _Search, allowed: int, within: str
-             ) -> Tuple[Optional[HistoryPart], int, str, str]:
+@dataclass(frozen=True)
+class _HistoryRun:
+    """How far the history's parts were run: the largest part fitted (None where none),
+    the history's commits, the commits of the part Git's defaults failed on (0: none),
+    and what the reasons add where the whole was not reached (why not, and what would)."""
+    reached: Optional[HistoryPart]
+    commits: int
+    default_failed_part: int
+    unpacked: str
+    larger: str
+
+
+def _history(bench: Bench, search: _Search, allowed: int, within: str) -> _HistoryRun:
     """The history's parts run in what the budget leaves (a part cut there decides
-    nothing), smallest first, while a value fits: the largest part fitted (None where
-    none), the history's commits, and what the reasons add where it was not reached
-    (why not, and what would)."""
-    reached, commits = None, 0
+    nothing), smallest first, while a value fits."""
+    reached, commits, failed_part = None, 0, 0
     unpacked = "; the budget ended before every object of the history was packed"
     larger = "; a larger --budget would decide it"
     try:
@@ -386,16 +418,20 @@ def _history(bench: Bench, search: _Search, allowed: int, within: str
             commits = parts[-1].of
             partial = repo_probe.partial_clone(bench.repo)
             for part in parts:
-                if not search.fit(lambda seen: history_runner(bench.repo, part, allowed,
-                                                              within, partial, seen),
-                                  part.named()):
+                failed_before = bool(search.default_error)
+                fitted = search.fit(lambda seen: history_runner(bench.repo, part, allowed,
+                                                                within, partial, seen),
+                                    part.named())
+                if search.default_error and not failed_before:
+                    failed_part = part.commits
+                if not fitted:
                     break
                 reached = part
     except (gitbench.DeadlineReached, OutOfBudget):
         pass
     except MeasurementFailed as e:
         unpacked, larger = f"; git could not pack the history here ({e})", ""
-    return reached, commits, unpacked, larger
+    return _HistoryRun(reached, commits, failed_part, unpacked, larger)
 
 
 def trial(key: Key, bench: Bench) -> Optional[Trial]:
@@ -413,8 +449,9 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     within = bench.memory_source
     with planner.within_budget(bench):
         search.fit(lambda seen: runner(bench.repo, objects, allowed, within, seen))
-    reached, commits, unpacked, larger = _history(bench, search, allowed, within)
-    facts = asdict(_facts(bench, objects, allowed, n_threads, search, commits))
+    h = _history(bench, search, allowed, within)
+    facts = asdict(_facts(bench, objects, allowed, n_threads, search, h))
+    reached, unpacked, larger = h.reached, h.unpacked, h.larger
     if search.value is None:
         return Trial.not_run(WINDOW, f"no value from {catalogue.format_size(SMALLEST)} up "
                              f"keeps pack-objects within the {allowed / MIB:.0f} MiB a run "
@@ -458,14 +495,15 @@ def _seen_as(cand: Dict[str, str]) -> str:
 
 
 def _facts(bench: Bench, objects: Sample, allowed: int, n_threads: int, search: "_Search",
-           commits: int) -> TrialFacts:
+           h: _HistoryRun) -> TrialFacts:
     def ended(r: peak.PeakRun) -> str:
         return "killed" if r.killed_at_limit else "over" if r.over(allowed) else "fits"
     confined = next((r.confined for r in search.seen.values() if r.confined), "")
     return TrialFacts(bench.memory_limit, bench.memory_source, allowed, objects.objects,
                       objects.size, n_threads, {v: r.peak for v, r in search.seen.items()},
                       {v: ended(r) for v, r in search.seen.items()}, confined,
-                      {v: ended(r) for v, r in search.history.items()}, commits)
+                      {v: ended(r) for v, r in search.history.items()}, h.commits,
+                      h.default_failed_part)
 
 
 def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Dict[str, str]], str]
@@ -476,18 +514,35 @@ def _decide(key: Key, cal: Calibration, weights: Weights, value_of: Callable[[Di
     if t.why_not_run:
         return advice.not_set(key, "not set: " + t.why_not_run, dict(t.facts))
     f = t.facts_as(TrialFacts)
-    return advice.weighed(key, t, weights, value_of(t.main.candidate), WHAT,
+    own = catalogue.lookup(WINDOW).workload      # both keys' reasons name its command
+    what = {WORKLOAD: own.command} if own else {}
+    return advice.weighed(key, t, weights, value_of(t.main.candidate), what,
                           {"peaks": f.peaks, "ended": f.ended,
                            "allowed": f.allowed, "limit": f.limit})
 
 
-def verify_runner(key: Key, repo: RepoLayout, index_file: str) -> gitbench.Runner:
-    """verify's runner for the repack workload: the same runs as the trial's, on the
-    user's repository, within the memory this host allows now."""
+def verify_runner(key: Key, repo: RepoLayout, index_file: str, trial: Optional[Trial]
+                  ) -> gitbench.Runner:
+    """verify's runner for the repack workload: the trial's runs on the user's repository,
+    within the memory this host allows now. Where the trial found Git's defaults failing
+    on a part of the history, that part (the same oldest commits): on the largest
+    objects both sides can fit, and a speed there is not what the value was written for.
+    NotTimed where one run of the value there took more than VERIFY_RUN_SECONDS."""
     host = host_facts()
     allowed, within = planner.memory_here(host)
-    objects = sample(repo, os.path.dirname(index_file), threads(repo, host.logical_cpus))
-    return runner(repo, objects, allowed, within)
+    root = os.path.dirname(index_file)
+    failed_part = trial.facts_as(TrialFacts).default_failed_part \
+        if trial is not None and trial.comparisons else 0
+    if trial is None or not failed_part:
+        return runner(repo, sample(repo, root, threads(repo, host.logical_cpus)), allowed,
+                      within)
+    took = max(trial.main.times_candidate, default=0.0)
+    if took > VERIFY_RUN_SECONDS:
+        raise gitbench.NotTimed(f"one run of the value on the history's part Git's defaults "
+                                f"failed on took {took:.0f} s in the calibration; its "
+                                "comparison stands")
+    part = history_part(repo, root, failed_part)
+    return history_runner(repo, part, allowed, within, repo_probe.partial_clone(repo), {})
 
 
 class WindowMemory(Tuner):
@@ -496,9 +551,9 @@ class WindowMemory(Tuner):
     def trial(self, key: Key, bench: Bench) -> Optional[Trial]:
         return trial(key, bench)
 
-    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str
-                      ) -> Optional[gitbench.Runner]:
-        return verify_runner(key, repo, index_file)
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str,
+                      trial: Optional[Trial]) -> Optional[gitbench.Runner]:
+        return verify_runner(key, repo, index_file, trial)
 
     def decide(self, key: Key, cal: Calibration, weights: Weights) -> Optional[advice.KeyAdvice]:
         return _decide(key, cal, weights, lambda cand: cand[WINDOW])

@@ -109,10 +109,14 @@ class Tuner:
         config does not undo, said with the command that does; None where nothing."""
         return None
 
-    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str) -> Optional[Runner]:
+    def verify_runner(self, key: Key, repo: RepoLayout, index_file: str,
+                      trial: Optional["Trial"]) -> Optional[Runner]:
         """For a key that brings its own workload (catalogue [workload]): the timed runner
         `verify` calls, runner(settings, trace_file=None) -> seconds, on the user's
-        repository (`repo`, a RepoLayout) and an index copy; gitbench.on_copy makes one."""
+        repository (`repo`, a RepoLayout) and an index copy; gitbench.on_copy makes one.
+        `trial`: the key's trial in the calibration the values came from (None where
+        there is none: values set by hand), to time where it decided.
+        gitbench.NotTimed where verify cannot time it here (its message says why)."""
         return None
 
     def open_question(self, key: Key, cal: "Calibration", weights: Weights
@@ -318,16 +322,20 @@ def after_revert(undone: List[Dict[str, str]]) -> List[str]:
     return out
 
 
-def workload_runner(name: str, repo: RepoLayout, index_file: str
+def workload_runner(name: str, repo: RepoLayout, index_file: str,
+                    trials: Optional[Dict[str, "Trial"]] = None
                     ) -> Optional[Tuple[str, Runner]]:
     """(the command as reports name it, its timed runner on `index_file`) for a workload
     timed on an index copy: the table's own (gitbench.ON_INDEX) or one a key brought with
-    it; None for the others (switch, checkout and clone write files in a scratch clone)."""
+    it (`trials`: the calibration's the values came from); None for the others (switch,
+    checkout and clone write files in a scratch clone)."""
     if name in ON_INDEX:
         return workloads.command(name), ON_INDEX[name](repo, index_file)
     for e in _entries():
         w = e.key.workload
-        runner = e.tuner.verify_runner(e.key, repo, index_file) if w and w.name == name else None
+        runner = e.tuner.verify_runner(e.key, repo, index_file,
+                                       (trials or {}).get(e.key.name)) \
+            if w and w.name == name else None
         if w and runner is not None:
             return w.command, runner
     return None

@@ -24,7 +24,7 @@ from .bench import Bench
 from .budget import Budget, Progress
 from .record import (FAILS_DEFAULT, METHOD, Calibration, Host, Options,
                      RecordUnreadable, Repository, SCHEMA_VERSION,
-                     Storage, Sweep)
+                     Storage, Sweep, Trial)
 from .sweep import MeasurementFailed
 from ...errors import EngineError, GitError, UsageError
 from ...models import workloads
@@ -448,6 +448,19 @@ def forget(report: ProbeReport, workload: str = "mixed") -> None:
     """Drop the stored calibration: its decisions were contradicted (auto's verify read
     a value it chose slower), so the next run measures again instead of reusing them."""
     memo.forget("calibration", cache_key(report, workload))
+
+
+def stored_trials(report: ProbeReport) -> Dict[str, Trial]:
+    """Each key's trial that ran real git in this repository's stored, fresh calibrations
+    (any workload profile, the first in name order that has one): where a key decided,
+    for verify to time it there. {} where none is stored."""
+    out: Dict[str, Trial] = {}
+    for profile in sorted(workloads.profiles()):
+        record = load_fresh(report, profile)
+        for key, trial in sorted(record.trials.items()) if record else ():
+            if trial.comparisons:
+                out.setdefault(key, trial)
+    return out
 
 
 def load_fresh(report: ProbeReport, workload: str = "mixed",

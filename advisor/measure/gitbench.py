@@ -35,6 +35,10 @@ class Runner(Protocol):
     its seconds."""
     def __call__(self, settings: Settings, trace_file: Optional[str] = None) -> float: ...
 
+
+class NotTimed(Exception):
+    """verify cannot time a workload here; the message says why (verify's note)."""
+
 # At most this much of a command line goes to the batch checkout's next status's paths.
 PATHSPEC_ARG_BYTES = 64 * 1024
 WHOLE_STATUS = ("status", "--porcelain", "-uno")

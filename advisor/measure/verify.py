@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from ... import git
 from ..keys import registry
 from ..write import journal
-from . import ab, coldcache, gitbench, hostload
-from .record import FAILS_CANDIDATE, FAILS_DEFAULT, Comparison
+from . import ab, calibrate, coldcache, gitbench, hostload
+from .record import FAILS_CANDIDATE, FAILS_DEFAULT, Comparison, Trial
 from .sweep import MeasurementFailed
 from ...errors import GitError, UsageError
 from ...models import catalogue, stats, workloads as workloads_model
@@ -191,11 +191,12 @@ class _Switch:
 
 
 def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str,
-            scratch: Dict[str, gitbench.Runner]) -> Tuple[str, gitbench.Runner]:
+            scratch: Dict[str, gitbench.Runner], trials: Dict[str, Trial]
+            ) -> Tuple[str, gitbench.Runner]:
     if name in SCRATCH_CLONE:
         # verify skips these where _scratch_runners made none
         return workloads_model.command(name), scratch[name]
-    found = registry.workload_runner(name, ws.layout, copies[side])
+    found = registry.workload_runner(name, ws.layout, copies[side], trials)
     if found is None:
         raise UsageError(f"unknown workload {name}")
     return found
@@ -203,10 +204,11 @@ def _runner(name: str, ws: gitbench.Workspace, copies: Dict[str, str], side: str
 
 def _time_workload(name: str, ws: gitbench.Workspace, copies: Dict[str, str],
                    scratch: Dict[str, gitbench.Runner], settings: Dict[str, Dict[str, str]],
-                   runs: int, cold: bool, seed: int) -> WorkloadResult:
+                   runs: int, cold: bool, seed: int, trials: Dict[str, Trial]
+                   ) -> WorkloadResult:
     """Interleaved runs of one workload before and after, then one traced run a side."""
-    cmd, run_before = _runner(name, ws, copies, "before", scratch)
-    _, run_after = _runner(name, ws, copies, "after", scratch)
+    cmd, run_before = _runner(name, ws, copies, "before", scratch, trials)
+    _, run_after = _runner(name, ws, copies, "after", scratch, trials)
     runners = {"before": run_before, "after": run_after}
 
     def side(which: str) -> Callable[[], float]:
@@ -319,14 +321,19 @@ def _switch(ws: gitbench.Workspace, notes: List[str]) -> Optional[gitbench.Runne
 def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str, str]] = None,
            runs: int = stats.MIN_RUNS, cold: bool = False,
            workloads: Optional[Tuple[str, ...]] = None, seed: int = 0,
-           layout: Optional[repo_probe.RepoLayout] = None) -> VerifyReport:
+           layout: Optional[repo_probe.RepoLayout] = None,
+           trials: Optional[Dict[str, Trial]] = None) -> VerifyReport:
     """`layout`: the repository as the command located it already (else repo's);
-    `workloads`: those timed (by default every one verify can time)."""
+    `workloads`: those timed (by default every one verify can time); `trials`: the
+    calibration's the values came from (by default the repository's stored ones), where
+    a key's workload is timed where its trial decided (registry.Tuner.verify_runner)."""
     workloads = all_workloads(after) if workloads is None else workloads
     if runs < stats.MIN_RUNS:
         raise UsageError(f"--runs must be at least {stats.MIN_RUNS}: 3 against 3 can never "
                          "reach significance")
     layout, worktree = _layout(repo, layout)
+    if trials is None:
+        trials = calibrate.stored_trials(calibrate.probe_repository(worktree))
     settings = {"before": before if before is not None else defaults_for(after), "after": after}
     notes: List[str] = []
     cold_method = coldcache.make_cold([]) if cold else None
@@ -347,8 +354,11 @@ def verify(repo: Optional[str], after: Dict[str, str], before: Optional[Dict[str
         for name in workloads:
             if name in SCRATCH_CLONE and name not in scratch_runners:
                 continue
-            results.append(_time_workload(name, ws, copies, scratch_runners, settings, runs,
-                                          cold, seed))
+            try:
+                results.append(_time_workload(name, ws, copies, scratch_runners, settings,
+                                              runs, cold, seed, trials))
+            except gitbench.NotTimed as e:
+                notes.append(f"{name} not timed: {e}")
     if cold and cold_method and "only file data" in cold_method:
         notes.append(f"cold runs: {cold_method}")
     busy = watch.load().note(again="git-tune verify")
