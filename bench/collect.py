@@ -18,7 +18,7 @@ from common import RESULTS, table
 ORDER = ["engine_lstat", "index_pool", "probe_speed", "status_preload", "checkout_workers", "threshold",
          "smallfile", "negative_lookups", "search_strategies", "tuner_quality", "workload_profiles",
          "fsmonitor_daemon", "calibrate_speed", "fidelity", "part_fidelity", "untracked_part", "preload_sample", "agent_overhead", "stat_storm", "two_views",
-         "user_day", "user_day_untracked", "generalise", "memory", "memory_history", "memory_git", "basecache", "part_gain",
+         "user_day", "user_day_untracked", "generalise", "generalise_20000", "memory", "memory_history", "memory_git", "basecache", "part_gain",
          "binary"]
 
 HEAD = """# Benchmarks

@@ -171,11 +171,19 @@ def summary(rows: List[dict], files: int) -> List:
             f"{median([r['tune_seconds'] for r in mine]):.1f} s"]
 
 
-def stored(tiny: bool) -> List[dict]:
+def result_name(sizes: List[int]) -> str:
+    """The result's name: "generalise" for a run that includes the 4,000-file beds,
+    else one naming its sizes (generalise_20000), so a run of the larger sizes, hours a
+    bed, is a table of its own commit beside the 4,000-file one."""
+    return "generalise" if not sizes or 4000 in sizes else \
+        "generalise_" + "_".join(map(str, sizes))
+
+
+def stored(name: str, tiny: bool) -> List[dict]:
     """The beds of this code a run before this one stored (a run adds its beds to them,
     replacing a bed of the same draw), so a long run interrupted keeps the beds it
     finished. Beds of other code are dropped, never mixed with this code's."""
-    path = os.path.join(RESULTS, f"generalise{'-tiny' if tiny else ''}.json")
+    path = os.path.join(RESULTS, f"{name}{'-tiny' if tiny else ''}.json")
     try:
         with open(path) as f:
             stored_run = json.load(f)
@@ -184,8 +192,8 @@ def stored(tiny: bool) -> List[dict]:
         return []
 
 
-def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: int,
-          tiny: bool, beds: int) -> None:
+def write(name: str, rows: List[dict], sizes: List[int], seed: int, budget: float,
+          rounds: int, tiny: bool, beds: int) -> None:
     table_rows = [summary(rows, n) for n in sizes]
     numbers = " ".join(str(r["number"]) for r in rows if "number" in r)
     notes = [f"seed {seed}, {len(rows)} beds, --budget {budget:g}, {rounds} interleaved "
@@ -208,7 +216,8 @@ def write(rows: List[dict], sizes: List[int], seed: int, budget: float, rounds: 
             f"{m['defaults'] / m['git-tune']:.2f}x Git's defaults and "
             f"{m['git-tune'] / m[r['best']]:.2f} of the grid's best (against the defaults: "
             f"{r['versus_defaults']}, {len(r['times']['git-tune'])} runs a side)")
-    report("generalise", "git-tune on beds drawn at random (whole tree then next status)",
+    report(name, "git-tune on beds drawn at random (whole tree then next status)"
+           + ("" if name == "generalise" else f", {', '.join(f'{n:,}' for n in sizes)} files"),
            ["files", "beds", "workers decided where >= 1.3x at stake",
             "within 1.15 of the grid's best", "slower than defaults", "median tune wall"],
            table_rows, {"beds": rows}, tiny, notes)
@@ -229,7 +238,8 @@ def main() -> None:
     rounds = 1 if a.tiny else a.rounds
     budget = 5.0 if a.tiny else a.budget
     rng = random.Random(a.seed)
-    rows = [] if a.tiny else stored(a.tiny)
+    name = result_name([] if a.tiny else a.sizes)
+    rows = [] if a.tiny else stored(name, a.tiny)
     for i in range(beds):
         d = draw(rng, sizes[i % len(sizes)], a.tiny)
         if i < a.skip or (a.only and i + 1 not in a.only):
@@ -243,7 +253,7 @@ def main() -> None:
             rows.append(r)
         print(f"  tuned in {r['tune_seconds']} s, workers decided: {r['decided']}, "
               f"medians {r['medians']}", flush=True)
-        write(rows, sizes, a.seed, budget, rounds, a.tiny, beds)
+        write(name, rows, sizes, a.seed, budget, rounds, a.tiny, beds)
 
 
 if __name__ == "__main__":
