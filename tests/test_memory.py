@@ -5,6 +5,7 @@ memory cgroups (tests/cgroups.py; skipped without root or the controller), the r
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -121,6 +122,75 @@ def test_a_run_is_confined_to_what_the_container_has_left_beside_git_tune(tmp_pa
         assert "what the container had left beside git-tune's own memory" in r["said"], r
     else:
         assert r["rc"] == 0 and r["said"].startswith("peaked at"), r
+
+
+# Where no cgroup can be made: hold HELD MiB, then a git whose child grows to HOG MiB a
+# MiB each 5 ms (MARKER in its command line), allowed ALLOWED MiB; then `git version`.
+_UNCONFINED = """
+import json, sys
+from git_tune.advisor.measure import gitbench, peak, planner
+held, hog, allowed = (int(a) << 20 for a in sys.argv[1:4])
+mine = b"x" * held
+grow = ("import time; b = []\\n"
+        f"while len(b) < {hog >> 20}: b.append(b'x' * (1 << 20)); time.sleep(0.005)")
+r = peak.run(["-c", f"alias.hog=!python3 -c \\"{grow}\\" {sys.argv[4]}", "hog"], ".",
+             gitbench.config_env({}), allowed, 60)
+small = peak.run(["version"], ".", gitbench.config_env({}), allowed, 60)
+print(json.dumps({"confined": r.confined, "stopped": r.stopped_at_limit, "over": r.over(allowed),
+                  "peak": r.peak, "limit": r.limit, "seconds": r.seconds,
+                  "said": planner.how_it_did_not_fit(r, allowed),
+                  "small_stopped": small.stopped_at_limit, "small_rc": small.returncode}))
+"""
+
+
+def _without_a_cgroup_of_its_own(tmp_path, held: int, hog: int, allowed: int,
+                                  preexec_fn=None) -> dict:
+    """Run _UNCONFINED where this process cannot make a memory cgroup: as root in a mount
+    namespace whose cgroup file systems are read-only (as Docker mounts them); without
+    root, as it is."""
+    marker = f"gt-hog-{os.getpid()}-{id(tmp_path)}"
+    argv = [sys.executable, "-c", _UNCONFINED, str(held), str(hog), str(allowed), marker]
+    if os.geteuid() == 0:
+        if not shutil.which("unshare"):
+            pytest.skip("no unshare(1) to make the cgroup file systems read-only")
+        ro = "; ".join(f"mount -o remount,bind,ro {d} 2>/dev/null"
+                       for d in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory",
+                                 "/sys/fs/cgroup/unified"))
+        argv = ["unshare", "--mount", "sh", "-c", f'{ro}; exec "$@"', "sh", *argv]
+    out = subprocess.run(argv, cwd=tmp_path, preexec_fn=preexec_fn, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=120)
+    left = subprocess.run(["pgrep", "-f", marker], stdout=subprocess.PIPE, text=True).stdout
+    assert not left, f"the stopped run left processes: {left}"
+    assert out.returncode == 0, out.stderr       # the process that ran it lived
+    r = json.loads(out.stdout)
+    if r["confined"]:
+        pytest.skip(f"this process could make a memory cgroup ({r['confined']})")
+    return r
+
+
+def test_a_run_no_cgroup_confines_is_stopped_past_what_it_may_use(tmp_path):
+    """Where no cgroup can be made, git and what it starts are read as they run and
+    stopped once together they hold more than a run may use: killed, and judged over,
+    long before the hog would have finished growing; a run that fits is not stopped."""
+    r = _without_a_cgroup_of_its_own(tmp_path, 0, 2048, 64)
+    assert r["stopped"] and r["over"] and r["peak"] >= 64 * MIB, r
+    assert r["seconds"] < 9, r           # growing to 2 GiB takes 10 s at least
+    assert r["said"].startswith("was stopped at") and "no cgroup of its own" in r["said"], r
+    assert not r["small_stopped"] and r["small_rc"] == 0, r
+
+
+def test_a_run_no_cgroup_confines_is_stopped_before_the_container_runs_out(tmp_path):
+    """The run shares git-tune's container group: it is stopped at what that group has
+    left beside git-tune (less what a poll can miss), below what it is allowed, so the
+    kernel kills neither git-tune nor the run. Without the stop, the 600 MiB run beside
+    160 MiB held would pass the 448 MiB limit."""
+    why = cgroups.unavailable(memory=True)
+    if why:
+        pytest.skip(why)
+    with cgroups.group(memory_max=448 * MIB) as g:
+        r = _without_a_cgroup_of_its_own(tmp_path, 160, 600, 1024, g.enter)
+    assert r["stopped"] and r["limit"] < 448 * MIB - 160 * MIB, r
+    assert "the container had left beside git-tune's own memory" in r["said"], r
 
 
 def _bench(tmp_path, repo: str, memory_limit: int, workload: str = "mixed") -> Bench:

@@ -8,7 +8,8 @@ controller delegated), the run
 goes into one of its own, limited to what it is allowed: a run that would pass it is
 killed there by the kernel, never the calibration or the container around it, and a
 run that ends whole there fits (PeakRun.over). Where no cgroup can be made, the run is
-unconfined and judged by its peak afterwards.
+unconfined: its spawner reads the memory git and its children hold as it runs and stops
+them past what the run is allowed (peakspawn), and it is judged by its peak.
 """
 import contextlib
 import os
@@ -37,16 +38,21 @@ class PeakRun:
     timed_out: bool
     confined: str             # "cgroup v1", "cgroup v2", or "" (unconfined)
     stderr: str
-    limit: int = 0            # bytes its cgroup was limited to (0: unconfined)
+    # Bytes its cgroup was limited to or, unconfined, past which it was stopped: the
+    # allowance, or less where the container had less left.
+    limit: int = 0
+    # Unconfined, it was stopped once git and its children held more than it may use.
+    stopped_at_limit: bool = False
 
     def over(self, allowed: int) -> bool:
         """Whether the run did not fit `allowed` bytes. Confined to them, the kernel
         judges: it fits unless killed there. The resident set counts the pack files git
         maps, pages the kernel drops under the cgroup's limit rather than kill git, so a
-        run can end whole in its cgroup with a peak above it. Unconfined, the peak judges."""
+        run can end whole in its cgroup with a peak above it. Unconfined, the peak judges,
+        and a run stopped at the limit did not fit."""
         if self.confined:
             return self.killed_at_limit
-        return self.peak > allowed
+        return self.stopped_at_limit or self.peak > allowed
 
 
 class Confinement:
@@ -135,6 +141,10 @@ UNLIMITED_FROM = 1 << 60        # v1 writes "no limit" as LONG_MAX rounded to a 
 # allowed the whole room fills the group above with its own, and the kernel may kill
 # there (docs/deciding.md, pack memory, rule 2).
 RESERVE = 8 << 20
+# A run no cgroup confines is read every peakspawn.POLL_SECONDS, so it passes its stop by
+# what git faults in meanwhile (docs/deciding.md, pack memory, rule 2): kept back too
+# where it shares the container's group.
+OVERSHOOT = 24 << 20
 
 
 def room_below(version: int, own: str) -> Optional[int]:
@@ -180,8 +190,19 @@ def _read(group: str, name: str) -> Optional[str]:
         return None
 
 
-def _own_cgroups() -> Iterator[Tuple[int, str]]:
-    """(version, directory) of this process's own memory cgroups, v1's first."""
+def unconfined_limit(limit: int) -> int:
+    """Where a run cannot have a cgroup of its own it is charged to this process's: the
+    bytes past which it is stopped, `limit` or what the limits on the way up leave
+    (room_below) less RESERVE and OVERSHOOT, whichever is less. Those groups are read,
+    not written, so this holds in a container that delegates nothing."""
+    rooms = [room for version, group in _memory_groups()
+             for room in [room_below(version, group)] if room is not None]
+    return max(PAGE, min([limit] + [room - RESERVE - OVERSHOOT for room in rooms]))
+
+
+def _memory_groups() -> Iterator[Tuple[int, str]]:
+    """(version, directory) of this process's memory cgroups: v1's, and v2's whether
+    or not it delegates the memory controller below."""
     try:
         with open("/proc/self/cgroup") as f:
             lines = [l.rstrip("\n").split(":", 2) for l in f]
@@ -190,16 +211,18 @@ def _own_cgroups() -> Iterator[Tuple[int, str]]:
     for h, controllers, path in (l for l in lines if len(l) == 3):
         if "memory" in controllers.split(","):
             yield 1, os.path.join(CGROUP_ROOT, "memory", path.lstrip("/"))
-    for h, controllers, path in (l for l in lines if len(l) == 3):
-        if h == "0" and controllers == "":
-            top = os.path.join(CGROUP_ROOT, path.lstrip("/"))
-            try:
-                with open(os.path.join(top, "cgroup.subtree_control")) as f:
-                    if "memory" in f.read().split():
-                        yield 2, top
-            except OSError:
-                pass
+        elif h == "0" and controllers == "":
+            yield 2, os.path.join(CGROUP_ROOT, path.lstrip("/"))
 
+
+def _own_cgroups() -> Iterator[Tuple[int, str]]:
+    """(version, directory) of this process's memory cgroups below which a group can be
+    made: v1's first, then v2's where it delegates the memory controller."""
+    groups = list(_memory_groups())
+    yield from ((v, g) for v, g in groups if v == 1)
+    for version, top in groups:
+        if version == 2 and "memory" in (_read(top, "cgroup.subtree_control") or "").split():
+            yield 2, top
 
 SPAWN_FLAG = "--peak-spawn"      # a frozen git-tune's entry runs peakspawn with it
 
@@ -215,11 +238,13 @@ def spawner() -> List[str]:
 def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: float,
         stdin_file: Optional[str] = None) -> PeakRun:
     """git ARGS with stdout discarded, its peak measured, confined to `limit` bytes where
-    a cgroup can be made; killed (with what it started) after `timeout` seconds.
+    a cgroup can be made, else stopped past them by its spawner; killed (with what it
+    started) after `timeout` seconds.
 
     git is started by peakspawn, not by this process: its peak then counts git's own
     memory and the spawner's few MiB, never git-tune's (module docstring there)."""
     confine = Confinement.make(limit)
+    stop_above = 0 if confine else unconfined_limit(limit)
     with contextlib.ExitStack() as stack:
         err = stack.enter_context(tempfile.TemporaryFile())
         src = stack.enter_context(open(stdin_file, "rb")) if stdin_file else subprocess.DEVNULL
@@ -230,7 +255,7 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         started = time.perf_counter()
         try:
             proc = git.start(spawner() + [str(write_end), confine.procs if confine else "",
-                                          "git", *args],
+                                          str(stop_above), "git", *args],
                              cwd=cwd, env=env, stdin=src, stdout=subprocess.DEVNULL,
                              stderr=err, start_new_session=True, pass_fds=(write_end,))
         finally:
@@ -245,17 +270,18 @@ def run(args: List[str], cwd: str, env: Dict[str, str], limit: int, timeout: flo
         err.seek(0)
         stderr = err.read(4096).decode("utf-8", "replace")
         killed = bool(confine and not expired and confine.oom_killed())
-        if len(said) != 3:
+        if len(said) != 4:
             # The spawner and git were killed together: at the deadline, or by the kernel
             # at the limit (the spawner is inside it too).
             return PeakRun(time.perf_counter() - started, 0, -signal.SIGKILL, killed,
-                           expired, _confined(confine), stderr, _limit(confine))
+                           expired, _confined(confine), stderr, _limit(confine, stop_above))
         status, maxrss_kib, seconds = int(said[0]), int(said[1]), float(said[2])
+        stopped_at = int(said[3])
         returncode = os.waitstatus_to_exitcode(status)
         if returncode == peakspawn.CANNOT_RUN and peakspawn.CANNOT_RUN_SAID in stderr:
             raise GitError("git is not installed (no 'git' on PATH)")
-        return PeakRun(seconds, maxrss_kib * 1024, returncode, killed, expired,
-                       _confined(confine), stderr, _limit(confine))
+        return PeakRun(seconds, max(maxrss_kib * 1024, stopped_at), returncode, killed, expired,
+                       _confined(confine), stderr, _limit(confine, stop_above), stopped_at > 0)
 
 
 def _wait_or_kill(proc: "subprocess.Popen[bytes]", timeout: float) -> bool:
@@ -275,5 +301,5 @@ def _confined(confine: Optional[Confinement]) -> str:
     return f"cgroup v{confine.version}" if confine else ""
 
 
-def _limit(confine: Optional[Confinement]) -> int:
-    return confine.limit if confine else 0
+def _limit(confine: Optional[Confinement], stop_above: int) -> int:
+    return confine.limit if confine else stop_above
