@@ -159,6 +159,24 @@ def test_fleet_merge_one_profile_per_class_with_spread(home, small_repo, tmp_pat
         assert profiles.load(f)["provenance"]["hosts"] in (1, 3)
 
 
+def test_fleet_merge_puts_a_host_seen_by_statfs_in_the_class_of_its_member_type(home,
+                                                                                small_repo):
+    """A host whose mount was not visible (a chroot) exports the statfs family: it joins
+    the class of the one member type the fleet has, as apply would match it; beside two
+    member types of one family ("fuse.sshfs", "fuse.s3fs") it stays apart."""
+    def host(fstype, value, name):
+        return profiles.parse(make_profile(small_repo, {"checkout.workers": value},
+                                           fingerprint=name, fstype=fstype), name)
+
+    ext = profiles.merge([host("ext4", "4", "a"), host("ext2/3/4", "4", "b")])
+    assert [(m.hosts, m.profile["class"]["fstype"]) for m in ext] == [(2, "ext4")]
+    assert ext[0].profile["settings"] == {"checkout.workers": "4"}
+    fuse = profiles.merge([host("fuse.sshfs", "8", "a"), host("fuse.s3fs", "16", "b"),
+                           host("fuse", "8", "c")])
+    assert sorted(m.profile["class"]["fstype"] for m in fuse) == ["fuse", "fuse.s3fs",
+                                                                  "fuse.sshfs"]
+
+
 def test_fleet_merge_weighs_values_the_agent_kept_on_real_commands(home, small_repo, tmp_path):
     """Issue #33: two hosts of a class disagree; the one whose agent kept its value on its
     user's own commands weighs more. Without that evidence the tie keeps Git's default."""

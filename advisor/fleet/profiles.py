@@ -306,6 +306,26 @@ def class_key(profile: Dict[str, Any]) -> Tuple[str, ...]:
     return tuple(profile["class"][f] for f in CLASS_FIELDS)
 
 
+def _classes(profiles: Sequence[Dict[str, Any]]) -> Dict[Tuple[str, ...], List[Dict[str, Any]]]:
+    """Profiles grouped by class. A profile whose file-system type is only its statfs
+    family ("ext2/3/4": exported where the mount table did not show the path) joins the
+    class of the one member type ("ext4") the other fields' profiles have, as `apply`
+    would match them (storage.same_file_system); where they have none, or several
+    ("fuse.sshfs" and "fuse.s3fs"), it stays a class of its own."""
+    at = CLASS_FIELDS.index("fstype")
+    keys = {class_key(p) for p in profiles}
+    groups: Dict[Tuple[str, ...], List[Dict[str, Any]]] = defaultdict(list)
+    for p in profiles:
+        key = class_key(p)
+        members = {k for k in keys if k[:at] + k[at + 1:] == key[:at] + key[at + 1:]
+                   and k[at] != key[at] and storage.same_file_system(k[at], key[at])
+                   and storage.fs_family(k[at]) != k[at]}
+        if len(members) == 1:
+            key = members.pop()
+        groups[key].append(p)
+    return groups
+
+
 @dataclass(frozen=True)
 class MergedClass:
     profile: Dict[str, Any]
@@ -357,12 +377,9 @@ def _merged_agent(settings: Dict[str, str], group: Sequence[Dict[str, Any]]) -> 
 
 
 def merge(profiles: Sequence[Dict[str, Any]]) -> List[MergedClass]:
-    """One profile per host class: the value most hosts chose, with the spread."""
-    groups: Dict[Tuple[str, ...], List[Dict[str, Any]]] = defaultdict(list)
-    for p in profiles:
-        groups[class_key(p)].append(p)
+    """One profile per host class (_classes): the value most hosts chose, with the spread."""
     out = []
-    for key, group in sorted(groups.items()):
+    for key, group in sorted(_classes(profiles).items()):
         keys = sorted({k for p in group for k in p["settings"]})
         settings, spread, warnings, measurements = {}, {}, [], {}
         for k in keys:
