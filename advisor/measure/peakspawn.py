@@ -61,6 +61,7 @@ def main(argv: "list[str]") -> None:
             held = sum(_resident(p) for p in _tree(pid))
             if held > stop_above:
                 stopped_at = held
+                os.kill(pid, signal.SIGKILL)
                 _kill_all_but_me()
                 break
             signal.sigtimedwait({signal.SIGCHLD}, POLL_SECONDS)
@@ -118,7 +119,11 @@ def _kill_all_but_me() -> None:
 def _live_in_group(group: int) -> "list[int]":
     """The processes of process group `group` that are not zombies (/proc/PID/stat)."""
     found = []
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
         if not name.isdigit():
             continue
         try:
