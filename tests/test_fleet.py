@@ -1,4 +1,5 @@
 """Fleet profiles: export, apply with --check, class matching, merging many hosts."""
+import dataclasses
 import json
 import subprocess
 
@@ -64,6 +65,23 @@ def test_export_is_a_versioned_profile(home, small_repo, monkeypatch, tmp_path):
     for key in data["settings"]:
         assert key in data["measurements"]  # every value carries its measurement
     assert profiles.load(str(out)) == data
+
+
+def test_export_takes_the_storage_class_the_values_were_measured_on(home, small_repo):
+    """The storage class is measured, and a stored calibration may have read another than
+    today's probe (a busy host): the profile's class is the one its values were
+    calibrated on, so apply's class check compares like with like."""
+    from git_tune.advisor.decide.recommend import recommend
+    from git_tune.advisor.measure.calibrate import calibrate, probe_repository
+    from git_tune.advisor.measure.record import Options
+    report = probe_repository(str(small_repo), 3)
+    record = calibrate(report, Options(budget=3, workload="ci"))
+    other = "network" if record.storage.storage_class != "network" else "local-ssd"
+    record = dataclasses.replace(record, storage=dataclasses.replace(record.storage,
+                                                                     storage_class=other))
+    data = profiles.export(report, record, recommend(record, "ci"))
+    assert data["class"]["storage_class"] == other
+    assert data["class"]["fstype"] == profiles.host_class(report)["fstype"]
 
 
 def test_apply_check_then_apply_then_check(home, small_repo, tmp_path):

@@ -118,12 +118,16 @@ def agent_evidence(log: Sequence[Dict[str, Any]], settings: Dict[str, str]) -> D
 
 def export(report: ProbeReport, record: Calibration, rec: Recommendation, agent_log: Sequence[Dict[str, Any]] = ()) -> Dict[str, Any]:
     """A profile from a probe report, a calibration record and its recommendation (and
-    the agent's log: its experiments' aggregates, where it ran)."""
+    the agent's log: its experiments' aggregates, where it ran). Its class is the
+    probe's, but for the storage class the calibration measured the values on."""
     # A key that belongs to one repository (a daemon per working tree) is not the fleet's.
     fleet = {k: v for k, v in rec.settings().items() if not catalogue.lookup(k).per_repository}
     measurements = {k.key: _rounded(asdict(k.gain)) for k in rec.keys
                     if k.status == advice.SET and k.gain and k.key in fleet}
-    return {"schema": SCHEMA, "class": host_class(report), "settings": fleet,
+    # The storage class is measured: the values' is the one their calibration ran on,
+    # whatever this probe read (a stored calibration's may have read another, busier).
+    cls = dict(host_class(report), storage_class=record.storage.storage_class)
+    return {"schema": SCHEMA, "class": cls, "settings": fleet,
             "measurements": measurements, "workload": rec.workload,
             "agent": agent_evidence(agent_log, fleet),
             "provenance": {"fingerprint": record.fingerprint, "created": utc(time.time()),
