@@ -118,7 +118,7 @@ def _kill_all_but_me() -> None:
 
 def _live_in_group(group: int) -> "list[int]":
     """The processes of process group `group` that are not zombies (/proc/PID/stat)."""
-    found = []
+    found: "list[int]" = []
     try:
         names = os.listdir("/proc")
     except OSError:
