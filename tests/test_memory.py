@@ -175,7 +175,7 @@ def test_a_run_no_cgroup_confines_is_stopped_past_what_it_may_use(tmp_path):
     r = _without_a_cgroup_of_its_own(tmp_path, 0, 2048, 64)
     assert r["stopped"] and r["over"] and r["peak"] >= 64 * MIB, r
     assert r["seconds"] < 9, r           # growing to 2 GiB takes 10 s at least
-    assert r["said"].startswith("was stopped at") and "no cgroup of its own" in r["said"], r
+    assert r["said"].startswith("was stopped at") and "without a cgroup of its own" in r["said"], r
     assert not r["small_stopped"] and r["small_rc"] == 0, r
 
 

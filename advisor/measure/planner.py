@@ -569,7 +569,7 @@ def how_it_did_not_fit(r: peak.PeakRun, allowed: int) -> str:
         past = (f"the {allowed / MIB:.0f} MiB a run may use" if r.limit >= allowed else
                 f"the {r.limit / MIB:.0f} MiB the container had left beside git-tune's own "
                 f"memory of the {allowed / MIB:.0f} MiB a run may use")
-        return f"was stopped at {r.peak / MIB:.0f} MiB, past {past} (no cgroup of its own)"
+        return f"was stopped at {r.peak / MIB:.0f} MiB without a cgroup of its own, past {past}"
     if not r.killed_at_limit:
         return f"peaked at {r.peak / MIB:.0f} MiB, above the {allowed / MIB:.0f} MiB a run may use"
     if r.limit < allowed:
