@@ -757,4 +757,7 @@ def _terminate(signum: int, _frame: Optional[FrameType]) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    # An ignored SIGCHLD is inherited (a hook's or a service manager's): with it the
+    # kernel reaps git itself, and every git's exit status would read as 0.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     cli.main(args=argv, prog_name="git-tune")

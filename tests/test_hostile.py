@@ -877,3 +877,32 @@ def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named
         assert said[:2] == ["ran", "0"] and float(said[2]) >= 0.2, out
     else:
         assert said[0] == "refused" and "pids.max" in out, out
+
+
+_SIGCHLD_IGNORED = """
+import json, signal, sys
+from git_tune.advisor.measure import gitbench, peak
+from git_tune.cli import main
+failing = peak.run(["-c", "alias.fail=!exit 3", "fail"], ".", gitbench.config_env({}),
+                   1 << 30, 60)
+try:
+    main(["--version"])
+except SystemExit:
+    pass
+print(json.dumps({"rc": failing.returncode, "peak": failing.peak,
+                  "reset": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL}))
+"""
+
+
+def test_an_ignored_sigchld_from_a_hook_does_not_hide_gits_exit(tmp_path):
+    """A hook or service manager may start git-tune with SIGCHLD ignored, and children
+    inherit that: the kernel then reaps each git before its wait, and its exit status
+    is lost. A measured run still reports git's own exit and peak, and the command
+    line puts SIGCHLD back to its default for every git it runs."""
+    out = subprocess.run([sys.executable, "-c", _SIGCHLD_IGNORED], cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    said = json.loads(out.stdout.splitlines()[-1])
+    assert said["rc"] == 3 and said["peak"] > 0 and said["reset"], said

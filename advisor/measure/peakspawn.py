@@ -39,6 +39,8 @@ def main(argv: "list[str]") -> None:
     if procs:
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
+    # Ignored (inherited so from a hook), the kernel would reap the run before its wait.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # SIGCHLD stays pending, so the wait between polls ends the moment the run does.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     started = time.perf_counter()
