@@ -75,7 +75,10 @@ def main(argv: "list[str]") -> None:
 
 
 def _tree(pid: int) -> "list[int]":
-    """pid and the processes it started, and theirs (/proc/PID/task/TID/children)."""
+    """pid and the processes it started, and theirs (/proc/PID/task/TID/children); where
+    the kernel has no such file, every other live process of this one's group."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return [p for p in _live_in_group(os.getpgrp()) if p != os.getpid()]
     found, i = [pid], 0
     while i < len(found):
         task_dir = f"/proc/{found[i]}/task"
