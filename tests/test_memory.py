@@ -592,7 +592,7 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
         assert search.fitted is not None and search.fitted.peak == peak_of(first)
     # Runs: each level before the one decided, its two largest and its least; the
     # level decided, bisected too; the level after it where that is its bounded twin
-    # and was searched first with nothing fitting, its three.
+    # and was searched with nothing fitting, its three.
     if first == {}:             # Git's defaults
         most = 1
     elif first is None:
@@ -603,6 +603,10 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
                 + min(len(levels[k]), 3 + len(levels[k]).bit_length())
                 + (min(3, len(levels[k + 1])) if k + 1 < len(levels) else 0))
     assert len(ran) <= most <= 1 + len(values), (len(ran), most, len(values))
+    if first and first is values[levels[k].start] and k and len(levels[k - 1]) >= 3 \
+            and search._bounded_twin(levels[k - 1], levels[k]):
+        # The twin's largest runs before the level's least, and stands where it fits.
+        assert len(ran) == 1 + sum(min(3, len(level)) for level in levels[:k]), ran
 
 
 def _first_fitting(values, levels, fits):

@@ -282,6 +282,8 @@ class _Search:
         self.fitted: Optional[peak.PeakRun] = None
         self.seen: Dict[str, peak.PeakRun] = {}          # each value's first run
         self.history: Dict[str, peak.PeakRun] = {}       # each history part's runs
+        # Every run by value and part, and whether it fitted: no value runs twice on one.
+        self.ran: Dict[Tuple[int, str], Tuple[peak.PeakRun, bool]] = {}
 
     @property
     def value(self) -> Optional[Dict[str, str]]:
@@ -345,26 +347,31 @@ class _Search:
         one of its runs fits (every smaller part fits it too), so a budget that ends
         here leaves the best found so far.
 
-        Where its two largest do not fit and its least does, the windows are not what
-        fills the memory (on a history part the delta base cache can be): `twin`, the
-        same sizes with the cache bounded, is searched first, and a value of it that
-        fits stands (windows larger than this level's least); where none does, the
-        bisection here."""
+        Where its two largest do not fit, the windows may not be what fills the memory
+        (on a history part the delta base cache can be): `twin`, the same sizes with the
+        cache bounded, is tried at its largest before this level's least, and where that
+        fits it stands, one run instead of the least's and the twin's search after it.
+        Where it does not, the least runs (the smallest window is the value most likely
+        to fit, so a budget ending in the search leaves one), and where that fits, the
+        twin is searched whole before the bisection here: a value of it that fits
+        stands (windows larger than this level's least)."""
         lo, hi = level.start, level.stop - 1
-        for at in dict.fromkeys((lo, min(lo + 1, hi), hi)):
+        for at in dict.fromkeys((lo, min(lo + 1, hi))):
             if self._fits(at, make, part):
                 self.at = at
-                if at < hi:
-                    return True
-                break
-            if at == hi:
-                return False
-        if twin is not None and hi - lo >= 2:
-            least = self.at
-            if self._largest_fitting(twin, make, part):
                 return True
-            self.at = least
-        lo = min(lo + 2, hi)        # those above lo did not fit, values[hi] did
+        if hi - lo < 2:
+            return False
+        if twin is not None and self._fits(twin.start, make, part):
+            self.at = twin.start
+            return True
+        if not self._fits(hi, make, part):
+            return False
+        self.at = hi
+        if twin is not None and self._largest_fitting(twin, make, part):
+            return True
+        self.at = hi
+        lo += 2                     # those above lo did not fit, values[hi] did
         while lo < hi:
             mid = (lo + hi) // 2
             if self._fits(mid, make, part):
@@ -375,6 +382,11 @@ class _Search:
 
     def _fits(self, at: int, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
               part: str) -> bool:
+        if (at, part) in self.ran:  # a level's twin, searched before the level after it
+            r, fitted = self.ran[at, part]
+            if fitted:
+                self.fitted = r
+            return fitted
         value = {} if at < 0 else self.values[at]
         runs: Dict[str, peak.PeakRun] = {}
         try:
@@ -391,6 +403,7 @@ class _Search:
             self.history[f"{name} on {part}"] = r
         if fitted:
             self.fitted = r
+        self.ran[at, part] = (r, fitted)
         return fitted
 
 
