@@ -65,15 +65,23 @@ def _walk_up(sys: SysRoot, base: str, cg_path: str, filename: str) -> List[str]:
     return [t for t in texts if t is not None]
 
 
+def _positive(text: Optional[str]) -> Optional[int]:
+    """A limit's number, or None where the file holds no number above zero (what no
+    kernel writes there reads as no limit, not as a limit of nothing)."""
+    value = read_int(text)
+    return value if value is not None and value > 0 else None
+
+
 def _v2_limits(sys: SysRoot, path: str) -> Tuple[Optional[float], Optional[int]]:
     quotas, memories = [], []
     for text in _walk_up(sys, "sys/fs/cgroup", path, "cpu.max"):
-        quota, _, period = text.partition(" ")
-        if quota != "max" and read_int(quota) and read_int(period):
-            quotas.append(int(quota) / int(period))
+        quota_text, _, period_text = text.partition(" ")
+        quota, period = _positive(quota_text), _positive(period_text)
+        if quota and period:
+            quotas.append(quota / period)
     for text in _walk_up(sys, "sys/fs/cgroup", path, "memory.max"):
-        if text != "max" and read_int(text):
-            memories.append(int(text))
+        if memory := _positive(text):
+            memories.append(memory)
     return (min(quotas) if quotas else None), (min(memories) if memories else None)
 
 
@@ -92,15 +100,15 @@ def _v1_limits(sys: SysRoot, lines: List[Tuple[str, str, str]]) -> Tuple[Optiona
             quotas = []
             for q_text, p_text in zip(_walk_up(sys, base, path, "cpu.cfs_quota_us"),
                                       _walk_up(sys, base, path, "cpu.cfs_period_us")):
-                q, p = read_int(q_text), read_int(p_text)
-                if q and q > 0 and p:
+                q, p = _positive(q_text), _positive(p_text)
+                if q and p:
                     quotas.append(q / p)
             quota_cpus = min(quotas) if quotas else None
         if "memory" in names and sys.exists("sys/fs/cgroup/memory"):
-            read = [read_int(t) for t in _walk_up(sys, "sys/fs/cgroup/memory", path,
-                                                  "memory.limit_in_bytes")]
+            read = [_positive(t) for t in _walk_up(sys, "sys/fs/cgroup/memory", path,
+                                                   "memory.limit_in_bytes")]
             # v1 reports "no limit" as a huge page-aligned number.
-            limits = [v for v in read if v is not None and 0 < v < (1 << 60)]
+            limits = [v for v in read if v is not None and v < (1 << 60)]
             memory = min(limits) if limits else None
     return quota_cpus, memory
 
@@ -111,7 +119,7 @@ def _pids(sys: SysRoot, base: str, path: str) -> Tuple[Optional[int], Optional[i
     limits, headroom = [], []
     for level in _levels(path):
         limit = read_int(sys.read(base, level, "pids.max"))     # "max" reads as None
-        if limit is not None:
+        if limit is not None and limit >= 0:                    # 0: no task may start
             limits.append(limit)
             current = read_int(sys.read(base, level, "pids.current"))
             if current is not None:

@@ -213,6 +213,15 @@ def test_a_limit_no_value_fits_keeps_gits_defaults_and_says_why(tmp_path, large_
     assert not t.comparisons and "no value from 1m up" in t.why_not_run, t
 
 
+def test_no_memory_to_read_keeps_gits_defaults_and_says_why(tmp_path, large_repo):
+    """Bad input: no limit and no available memory could be read (the host's fallback
+    reads 0): no pack or base cache value is run or written, and the reason says so."""
+    bench = _bench(tmp_path, large_repo, 0)
+    for t in (packmem.trial(catalogue.lookup("pack.windowMemory"), bench),
+              basecache.trial(catalogue.lookup(basecache.KEY), bench)):
+        assert not t.comparisons and "could not be read" in t.why_not_run, t
+
+
 def test_small_objects_and_no_objects_leave_gits_defaults_with_the_reason(tmp_path):
     """Bad input: a repository with no objects; and one whose packing fits the memory
     under Git's defaults (memory not at stake: nothing written, whatever a smaller

@@ -70,6 +70,30 @@ def test_cgroup_pid_limits_v1_and_v2(tmp_path):
     assert (limits.version, limits.pids_max, limits.pids_headroom) == (2, 20, 17)
 
 
+@pytest.mark.parametrize("text", ["-5", "0", "12x", "\x00\xff", "", "max 100000",
+                                  "-1 100000", "50000 -100000"])
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cgroup_limit_that_cannot_be_read_is_no_limit(tmp_path, text, version):
+    """Bad input: a memory or CPU limit that holds no number above zero reads as no
+    limit, so the host's available memory and CPUs stand, and no note claims one."""
+    if version == 2:
+        write(tmp_path, "proc/self/cgroup", "0::/job\n")
+        write(tmp_path, "sys/fs/cgroup/cgroup.controllers", "cpu memory\n")
+        write(tmp_path, "sys/fs/cgroup/job/memory.max", text)
+        write(tmp_path, "sys/fs/cgroup/job/cpu.max", text)
+    else:
+        write(tmp_path, "proc/self/cgroup", "4:memory:/job\n3:cpu:/job\n0::/\n")
+        write(tmp_path, "sys/fs/cgroup/memory/job/memory.limit_in_bytes", text)
+        write(tmp_path, "sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", text.split(" ")[0])
+        write(tmp_path, "sys/fs/cgroup/cpu/job/cpu.cfs_period_us", text.split(" ")[-1])
+    limits = host.cgroup_limits(host.SysRoot(str(tmp_path)))
+    assert (limits.version, limits.memory_limit, limits.cpu_quota) == (version, None, None)
+    facts = host.host_facts(str(tmp_path))
+    assert facts.memory_limit is None and facts.memory_available > 0
+    assert facts.effective_cores == len(os.sched_getaffinity(0))
+    assert not any("memory limit" in n or "quota" in n for n in facts.notes), facts.notes
+
+
 def test_no_cgroup_no_sys(tmp_path):
     facts = host.host_facts(str(tmp_path))  # an empty root: no /proc, no /sys
     assert facts.cgroup.version is None and facts.effective_cores >= 1
