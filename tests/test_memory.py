@@ -580,16 +580,7 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
         return 50 * MIB + threads * (2 * bases + window // 16)
 
     ran = []
-
-    def make(runs):
-        def run(v):
-            ran.append(v)
-            r = peak.PeakRun(1.0, peak_of(v), 0, False, False, "", "")
-            runs[v.get(packmem.WINDOW, "default")] = r
-            if r.over(allowed):
-                raise planner.OverMemory("over")
-            return r.seconds
-        return run
+    make = _modelled(peak_of, allowed, ran)
 
     search = packmem._Search(values)
     fits = search.fit(make, "a part")
@@ -616,6 +607,48 @@ def test_the_search_finds_the_first_fitting_value_in_few_runs(allowed_mib):
             and search._bounded_twin(levels[k - 1], levels[k]):
         # The twin's largest runs before the level's least, and stands where it fits.
         assert len(ran) == 1 + sum(min(3, len(level)) for level in levels[:k]), ran
+
+
+def test_where_the_budget_holds_no_two_more_runs_the_least_runs_next():
+    """On a history part where what is left holds no two more runs as long as the
+    longest there (the planner's holds_runs, here saying no), the level's least runs
+    right after the value standing is killed, so a budget ending then leaves it; the
+    sizes above it are bisected after, and the largest that fits stands. Where a run's
+    price is not known yet (nothing ran on the part), the order is the usual one."""
+    allowed = 821 * MIB         # 8m windows on four threads fit, 16m do not
+    values = packmem.candidates(512 * MIB, 4, 0, 96 * MIB)
+
+    def peak_of(v):
+        window = catalogue.parse_size(v.get(packmem.WINDOW, "256m"))
+        return 50 * MIB + int(v.get(packmem.THREADS, "4")) * (192 * MIB + window // 16)
+
+    ran = []
+    make = _modelled(peak_of, allowed, ran)
+
+    asked = []
+    search = packmem._Search(values, lambda seconds: asked.append(seconds) or False)
+    assert search.fit(make, "a part")
+    first = search._levels_after(-1)[0]
+    assert ran[0] == {} and ran[1] == values[first.stop - 1], ran[:2]
+    assert asked == [1.0], asked
+    fitting = [values[i] for i in first if peak_of(values[i]) <= allowed]
+    assert len(fitting) < len(first) and search.value == fitting[0], search.value
+    assert len(ran) <= 2 + len(first).bit_length(), ran
+
+
+def _modelled(peak_of, allowed, ran):
+    """The search's runner factory where a value's peak is peak_of's model, not git's
+    run: each value run is appended to `ran`, one whose peak passes `allowed` fails."""
+    def make(runs):
+        def run(v):
+            ran.append(v)
+            r = peak.PeakRun(1.0, peak_of(v), 0, False, False, "", "")
+            runs[v.get(packmem.WINDOW, "default")] = r
+            if r.over(allowed):
+                raise planner.OverMemory("over")
+            return r.seconds
+        return run
+    return make
 
 
 def _first_fitting(values, levels, fits):

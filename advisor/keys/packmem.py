@@ -273,8 +273,11 @@ class _Search:
     after it that does is found (fit). Git's default's first failure, and every run,
     are kept."""
 
-    def __init__(self, values: List[Dict[str, str]]) -> None:
+    def __init__(self, values: List[Dict[str, str]],
+                 holds_two: Callable[[float], bool] = lambda seconds: True) -> None:
         self.values = values
+        # Whether what is left holds two more runs of so many seconds (the planner's).
+        self.holds_two = holds_two
         self.at = -1                # the value standing: -1 Git's defaults, len(values) none
         self.default_error = ""
         # The standing value's last run, which fitted (None where it has not yet: a
@@ -354,9 +357,16 @@ class _Search:
         Where it does not, the least runs (the smallest window is the value most likely
         to fit, so a budget ending in the search leaves one), and where that fits, the
         twin is searched whole before the bisection here: a value of it that fits
-        stands (windows larger than this level's least)."""
+        stands (windows larger than this level's least).
+
+        On a history part, where what is left of the budget does not hold two more runs
+        as long as the longest run there so far (one more that may not fit, and the
+        least's), the least runs next, and the sizes above it are bisected after it: a
+        budget that ends then leaves the least standing, not nothing."""
         lo, hi = level.start, level.stop - 1
         for at in dict.fromkeys((lo, min(lo + 1, hi))):
+            if hi - at >= 2 and part and not self._holds_two_on(part):
+                return self._least_then_larger(at, hi, make, part)
             if self._fits(at, make, part):
                 self.at = at
                 return True
@@ -371,14 +381,37 @@ class _Search:
         if twin is not None and self._largest_fitting(twin, make, part):
             return True
         self.at = hi
-        lo += 2                     # those above lo did not fit, values[hi] did
+        self._bisect(lo + 2, hi, make, part)    # those above lo + 2 did not fit
+        return True
+
+    def _holds_two_on(self, part: str) -> bool:
+        """Whether what is left holds two more runs at the price of the longest run on
+        `part` so far (none yet: it holds)."""
+        price = max((r.seconds for (_, p), (r, _) in self.ran.items() if p == part),
+                    default=None)
+        return price is None or self.holds_two(price)
+
+    def _least_then_larger(self, lo: int, hi: int,
+                           make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
+                           part: str) -> bool:
+        """values[hi], the least of values[lo..hi], then where it fits a bisection of
+        the sizes above it (none of them run yet)."""
+        if not self._fits(hi, make, part):
+            return False
+        self.at = hi
+        self._bisect(lo, hi, make, part)
+        return True
+
+    def _bisect(self, lo: int, hi: int,
+                make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner], part: str) -> None:
+        """The largest of values[lo..hi] that fits becomes the value standing: values[hi]
+        fitted, none of values[lo..hi) is known to."""
         while lo < hi:
             mid = (lo + hi) // 2
             if self._fits(mid, make, part):
                 self.at = hi = mid
             else:
                 lo = mid + 1
-        return True
 
     def _fits(self, at: int, make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
               part: str) -> bool:
@@ -458,7 +491,8 @@ def trial(key: Key, bench: Bench) -> Optional[Trial]:
     except MeasurementFailed as e:
         return Trial.not_run(WINDOW, f"nothing to pack ({e})")
     bases = config_int(bench.repo, BASES) or basecache.default_bytes()
-    search = _Search(candidates(allowed, n_threads, objects.smallest, bases))
+    search = _Search(candidates(allowed, n_threads, objects.smallest, bases),
+                     lambda seconds: planner.holds_runs(seconds, 2))
     within = bench.memory_source
     with planner.within_budget(bench):
         search.fit(lambda seen: runner(bench.repo, objects, allowed, within, seen))

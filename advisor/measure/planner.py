@@ -488,6 +488,15 @@ def price_fits(bench: "Bench", price: Callable[[float], float]) -> bool:
     return price(left) <= left
 
 
+def holds_runs(seconds: float, runs: int) -> bool:
+    """Whether the deadline the git runs inside are held to (within, capped; else a
+    run's own time limit) leaves `runs` more runs of `seconds` each."""
+    try:
+        return gitbench.time_left() >= runs * seconds
+    except gitbench.DeadlineReached:
+        return False
+
+
 def run_limit(bench: "Bench", one_run: Optional[float]) -> Optional[float]:
     """Where a comparison of runs of `one_run` seconds (an estimate, such as the probe's)
     cannot fit its full runs in the budget left, the longest run that could; None where
