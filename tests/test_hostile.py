@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 import traceback
 
 import pytest
@@ -877,6 +878,50 @@ def test_a_pid_limit_reached_for_a_moment_delays_git_and_one_that_stays_is_named
         assert said[:2] == ["ran", "0"] and float(said[2]) >= 0.2, out
     else:
         assert said[0] == "refused" and "pids.max" in out, out
+
+
+_HOLDS_A_RUN = """
+import sys
+from git_tune.advisor.measure import gitbench, peak
+peak.run(["-c", "alias.hold=!echo $$ > held.pid; exec sleep 120", "hold"], ".",
+         gitbench.config_env({}), 1 << 40, 300)
+"""
+
+
+def test_a_measured_run_ends_when_git_tune_is_killed_outright(tmp_path):
+    """Killed outright (SIGKILL, the OOM killer, a runner's kill -9), git-tune cannot
+    stop the git it measures; that git and what it started end with it, rather than run
+    on with nobody to wait for them."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDS_A_RUN], cwd=tmp_path)
+    held = tmp_path / "held.pid"
+    pid = None
+    try:
+        for _ in range(300):
+            if held.exists() and held.read_text().strip():
+                pid = int(held.read_text())
+                break
+            time.sleep(0.05)
+        assert pid, "the run did not start"
+        proc.kill()
+        proc.wait()
+        for _ in range(200):
+            if not _alive(pid):
+                break
+            time.sleep(0.05)
+        assert not _alive(pid), "the measured run outlived git-tune"
+    finally:
+        proc.kill()
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 _SIGCHLD_IGNORED = """

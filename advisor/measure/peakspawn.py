@@ -18,8 +18,11 @@ than STOP_ABOVE bytes: the run is stopped where a cgroup's limit would have kill
 before it can take the container or the host down; the last field is then what they
 held, else 0. It exits 0 once it has written; COMMAND exits CANNOT_RUN, saying so on its
 standard error, where it could not be started. Killed (its process group), it writes
-nothing.
+nothing. Where the process that started it dies first (SIGKILL, the OOM killer), it
+kills its process group, COMMAND and what it started included: nobody is left to wait
+for the run, and it must not run on.
 """
+import ctypes
 import os
 import signal
 import sys
@@ -36,6 +39,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def main(argv: "list[str]") -> None:
     result_fd, procs, stop_above, command = int(argv[0]), argv[1], int(argv[2]), argv[3:]
+    _end_with(os.getppid())
     if procs:
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
@@ -72,6 +76,21 @@ def main(argv: "list[str]") -> None:
     seconds = time.perf_counter() - started
     os.write(result_fd, f"{status} {usage.ru_maxrss} {seconds!r} {stopped_at}\n".encode())
     os._exit(0)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with(parent: int) -> None:
+    """Have the kernel send SIGTERM here when `parent` ends, and end the process group
+    then (prctl takes integers only: no pointer crosses here)."""
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return                  # no prctl (not Linux): the run ends on its own
+    if os.getppid() != parent:  # it ended before prctl
+        os.killpg(0, signal.SIGKILL)
 
 
 def _tree(pid: int) -> "list[int]":
