@@ -613,8 +613,7 @@ def test_where_the_budget_holds_no_two_more_runs_the_least_runs_next():
     """On a history part where what is left holds no two more runs as long as the
     longest there (the planner's holds_runs, here saying no), the level's least runs
     right after the value standing is killed, so a budget ending then leaves it; the
-    sizes above it are bisected after, and the largest that fits stands. Where a run's
-    price is not known yet (nothing ran on the part), the order is the usual one."""
+    sizes above it are bisected after, and the largest that fits stands."""
     allowed = 821 * MIB         # 8m windows on four threads fit, 16m do not
     values = packmem.candidates(512 * MIB, 4, 0, 96 * MIB)
 

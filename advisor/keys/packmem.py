@@ -386,10 +386,9 @@ class _Search:
 
     def _holds_two_on(self, part: str) -> bool:
         """Whether what is left holds two more runs at the price of the longest run on
-        `part` so far (none yet: it holds)."""
-        price = max((r.seconds for (_, p), (r, _) in self.ran.items() if p == part),
-                    default=None)
-        return price is None or self.holds_two(price)
+        `part` so far (there is one: fit runs the value standing there first)."""
+        return self.holds_two(max(r.seconds for (_, p), (r, _) in self.ran.items()
+                                  if p == part))
 
     def _least_then_larger(self, lo: int, hi: int,
                            make: Callable[[Dict[str, peak.PeakRun]], gitbench.Runner],
